@@ -1,0 +1,252 @@
+"""The built-in tools: calculator, python, shell, files in the workspace, search/lookup."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+import operator
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mulligan import sandbox
+from mulligan.actor.tools import Tool, tool
+from mulligan.errors import UserError
+
+BUILTIN_TOOLS = (
+    "calculator",
+    "python",
+    "shell",
+    "read_file",
+    "write_file",
+    "list_files",
+    "search",
+    "lookup",
+)
+
+# ---------------------------------------------------------------- calculator
+
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log10": math.log10,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
+_CONSTANTS = {"pi": math.pi, "e": math.e}
+MAX_EXPONENT = 10_000
+
+
+def evaluate_arithmetic(expression: str) -> float | int:
+    """Evaluate arithmetic without eval: numbers, + - * / // % **, a few math functions."""
+    tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
+    return _evaluate(tree.body)
+
+
+def _evaluate(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise ValueError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
+        return _BINARY[type(node.op)](left, right)
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+    ):
+        return _FUNCTIONS[node.func.id](*[_evaluate(arg) for arg in node.args])
+    raise ValueError(f"not allowed in arithmetic: {ast.unparse(node)!r}")
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Use for arithmetic: evaluates an expression such as "(31.5 - 28) * 2" or "sqrt(2)"."""
+    value = evaluate_arithmetic(expression)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------- workspace
+
+
+class Workspace:
+    """A directory the file tools may touch; paths outside it are refused.
+
+    `scratch=True` marks a directory mulligan laid out itself: sandboxed code may write there.
+    A user's own directory is only read by sandboxed code and changed by `write_file`.
+    """
+
+    def __init__(self, root: str | Path, scratch: bool = False) -> None:
+        self.root = Path(root).resolve()
+        self.scratch = scratch
+
+    def resolve(self, path: str) -> Path:
+        if Path(path).is_absolute():
+            raise ValueError(f"absolute paths are not allowed ({path}); use a path relative to .")
+        if ".." in Path(path).parts:
+            raise ValueError(f"'..' is not allowed in paths ({path})")
+        target = (self.root / path).resolve()
+        if target != self.root and not target.is_relative_to(self.root):
+            raise ValueError(f"{path} leads outside the workspace (through a symlink)")
+        return target
+
+    def tools(self, shell_needs_approval: bool = True) -> list[Tool]:
+        ws = self
+
+        @tool
+        def python(code: str) -> str:
+            """Use to run Python code (print what you need to see); runs in the workspace."""
+            return sandbox.run_python(code, cwd=ws.root, writable=ws.scratch).describe()
+
+        @tool(needs_approval=shell_needs_approval)
+        def shell(command: str) -> str:
+            """Use to run a shell command in the workspace (ls, grep, wc, tests...)."""
+            return sandbox.run_shell(command, cwd=ws.root, writable=ws.scratch).describe()
+
+        @tool
+        def read_file(path: str) -> str:
+            """Use to read a text file in the workspace, by relative path."""
+            return ws.resolve(path).read_text(errors="replace")
+
+        @tool
+        def write_file(path: str, content: str) -> str:
+            """Use to create or overwrite a text file in the workspace, by relative path."""
+            target = ws.resolve(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            return f"wrote {len(content)} characters to {path}"
+
+        @tool
+        def list_files(path: str = ".") -> str:
+            """Use to list the files under a workspace directory (recursively, relative paths)."""
+            base = ws.resolve(path)
+            names = sorted(
+                str(p.relative_to(ws.root)) + ("/" if p.is_dir() else "")
+                for p in base.rglob("*")
+                if not any(part.startswith(".") for part in p.relative_to(ws.root).parts)
+            )
+            return "\n".join(names) if names else "(empty directory)"
+
+        return [python, shell, read_file, write_file, list_files]
+
+
+# ---------------------------------------------------------------- search / lookup
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+
+
+class DocumentSearch:
+    """ReAct's search[entity] and lookup[keyword] over a closed set of titled documents."""
+
+    def __init__(self, documents: dict[str, str]) -> None:
+        self.documents = documents
+        self.current: str | None = None
+        self.lookup_keyword = ""
+        self.lookup_index = 0
+
+    def search(self, entity: str) -> str:
+        wanted = _normal(entity)
+        for title, text in self.documents.items():
+            if _normal(title) == wanted:
+                self.current, self.lookup_keyword, self.lookup_index = title, "", 0
+                return text.split("\n\n")[0]
+        titles = list(self.documents)
+        normal_titles = {_normal(t): t for t in titles}
+        close = difflib.get_close_matches(wanted, list(normal_titles), n=5, cutoff=0.6)
+        partial = [t for t in titles if wanted and wanted in _normal(t)]
+        similar = list(dict.fromkeys(partial + [normal_titles[c] for c in close]))[:5]
+        if similar:
+            return f"Could not find [{entity}]. Similar: {similar}."
+        return f"Could not find [{entity}]. No similar titles."
+
+    def lookup(self, keyword: str) -> str:
+        if self.current is None:
+            return "No document is open: search for an entity first."
+        if keyword != self.lookup_keyword:
+            self.lookup_keyword, self.lookup_index = keyword, 0
+        hits = [
+            s for s in split_sentences(self.documents[self.current]) if keyword.lower() in s.lower()
+        ]
+        if self.lookup_index >= len(hits):
+            return f"No more results for [{keyword}] in {self.current}."
+        self.lookup_index += 1
+        return f"(Result {self.lookup_index} / {len(hits)}) {hits[self.lookup_index - 1]}"
+
+    def tools(self) -> list[Tool]:
+        @tool
+        def search(entity: str) -> str:
+            """Use to open a document by its title: shows its first paragraph, or similar titles."""
+            return self.search(entity)
+
+        @tool
+        def lookup(keyword: str) -> str:
+            """Use after search: the next sentence in the open document containing the keyword."""
+            return self.lookup(keyword)
+
+        return [search, lookup]
+
+
+def _normal(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def build_tools(
+    names: list[str],
+    *,
+    workspace: str | Path | None = None,
+    scratch_workspace: bool = False,
+    documents: dict[str, str] | None = None,
+    extra: list[Tool] | None = None,
+    shell_needs_approval: bool = True,
+) -> list[Tool]:
+    """The tools a task asks for by name, bound to its workspace and documents."""
+    available: dict[str, Tool] = {"calculator": calculator}
+    if workspace is not None:
+        for t in Workspace(workspace, scratch_workspace).tools(shell_needs_approval):
+            available[t.name] = t
+    if documents is not None:
+        for t in DocumentSearch(documents).tools():
+            available[t.name] = t
+    for t in extra or []:
+        available[t.name] = t
+    missing = [name for name in names if name not in available]
+    if missing:
+        needs = {n: "a workspace" for n in BUILTIN_TOOLS[1:6]} | {
+            "search": "documents",
+            "lookup": "documents",
+        }
+        hints = [f"{n} (needs {needs[n]})" if n in needs else f"{n} (unknown)" for n in missing]
+        raise UserError(
+            f"tools not available: {', '.join(hints)}; built-in tools: {', '.join(BUILTIN_TOOLS)}"
+        )
+    return [available[name] for name in names]

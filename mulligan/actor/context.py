@@ -1,0 +1,225 @@
+"""The view sent to the model, and folding old steps into a running summary.
+
+view = system + task (pinned) + lessons (pinned, quoted as data) + running summary
+       + the most recent steps verbatim.
+
+Steps are rendered into messages afresh for every call, a whole step at a time
+(a model turn with all its tool results), so a call is never separated from its
+result. The attempt keeps every step; only the view shrinks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mulligan import prompts
+from mulligan.actor.tokens import TokenEstimator
+from mulligan.errors import ModelError
+from mulligan.llm.base import ChatModel, Message
+from mulligan.schema import CompressionEvent, Step, Usage
+
+log = logging.getLogger("mulligan")
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    enabled: bool = True
+    threshold_tokens: int = 6000
+    """Fold when the estimated view would pass this many tokens."""
+    context_window: int | None = None
+    threshold_fraction: float = 0.6
+    """With a known context window, the threshold is at most this fraction of it."""
+    keep_recent: int = 3
+    """Steps always kept verbatim (at least 1: the most recent step is never folded)."""
+    summary_max_tokens: int = 600
+    observation_max_chars: int = 4000
+
+    def threshold(self) -> int:
+        if self.context_window:
+            return min(self.threshold_tokens, int(self.context_window * self.threshold_fraction))
+        return self.threshold_tokens
+
+
+Protocol = Literal["native", "text"]
+
+
+def render_step(step: Step, protocol: Protocol) -> list[Message]:
+    """A step as chat messages: the model's turn, then every result or reminder it got."""
+    if protocol == "text" or not step.tool_calls:
+        messages: list[Message] = [{"role": "assistant", "content": step.text}]
+        if step.results:
+            observations = "\n".join(r.output for r in step.results)
+            messages.append({"role": "user", "content": f"Observation: {observations}"})
+        if step.feedback:
+            messages.append({"role": "user", "content": step.feedback})
+        return messages
+    messages = [
+        {
+            "role": "assistant",
+            "content": step.text or "",  # "" not None: some servers reject null content
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in step.tool_calls
+            ],
+        }
+    ]
+    by_id = {r.call_id: r for r in step.results}
+    for call in step.tool_calls:
+        result = by_id.get(call.id)
+        output = result.output if result else "Error: interrupted before this call returned."
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
+    if step.feedback:
+        messages.append({"role": "user", "content": step.feedback})
+    return messages
+
+
+def describe_step(step: Step, result_chars: int = 2000) -> str:
+    """A step as plain text, for the summariser and for people."""
+    lines = [f"Step {step.index}:"]
+    if step.text.strip():
+        lines.append(f"  said: {step.text.strip()}")
+    for call in step.tool_calls:
+        lines.append(f"  called {call.name}({call.arguments})")
+    for result in step.results:
+        lines.append(f"  -> {result.status}: {result.output[:result_chars]}")
+    return "\n".join(lines)
+
+
+def extractive_summary(steps: list[Step]) -> str:
+    """The fallback fold: tool names, arguments, first lines of results, errors."""
+    lines = []
+    for step in steps:
+        for call in step.tool_calls:
+            result = next((r for r in step.results if r.call_id == call.id), None)
+            first = result.output.strip().splitlines()[0][:200] if result else "(no result)"
+            status = result.status if result else "interrupted"
+            lines.append(
+                f"- step {step.index}: {call.name}({call.arguments[:200]}) {status}: {first}"
+            )
+        if not step.tool_calls and step.text.strip():
+            lines.append(f"- step {step.index}: {step.text.strip().splitlines()[0][:200]}")
+    return "\n".join(lines)
+
+
+class Context:
+    """The messages of one attempt's view, and the running summary behind it."""
+
+    def __init__(
+        self,
+        system: str,
+        task: str,
+        lessons: list[str],
+        protocol: Protocol,
+        settings: CompressionSettings,
+    ) -> None:
+        self.system = system
+        self.task = task
+        self.lessons = lessons
+        self.protocol = protocol
+        self.settings = settings
+        self.summary = ""
+        self.folded = 0
+        """Steps before this index are in the summary, not in the view."""
+        self.estimator = TokenEstimator()
+
+    def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
+        pinned = [prompts.render("task", prompt=self.task)]
+        if self.lessons:
+            pinned.append(prompts.render("lessons", lessons=self.lessons))
+        if self.summary:
+            pinned.append(prompts.render("summary", summary=self.summary))
+        messages: list[Message] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": "\n\n".join(pinned)},
+        ]
+        for step in steps[self.folded :]:
+            messages.extend(render_step(step, self.protocol))
+        return messages + (tail or [])
+
+    def fold_if_needed(
+        self,
+        steps: list[Step],
+        model: ChatModel,
+        tools: list[dict[str, Any]] | None,
+        tail: list[Message],
+    ) -> tuple[CompressionEvent, Usage] | None:
+        """Fold the oldest whole steps into the summary when the view is over the threshold."""
+        if not self.settings.enabled:
+            return None
+        before = self.estimator.estimate(self.messages(steps, tail), tools)
+        keep = max(1, self.settings.keep_recent)
+        if before <= self.settings.threshold() or len(steps) - self.folded <= keep:
+            return None
+        end = self._fold_end(steps, tools, tail, keep)
+        folding = steps[self.folded : end]
+        summary, method, usage = self._summarise(folding, model)
+        self.summary, self.folded = summary, end
+        after = self.estimator.estimate(self.messages(steps, tail), tools)
+        event = CompressionEvent(
+            before_step=len(steps),
+            folded_steps=[s.index for s in folding],
+            tokens_before=before,
+            tokens_after=after,
+            summary=summary,
+            method=method,
+        )
+        return event, usage
+
+    def _fold_end(
+        self,
+        steps: list[Step],
+        tools: list[dict[str, Any]] | None,
+        tail: list[Message],
+        keep: int,
+    ) -> int:
+        """Fold as few old steps as brings the view under the threshold, keeping `keep`."""
+        limit = len(steps) - keep
+        budget = self.settings.threshold() - self.settings.summary_max_tokens
+        end = self.folded + 1
+        while end < limit:
+            kept = steps[end:]
+            rest = [m for s in kept for m in render_step(s, self.protocol)]
+            if self.estimator.estimate(self.messages([], tail) + rest, tools) <= budget:
+                break
+            end += 1
+        return end
+
+    def _summarise(
+        self, folding: list[Step], model: ChatModel
+    ) -> tuple[str, Literal["model", "extractive"], Usage]:
+        cap = self.settings.summary_max_tokens
+        steps_text = "\n".join(
+            describe_step(s, self.settings.observation_max_chars) for s in folding
+        )
+        prompt = prompts.render(
+            "summarise",
+            task=self.task,
+            summary=self.summary,
+            steps=steps_text,
+            max_words=int(cap * 0.7),
+        )
+        try:
+            response = model.chat([{"role": "user", "content": prompt}], max_tokens=cap)
+        except ModelError as exc:
+            log.warning("summarising call failed (%s); folding extractively", exc)
+            return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()
+        text = response.text.strip()
+        if not text:
+            return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()
+        return self._capped(text), "model", response.usage
+
+    def _join(self, addition: str) -> str:
+        return f"{self.summary}\n{addition}".strip()
+
+    def _capped(self, summary: str) -> str:
+        """Keep the summary under its cap; the newest notes win when it must be cut."""
+        max_chars = int(self.settings.summary_max_tokens * 4 / max(self.estimator.ratio, 0.25))
+        if len(summary) <= max_chars:
+            return summary
+        return "[older notes cut]\n" + summary[-max_chars:]

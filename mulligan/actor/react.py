@@ -1,0 +1,214 @@
+"""The ReAct actor: one attempt at a task, with tools, under a budget."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mulligan import prompts
+from mulligan.actor.budget import Budget, Spend
+from mulligan.actor.context import CompressionSettings, Context, Protocol
+from mulligan.actor.text_protocol import (
+    STOP_SEQUENCES,
+    Action,
+    FinalAnswer,
+    parse_text_turn,
+    recover_text_tool_calls,
+    strip_final_label,
+)
+from mulligan.actor.tools import Approver, Tool, ToolRegistry
+from mulligan.errors import ModelError
+from mulligan.llm.base import ChatModel, ChatResponse, Message
+from mulligan.schema import Attempt, Step, StopReason, ToolCall, ToolResult
+
+
+@dataclass(frozen=True)
+class ActorSettings:
+    protocol: Protocol = "native"
+    budget: Budget = field(default_factory=Budget)
+    nudge_repeats: bool = True
+    compression: CompressionSettings = field(default_factory=CompressionSettings)
+
+
+class Actor:
+    def __init__(
+        self,
+        model: ChatModel,
+        settings: ActorSettings | None = None,
+        approve: Approver | None = None,
+    ) -> None:
+        self.model = model
+        self.settings = settings or ActorSettings()
+        self.approve = approve
+
+    def run(
+        self,
+        task_id: str,
+        prompt: str,
+        tools: list[Tool],
+        *,
+        lessons: list[str] | None = None,
+        lesson_ids: list[str] | None = None,
+        trial: int = 1,
+        budget: Budget | None = None,
+    ) -> Attempt:
+        """Attempt the task once; every attempt ends with a stop_reason, never a crash."""
+        s = self.settings
+        registry = ToolRegistry.of(
+            tools, approve=self.approve, max_output_chars=s.compression.observation_max_chars
+        )
+        native = s.protocol == "native"
+        schemas = registry.schemas() if native and tools else None
+        context = Context(self._system(registry), prompt, lessons or [], s.protocol, s.compression)
+        spend = Spend(budget or s.budget)
+        attempt = Attempt(
+            task_id=task_id,
+            trial=trial,
+            model=self.model.name,
+            protocol=s.protocol,
+            lesson_ids=lesson_ids or [],
+        )
+        seen: set[str] = set()
+        stop: StopReason | None
+        while (stop := spend.exhausted()) is None:
+            last = spend.last_call()
+            tail = self._final_request() if last else []
+            offered = None if last else schemas
+            self._fold(context, attempt, spend, offered, tail)
+            messages = context.messages(attempt.steps, tail)
+            try:
+                response = self._chat(messages, offered)
+            except ModelError as exc:
+                stop, attempt.error = "model_error", str(exc)
+                break
+            spend.record(response.usage)
+            context.estimator.calibrate(messages, offered, response.usage.prompt_tokens)
+            step = self._read_turn(response, len(attempt.steps), registry, forced=bool(last))
+            spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
+            step.results = self._run_calls(step.tool_calls, registry, seen)
+            attempt.steps.append(step)
+            if step.kind == "final":
+                stop, attempt.answer = "answered", strip_final_label(step.text)
+                attempt.final_forced = bool(last)
+                break
+            if last:
+                stop = last
+                break
+        attempt.stop_reason = stop
+        attempt.usage = spend.usage
+        attempt.seconds = spend.elapsed()
+        return attempt
+
+    # ------------------------------------------------------------ pieces of the loop
+
+    def _system(self, registry: ToolRegistry) -> str:
+        if self.settings.protocol == "native":
+            return prompts.render("actor_native")
+        return prompts.render(
+            "actor_text",
+            tools=[t.signature_line() for t in registry.tools.values()],
+            tool_names=", ".join(registry.tools),
+        )
+
+    def _final_request(self) -> list[Message]:
+        text = prompts.render("final_answer", protocol=self.settings.protocol)
+        return [{"role": "user", "content": text}]
+
+    def _fold(
+        self,
+        context: Context,
+        attempt: Attempt,
+        spend: Spend,
+        tools: list[dict[str, Any]] | None,
+        tail: list[Message],
+    ) -> None:
+        folded = context.fold_if_needed(attempt.steps, self.model, tools, tail)
+        if folded:
+            event, usage = folded
+            attempt.compressions.append(event)
+            spend.usage = spend.usage + usage
+
+    def _chat(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> ChatResponse:
+        stop = STOP_SEQUENCES if self.settings.protocol == "text" else None
+        return self.model.chat(messages, tools=tools, stop=stop)
+
+    def _read_turn(
+        self, response: ChatResponse, index: int, registry: ToolRegistry, forced: bool
+    ) -> Step:
+        step = Step(
+            index=index,
+            text=response.text,
+            usage=response.usage,
+            latency_s=response.latency_s,
+            finish_reason=response.finish_reason,
+        )
+        names = list(registry.tools)
+        if self.settings.protocol == "text":
+            parsed = parse_text_turn(response.text, names)
+            if isinstance(parsed, FinalAnswer):
+                step.kind, step.text = "final", f"Final Answer: {parsed.text}"
+            elif isinstance(parsed, Action) and not forced:
+                call = ToolCall(id=f"call_{index}_0", name=parsed.name, arguments=parsed.arguments)
+                step.tool_calls = [call]
+            else:
+                reason = parsed.reason if not isinstance(parsed, Action) else "no answer given"
+                self._format_error(step, reason, names)
+            return step
+        calls = response.tool_calls
+        if not calls:
+            calls, step.text = recover_text_tool_calls(response.text, index)
+            step.text = step.text if calls else response.text
+        if calls and not forced:
+            step.tool_calls = _unique_ids(calls, index)
+        elif response.text.strip() and not calls:
+            step.kind = "final"
+        else:
+            self._format_error(step, "an empty reply" if not calls else "no answer given", names)
+        return step
+
+    def _format_error(self, step: Step, reason: str, names: list[str]) -> None:
+        step.kind = "format_error"
+        step.feedback = prompts.render(
+            "format_reminder",
+            reason=reason,
+            protocol=self.settings.protocol,
+            tool_names=", ".join(names),
+        )
+
+    def _run_calls(
+        self, calls: list[ToolCall], registry: ToolRegistry, seen: set[str]
+    ) -> list[ToolResult]:
+        """Exactly one result per call, in call order; repeats get a nudge instead of a rerun."""
+        if not calls:
+            return []
+        fresh: list[ToolCall] = []
+        nudges: dict[str, ToolResult] = {}
+        for call in calls:
+            key = _call_key(call)
+            if self.settings.nudge_repeats and key in seen:
+                nudge = prompts.render("repeated_call", name=call.name)
+                nudges[call.id] = ToolResult(
+                    call_id=call.id, name=call.name, status="repeated", output=nudge
+                )
+            else:
+                seen.add(key)
+                fresh.append(call)
+        ran = {r.call_id: r for r in registry.run_all(fresh)}
+        return [nudges.get(call.id) or ran[call.id] for call in calls]
+
+
+def _call_key(call: ToolCall) -> str:
+    try:
+        arguments = json.dumps(json.loads(call.arguments), sort_keys=True)
+    except json.JSONDecodeError:
+        arguments = call.arguments
+    return f"{call.name}\x00{arguments}"
+
+
+def _unique_ids(calls: list[ToolCall], index: int) -> list[ToolCall]:
+    """Some servers repeat or omit call ids; every call needs its own to pair its result."""
+    ids = [c.id for c in calls]
+    if all(ids) and len(set(ids)) == len(ids):
+        return calls
+    return [c.model_copy(update={"id": f"call_{index}_{n}"}) for n, c in enumerate(calls)]

@@ -1,0 +1,180 @@
+"""Parsing the text ReAct protocol and recovering tool calls written as text.
+
+Lenient by design: line prefixes first (`Action:`, `Action Input:`, `Final Answer:`,
+with markdown emphasis, numbering and any case), then ReAct's `tool[argument]`,
+then a JSON object anywhere in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from mulligan.schema import ToolCall
+
+STOP_SEQUENCES = ["\nObservation:", "\nObservation 1:"]
+
+
+@dataclass
+class Action:
+    name: str
+    arguments: str
+    """JSON text: an object, or a JSON string for a single bare argument."""
+
+
+@dataclass
+class FinalAnswer:
+    text: str
+
+
+@dataclass
+class ParseFailure:
+    reason: str
+
+
+Parsed = Action | FinalAnswer | ParseFailure
+
+_EMPHASIS = r"[*_`#>\s]*"
+_LABEL = r"(?:\s*\d+)?" + _EMPHASIS + r"\s*:[*_ \t]*"
+_FINAL = re.compile(r"^" + _EMPHASIS + r"final[ _]answer" + _LABEL, re.I | re.M)
+_ACTION = re.compile(r"^" + _EMPHASIS + r"action" + _LABEL + r"(?P<value>.*)$", re.I | re.M)
+_INPUT = re.compile(r"^" + _EMPHASIS + r"action[ _]input" + _LABEL, re.I | re.M)
+_BRACKET = re.compile(r"^\s*`?(?P<name>[\w.-]+)\s*\[(?P<arg>.*)\]`?\s*$", re.S)
+_OBSERVATION = re.compile(r"^" + _EMPHASIS + r"observation(?:\s*\d+)?\s*:", re.I | re.M)
+_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
+
+
+def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
+    """Read one model turn written in the text protocol."""
+    text = _cut_hallucinated_observation(text)
+    final = _FINAL.search(text)
+    action = _ACTION.search(text)
+    if final and (not action or final.start() < action.start()):
+        answer = text[final.end() :].strip()
+        return FinalAnswer(answer) if answer else ParseFailure("`Final Answer:` was empty")
+    if action:
+        return _parse_action(text, action, tool_names)
+    obj = _json_object_anywhere(text)
+    if obj is not None:
+        found = _action_from_json(obj, tool_names)
+        if found:
+            return found
+    return ParseFailure("no `Action:` or `Final Answer:` line found")
+
+
+def strip_final_label(text: str) -> str:
+    """The answer after a `Final Answer:` label, or the whole text when there is none."""
+    match = _FINAL.search(text)
+    return (text[match.end() :] if match else text).strip()
+
+
+def _cut_hallucinated_observation(text: str) -> str:
+    match = _OBSERVATION.search(text)
+    return text[: match.start()] if match else text
+
+
+def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Parsed:
+    value = action.group("value").strip().strip("*_").strip()
+    bracket = _BRACKET.match(value)
+    if bracket:
+        name = _known_name(bracket.group("name"), tool_names)
+        argument = bracket.group("arg").strip()
+        if name.lower() == "finish":
+            return FinalAnswer(argument)
+        return Action(name, _as_arguments(argument))
+    if value.startswith("{"):
+        obj = _json_object_anywhere(text[action.start("value") :])
+        found = _action_from_json(obj, tool_names) if obj is not None else None
+        if found:
+            return found
+    name = _known_name(value.strip("`'\" "), tool_names)
+    if not name:
+        return ParseFailure("`Action:` names no tool")
+    given = _INPUT.search(text, action.end())
+    if given is None:
+        return Action(name, "{}")
+    raw = _unfence(text[given.end() :].strip())
+    return Action(name, _as_arguments(raw))
+
+
+def _known_name(name: str, tool_names: list[str]) -> str:
+    """Match a tool name case-insensitively; unknown names pass through (the registry says so)."""
+    name = name.strip()
+    for known in tool_names:
+        if known.lower() == name.lower():
+            return known
+    return name
+
+
+def _unfence(text: str) -> str:
+    match = _FENCE.match(text.strip())
+    return match.group(1).strip() if match else text.strip()
+
+
+def _as_arguments(raw: str) -> str:
+    """JSON text for the registry: the raw input if it is JSON, else a JSON string of it."""
+    obj = _json_object_anywhere(raw) if raw.lstrip().startswith("{") else None
+    if obj is not None:
+        return json.dumps(obj)
+    try:
+        json.loads(raw)
+        return raw
+    except json.JSONDecodeError:
+        return json.dumps(raw.strip().strip('"').strip("'"))
+
+
+def _json_object_anywhere(text: str) -> dict[str, object] | None:
+    decoder = json.JSONDecoder()
+    for start in [m.start() for m in re.finditer(r"\{", text)]:
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed | None:
+    name = obj.get("action") or obj.get("name") or obj.get("tool")
+    if not isinstance(name, str):
+        return None
+    arguments = obj.get("action_input", obj.get("arguments", obj.get("input", {})))
+    if name.lower().replace(" ", "_") in ("final_answer", "finish"):
+        return FinalAnswer(str(arguments))
+    return Action(_known_name(name, tool_names), json.dumps(arguments))
+
+
+# ---------------------------------------------------------------- native fallbacks
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+
+
+def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall], str]:
+    """Tool calls a server left as text (Hermes `<tool_call>` tags, or a bare JSON call).
+
+    Returns the recovered calls and the text with them removed.
+    """
+    calls: list[ToolCall] = []
+    for match in _HERMES.finditer(text):
+        obj = _json_object_anywhere(match.group(1))
+        if obj is not None and isinstance(obj.get("name"), str):
+            calls.append(_call_from(obj, step_index, len(calls)))
+    if calls:
+        return calls, _HERMES.sub("", text).strip()
+    stripped = _unfence(text)
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            obj = json.loads(stripped)
+        except json.JSONDecodeError:
+            return [], text
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str) and "arguments" in obj:
+            return [_call_from(obj, step_index, 0)], ""
+    return [], text
+
+
+def _call_from(obj: dict[str, object], step_index: int, position: int) -> ToolCall:
+    arguments = obj.get("arguments", obj.get("parameters", {}))
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(id=f"call_{step_index}_{position}", name=str(obj["name"]), arguments=text)

@@ -1,0 +1,172 @@
+"""Typed Python functions as tools: schema from the signature, description from the docstring."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+import pydantic
+
+from mulligan.schema import ToolCall, ToolResult, ToolStatus
+
+DEFAULT_TOOL_TIMEOUT = 60.0
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    function: Callable[..., Any]
+    arguments: type[pydantic.BaseModel]
+    needs_approval: bool = False
+    timeout: float = DEFAULT_TOOL_TIMEOUT
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI `tools` entry for this tool."""
+        parameters = self.arguments.model_json_schema()
+        parameters.pop("title", None)
+        for spec in parameters.get("properties", {}).values():
+            spec.pop("title", None)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+    def signature_line(self) -> str:
+        """A compact one-line description for the text protocol's system prompt."""
+        params = self.arguments.model_json_schema().get("properties", {})
+        fields = ", ".join(f'"{name}": {spec.get("type", "any")}' for name, spec in params.items())
+        return f"{self.name}: {self.description} Input: {{{fields}}}"
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    needs_approval: bool = False,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> Any:
+    """Turn a typed function into a Tool: `@tool` or `@tool(needs_approval=True)`."""
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(fn).parameters.values():
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (hints.get(param.name, Any), default)
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid"),
+            **fields,
+        )
+        description = inspect.cleandoc(fn.__doc__ or "").strip() or fn.__name__
+        return Tool(
+            name=name or fn.__name__,
+            description=description,
+            function=fn,
+            arguments=model,
+            needs_approval=needs_approval,
+            timeout=timeout,
+        )
+
+    return wrap(function) if function is not None else wrap
+
+
+Approver = Callable[[ToolCall], bool]
+
+
+def cut_output(text: str, limit: int) -> str:
+    """Keep head and tail of a long output, marking how much was cut; say so when empty."""
+    if not text.strip():
+        return "(no output)"
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - limit
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+@dataclass
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+    approve: Approver | None = None
+    max_output_chars: int = 4000
+    workers: int = 8
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool], **kwargs: Any) -> ToolRegistry:
+        return cls(tools={t.name: t for t in tools}, **kwargs)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def run_all(self, calls: list[ToolCall]) -> list[ToolResult]:
+        """Run one turn's calls concurrently; exactly one result per call, in call order."""
+        if len(calls) <= 1:
+            return [self.run(call) for call in calls]
+        with concurrent.futures.ThreadPoolExecutor(min(self.workers, len(calls))) as pool:
+            return list(pool.map(self.run, calls))
+
+    def run(self, call: ToolCall) -> ToolResult:
+        started = time.perf_counter()
+        status, output = self._execute(call)
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            status=status,
+            output=cut_output(output, self.max_output_chars),
+            seconds=time.perf_counter() - started,
+        )
+
+    def _execute(self, call: ToolCall) -> tuple[ToolStatus, str]:
+        chosen = self.tools.get(call.name)
+        if chosen is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return "error", f"Error: unknown tool {call.name!r}. Available tools: {known}."
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return "error", f"Error: arguments are not valid JSON ({exc.msg} at char {exc.pos})."
+        if not isinstance(raw, dict):
+            raw = _single_argument(chosen, raw)
+            if raw is None:
+                return "error", "Error: arguments must be a JSON object of named parameters."
+        try:
+            arguments = chosen.arguments.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            return "error", f"Error: invalid arguments for {call.name}: {_brief(exc)}"
+        if chosen.needs_approval and not (self.approve and self.approve(call)):
+            return "denied", f"Denied: {call.name} needs approval and it was not given."
+        pool = concurrent.futures.ThreadPoolExecutor(1)  # not `with`: a timeout must not wait
+        try:
+            value = pool.submit(chosen.function, **dict(arguments)).result(timeout=chosen.timeout)
+        except concurrent.futures.TimeoutError:
+            return "timeout", f"Error: {call.name} timed out after {chosen.timeout:g}s."
+        except Exception as exc:  # a tool's failure is an observation for the model
+            return "error", f"Error: {type(exc).__name__}: {exc}"
+        finally:
+            pool.shutdown(wait=False)
+        return "ok", value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _single_argument(chosen: Tool, value: Any) -> dict[str, Any] | None:
+    """A bare value for a tool with exactly one parameter is that parameter."""
+    names = list(chosen.arguments.model_fields)
+    return {names[0]: value} if len(names) == 1 else None
+
+
+def _brief(exc: pydantic.ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in exc.errors()
+    )

@@ -1,0 +1,135 @@
+"""The command line: a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from mulligan import display
+from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
+from mulligan.actor.tools import Approver
+from mulligan.config import Settings, load_settings
+from mulligan.errors import AgentRunError, UserError
+from mulligan.llm.connect import connect
+from mulligan.schema import ToolCall
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+
+def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("endpoint")
+    group.add_argument("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
+    group.add_argument("--api-key", help="API key (or OPENAI_API_KEY)")
+    group.add_argument("--model", help="model name (or MULLIGAN_MODEL)")
+    group.add_argument("--temperature", type=float)
+    group.add_argument("--timeout", type=float, help="seconds per model call")
+    group.add_argument("--protocol", choices=["native", "text"], help="tool calling style")
+
+
+def add_budget_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("budget (overrides a task's own)")
+    group.add_argument("--max-steps", type=int)
+    group.add_argument("--max-tokens", type=int)
+    group.add_argument("--max-seconds", type=float)
+    group.add_argument("--max-cost", type=float)
+    group.add_argument("--max-format-errors", type=int)
+    group.add_argument("--no-compression", action="store_true", help="send the full history")
+    group.add_argument("--compress-at", type=int, help="fold old steps above this many tokens")
+
+
+def budget_from(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        name: getattr(args, name)
+        for name in Budget.field_names()
+        if getattr(args, name, None) is not None
+    }
+
+
+def actor_settings(args: argparse.Namespace, settings: Settings, base: Budget) -> ActorSettings:
+    compression = CompressionSettings(enabled=not args.no_compression)
+    if args.compress_at:
+        compression = replace(compression, threshold_tokens=args.compress_at)
+    return ActorSettings(
+        protocol=settings.protocol,
+        budget=replace(base, **budget_from(args)),
+        compression=compression,
+    )
+
+
+def cli_approver(approve_all: bool) -> Approver:
+    def approve(call: ToolCall) -> bool:
+        if approve_all:
+            return True
+        if not sys.stdin.isatty():
+            return False
+        answer = input(f"allow {call.name}({call.arguments})? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_attempt(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    model = connect(settings)
+    names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
+    tools = build_tools(names, workspace=Path(args.workspace))
+    actor = Actor(model, actor_settings(args, settings, Budget()), approve=cli_approver(args.yes))
+    attempt = actor.run("question", args.question, tools)
+    if args.json:
+        print(attempt.model_dump_json(indent=2))
+    else:
+        print(display.trajectory(attempt))
+    return 0 if attempt.stop_reason != "model_error" else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    attempt = commands.add_parser("attempt", help="one question, one attempt")
+    attempt.add_argument("question")
+    attempt.add_argument("--tools", default="calculator", help="comma-separated tool names")
+    attempt.add_argument("--workspace", default=".", help="directory for the file/code tools")
+    attempt.add_argument("--yes", action="store_true", help="approve every tool that asks")
+    attempt.add_argument("--json", action="store_true", help="print the Attempt record")
+    add_endpoint_flags(attempt)
+    add_budget_flags(attempt)
+    attempt.set_defaults(handler=cmd_attempt)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UserError as exc:
+        print(f"mulligan: {exc}", file=sys.stderr)
+        return 2
+    except AgentRunError as exc:
+        print(f"mulligan: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("mulligan: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""The two exception roots: a user's mistake, and an agent run that cannot go on."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input or configuration. The CLI shows the message without a traceback."""
+
+
+class AgentRunError(Exception):
+    """A run could not go on because of the model or a budget, not a bug."""
+
+
+class ModelError(AgentRunError):
+    """The endpoint failed after the allowed retries; says what it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body

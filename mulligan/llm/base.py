@@ -1,0 +1,39 @@
+"""The seam between mulligan and a chat model: a small protocol and its response."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mulligan.schema import ToolCall, Usage
+
+Message = dict[str, Any]
+"""An OpenAI-format chat message: role, content, and tool_calls / tool_call_id where used."""
+
+
+@dataclass
+class ChatResponse:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class ChatModel(Protocol):
+    """Anything that answers a list of chat messages, optionally with tool calls."""
+
+    name: str
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stop: list[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse: ...
+
+
+class EmbeddingModel(Protocol):
+    def embed(self, texts: list[str]) -> list[list[float]]: ...

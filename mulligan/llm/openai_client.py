@@ -1,0 +1,152 @@
+"""The OpenAI-compatible chat client: the only module that imports openai."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from mulligan.errors import ModelError
+from mulligan.llm.base import ChatResponse, Message
+from mulligan.llm.pricing import cost_of
+from mulligan.schema import ToolCall, Usage
+
+log = logging.getLogger("mulligan")
+
+RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class OpenAIChatModel:
+    """Chat completions on any OpenAI-compatible endpoint, with bounded retries."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = model
+        self.temperature = temperature
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._sleep = sleep
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
+        )
+        self.base_url = str(self._client.base_url)
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stop: list[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse:
+        kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
+        kwargs["temperature"] = self.temperature
+        if tools:
+            kwargs["tools"] = tools
+        if stop:
+            kwargs["stop"] = stop
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+        started = time.perf_counter()
+        completion = self._with_retries(lambda: self._client.chat.completions.create(**kwargs))
+        latency = time.perf_counter() - started
+        return self._parse(completion, latency)
+
+    def list_models(self) -> list[str]:
+        return [m.id for m in self._with_retries(lambda: self._client.models.list()).data]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        result = self._with_retries(
+            lambda: self._client.embeddings.create(model=self.name, input=texts)
+        )
+        return [list(item.embedding) for item in result.data]
+
+    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call()
+            except openai.APIStatusError as exc:
+                status, body = exc.status_code, _body_text(exc)
+                if status not in RETRYABLE_STATUS or attempt == self.max_retries:
+                    raise ModelError(
+                        f"endpoint answered HTTP {status} after {attempt + 1} tries: {body[:300]}",
+                        status=status,
+                        body=body,
+                    ) from exc
+                wait = _retry_after(exc) or self.backoff * 2**attempt * (1 + random.random() / 4)
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                if attempt == self.max_retries:
+                    kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "unreachable"
+                    raise ModelError(
+                        f"endpoint {self.base_url} {kind} after {attempt + 1} tries: {exc}"
+                    ) from exc
+                wait = self.backoff * 2**attempt
+            log.warning("model call failed (try %d), retrying in %.1fs", attempt + 1, wait)
+            self._sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _parse(self, completion: Any, latency: float) -> ChatResponse:
+        if not getattr(completion, "choices", None):
+            raise ModelError(f"endpoint returned no choices: {str(completion)[:300]}")
+        choice = completion.choices[0]
+        message = choice.message
+        calls = [
+            ToolCall(
+                id=call.id or f"call_{index}",
+                name=call.function.name or "",
+                arguments=_arguments_text(call.function.arguments),
+            )
+            for index, call in enumerate(message.tool_calls or [])
+        ]
+        usage = Usage()
+        if completion.usage is not None:
+            prompt = completion.usage.prompt_tokens or 0
+            reply = completion.usage.completion_tokens or 0
+            usage = Usage(
+                prompt_tokens=prompt,
+                completion_tokens=reply,
+                cost=cost_of(self.name, prompt, reply),
+            )
+        return ChatResponse(
+            text=message.content or "",
+            tool_calls=calls,
+            finish_reason=choice.finish_reason or "stop",
+            usage=usage,
+            latency_s=latency,
+        )
+
+
+def _arguments_text(arguments: Any) -> str:
+    if arguments is None:
+        return "{}"
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _body_text(exc: openai.APIStatusError) -> str:
+    try:
+        return exc.response.text
+    except Exception:  # a streamed or closed response has no text to show
+        return str(exc)
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return min(float(value), 60.0) if value else None
+    except ValueError:
+        return None

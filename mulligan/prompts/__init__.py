@@ -1,0 +1,51 @@
+"""Every prompt is a template file in this folder, rendered with strict undefined variables.
+
+Set MULLIGAN_PROMPTS_DIR to a folder of your own files with the same names to replace any.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from mulligan.errors import UserError
+
+PACKAGE_DIR = Path(__file__).parent
+
+
+def _search_path() -> list[str]:
+    override = os.environ.get("MULLIGAN_PROMPTS_DIR")
+    return [override, str(PACKAGE_DIR)] if override else [str(PACKAGE_DIR)]
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_search_path()),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(name: str, /, **variables: Any) -> str:
+    """Render `prompts/NAME.md` with the given variables; a missing variable is an error."""
+    try:
+        template = _environment().get_template(f"{name}.md")
+    except jinja2.TemplateNotFound as exc:
+        raise UserError(f"prompt file {name}.md not found in {_search_path()}") from exc
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"prompt file {exc.filename}, line {exc.lineno}: {exc.message}") from exc
+    return template.render(**variables).strip()
+
+
+def prompt_hashes() -> dict[str, str]:
+    """sha256 (first 12 hex digits) of every prompt file in use, for run manifests."""
+    hashes: dict[str, str] = {}
+    for folder in reversed(_search_path()):
+        for path in sorted(Path(folder).glob("*.md")):
+            hashes[path.stem] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return hashes

@@ -1,0 +1,280 @@
+"""The pydantic records that pass between components."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- usage & steps
+
+
+class Usage(Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=self.cost + other.cost,
+        )
+
+
+class ToolCall(Record):
+    id: str
+    name: str
+    arguments: str = "{}"
+    """The arguments exactly as the model wrote them (JSON text, maybe malformed)."""
+
+
+ToolStatus = Literal["ok", "error", "timeout", "denied", "repeated", "interrupted"]
+
+
+class ToolResult(Record):
+    call_id: str
+    name: str
+    status: ToolStatus
+    output: str
+    seconds: float = 0.0
+
+
+class Step(Record):
+    """One model turn and the results of the tool calls it made."""
+
+    index: int
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    results: list[ToolResult] = Field(default_factory=list)
+    kind: Literal["act", "final", "format_error", "summary"] = "act"
+    feedback: str = ""
+    """What the actor told the model after this turn besides tool results (format reminders)."""
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    finish_reason: str = ""
+
+
+class CompressionEvent(Record):
+    before_step: int
+    folded_steps: list[int]
+    tokens_before: int
+    tokens_after: int
+    summary: str
+    method: Literal["model", "extractive"]
+
+
+StopReason = Literal[
+    "answered",
+    "max_steps",
+    "max_tokens",
+    "max_seconds",
+    "max_cost",
+    "format_errors",
+    "model_error",
+]
+
+
+class Attempt(Record):
+    task_id: str
+    trial: int = 1
+    steps: list[Step] = Field(default_factory=list)
+    answer: str | None = None
+    stop_reason: StopReason = "answered"
+    final_forced: bool = False
+    """The answer came from the last call, made without tools because the budget ran out."""
+    error: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    seconds: float = 0.0
+    model: str = ""
+    protocol: Literal["native", "text"] = "native"
+    lesson_ids: list[str] = Field(default_factory=list)
+    compressions: list[CompressionEvent] = Field(default_factory=list)
+    workspace: str | None = None
+
+
+# ---------------------------------------------------------------- checks
+
+Visibility = Literal["feedback", "hidden"]
+
+
+class CheckBase(Record):
+    visibility: Visibility = "feedback"
+    name: str = ""
+
+
+class ExactMatchCheck(CheckBase):
+    type: Literal["exact_match"] = "exact_match"
+    answer: str | list[str]
+
+
+class ContainsCheck(CheckBase):
+    type: Literal["contains"] = "contains"
+    text: str
+    case_sensitive: bool = False
+
+
+class RegexCheck(CheckBase):
+    type: Literal["regex"] = "regex"
+    pattern: str
+    flags: str = ""
+
+
+class NumericCheck(CheckBase):
+    type: Literal["numeric"] = "numeric"
+    value: float
+    abs_tol: float = 1e-6
+    rel_tol: float = 0.0
+
+
+class PythonTestsCheck(CheckBase):
+    type: Literal["python_tests"] = "python_tests"
+    tests: str
+    entry_point: str | None = None
+    file: str | None = None
+    """Take the candidate from this workspace file instead of the answer's last code block."""
+    prelude: str = ""
+    timeout: float = 10.0
+
+
+class CommandCheck(CheckBase):
+    type: Literal["command"] = "command"
+    command: str
+    timeout: float = 30.0
+
+
+class FileCheck(CheckBase):
+    type: Literal["file"] = "file"
+    path: str
+    contains: str | None = None
+    matches: str | None = None
+
+
+class LLMJudgeCheck(CheckBase):
+    type: Literal["llm_judge"] = "llm_judge"
+    rubric: str
+
+
+class CallableCheck(CheckBase):
+    type: Literal["callable"] = "callable"
+    function: str
+    """`module:function` called with (answer, attempt, workspace); returns bool or CheckResult."""
+
+
+Check = Annotated[
+    ExactMatchCheck
+    | ContainsCheck
+    | RegexCheck
+    | NumericCheck
+    | PythonTestsCheck
+    | CommandCheck
+    | FileCheck
+    | LLMJudgeCheck
+    | CallableCheck,
+    Field(discriminator="type"),
+]
+
+
+class CheckResult(Record):
+    type: str
+    name: str = ""
+    visibility: Visibility = "feedback"
+    passed: bool
+    score: float
+    detail: str = ""
+
+
+class Verdict(Record):
+    passed: bool
+    score: float
+    checks: list[CheckResult] = Field(default_factory=list)
+    feedback: str = ""
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class BudgetOverrides(Record):
+    max_steps: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+    max_cost: float | None = Field(default=None, ge=0)
+    max_format_errors: int | None = Field(default=None, gt=0)
+
+
+class Task(Record):
+    id: str
+    family: str = "custom"
+    prompt: str
+    tools: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+    workspace: dict[str, str] | None = None
+    """Relative path -> file content, laid out in a fresh scratch directory before each attempt."""
+    documents: dict[str, str] | None = None
+    """Title -> text: the closed corpus for the `search`/`lookup` tools."""
+    budget: BudgetOverrides | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- lessons
+
+LessonStatus = Literal["candidate", "validated", "refuted", "superseded", "expired", "retracted"]
+
+
+class LessonScope(Record):
+    family: str = ""
+    task_id: str = ""
+    tags: list[str] = Field(default_factory=list)
+
+
+class LessonSource(Record):
+    episode_id: str = ""
+    task_id: str = ""
+    trial: int = 0
+    model: str = ""
+    created_at: float = Field(default_factory=time.time)
+    failed_checks: list[str] = Field(default_factory=list)
+
+
+class LessonValidity(Record):
+    status: LessonStatus = "candidate"
+    retrieved: int = 0
+    helped: int = 0
+    hurt: int = 0
+    expires_at: float | None = None
+    superseded_by: str | None = None
+
+    @property
+    def confidence(self) -> float:
+        """Laplace-smoothed share of the times this lesson was given that the attempt passed."""
+        return (self.helped + 1) / (self.helped + self.hurt + 2)
+
+
+class Lesson(Record):
+    id: str
+    text: str
+    kind: Literal["failure", "insight"] = "failure"
+    scope: LessonScope = Field(default_factory=LessonScope)
+    source: LessonSource = Field(default_factory=LessonSource)
+    validity: LessonValidity = Field(default_factory=LessonValidity)
+
+
+class Episode(Record):
+    id: str
+    run_id: str = ""
+    task_id: str
+    strategy: str
+    attempts: list[Attempt] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    lessons_written: list[str] = Field(default_factory=list)
+    passed: bool = False

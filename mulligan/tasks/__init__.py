@@ -1,0 +1,1 @@
+"""Task files, loaders and built-in suites."""

@@ -1,0 +1,330 @@
+"""Test doubles shipped with the package: a scripted chat model and a fake endpoint.
+
+`ScriptedModel` answers from a list (or a policy function) and fails on an
+unexpected call or, when closed, on leftover replies. `FakeOpenAIServer` is an
+OpenAI-compatible HTTP server on 127.0.0.1 that scripts replies, tool calls,
+usage, errors, delays and malformed output, and checks every request it gets
+for orphan tool calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from mulligan.actor.tokens import raw_estimate
+from mulligan.llm.base import ChatResponse, Message
+from mulligan.schema import ToolCall, Usage
+
+# ---------------------------------------------------------------- scripted model
+
+
+def tool_call(name: str, call_id: str | None = None, **arguments: Any) -> ToolCall:
+    return ToolCall(
+        id=call_id or f"call_{name}_{_counter()}", name=name, arguments=json.dumps(arguments)
+    )
+
+
+def reply(text: str = "", *calls: ToolCall) -> ChatResponse:
+    return ChatResponse(
+        text=text, tool_calls=list(calls), finish_reason="tool_calls" if calls else "stop"
+    )
+
+
+_count = 0
+_count_lock = threading.Lock()
+
+
+def _counter() -> int:
+    global _count
+    with _count_lock:
+        _count += 1
+        return _count
+
+
+@dataclass
+class ReceivedCall:
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None
+    stop: list[str] | None
+    max_tokens: int | None
+
+
+Reply = ChatResponse | str | BaseException
+Policy = Callable[[list[Message], list[dict[str, Any]] | None], Reply]
+
+
+class UnexpectedCall(AssertionError):
+    pass
+
+
+class ScriptedModel:
+    """A ChatModel that plays back replies; usage is estimated when a reply has none."""
+
+    def __init__(
+        self,
+        replies: Iterable[Reply | Policy] = (),
+        *,
+        name: str = "scripted",
+        policy: Policy | None = None,
+    ) -> None:
+        self.name = name
+        self.replies: list[Reply | Policy] = list(replies)
+        self.policy = policy
+        self.calls: list[ReceivedCall] = []
+        self._lock = threading.Lock()
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stop: list[str] | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse:
+        with self._lock:
+            self.calls.append(
+                ReceivedCall(copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens)
+            )
+            if self.replies:
+                planned = self.replies.pop(0)
+            elif self.policy is not None:
+                planned = self.policy
+            else:
+                last = messages[-1].get("content") if messages else ""
+                raise UnexpectedCall(
+                    f"ScriptedModel {self.name!r}: unexpected call #{len(self.calls)}; "
+                    f"last message: {str(last)[:300]!r}"
+                )
+        if callable(planned) and not isinstance(planned, (ChatResponse, str, BaseException)):
+            planned = planned(messages, tools)
+        if isinstance(planned, BaseException):
+            raise planned
+        response = (
+            ChatResponse(text=planned) if isinstance(planned, str) else copy.deepcopy(planned)
+        )
+        if response.usage == Usage():
+            response.usage = Usage(
+                prompt_tokens=round(raw_estimate(messages, tools)),
+                completion_tokens=max(1, round(len(response.text) / 4)),
+            )
+        return response
+
+    @property
+    def leftover(self) -> int:
+        return len(self.replies)
+
+    def assert_done(self) -> None:
+        if self.replies:
+            raise AssertionError(
+                f"ScriptedModel {self.name!r}: {len(self.replies)} scripted replies never used"
+            )
+
+    def __enter__(self) -> ScriptedModel:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self.assert_done()
+
+
+# ---------------------------------------------------------------- fake server
+
+
+@dataclass
+class FakeReply:
+    content: str | None = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Each {"name", "arguments" (dict, or a string sent as it is), optional "id"}."""
+    status: int = 200
+    error: str = ""
+    delay: float = 0.0
+    usage: tuple[int, int] | None = None
+    finish_reason: str | None = None
+    raw_body: str | None = None
+    """Send this text as the whole response body (malformed responses)."""
+
+
+FakePolicy = Callable[[dict[str, Any]], FakeReply]
+
+
+def orphan_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """What an OpenAI-compatible server would reject about the tool-call pairing."""
+    problems = []
+    open_ids: list[str] = []
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                problems.append(f"message {position}: tool result {call_id!r} answers no open call")
+            else:
+                open_ids.remove(call_id)
+            continue
+        if open_ids:
+            problems.append(f"message {position}: calls {open_ids} have no result before it")
+            open_ids = []
+        if role == "assistant" and message.get("tool_calls"):
+            if message.get("content") is None:
+                problems.append(f"message {position}: assistant content is null")
+            open_ids = [c["id"] for c in message["tool_calls"]]
+    if open_ids:
+        problems.append(f"end: calls {open_ids} have no result")
+    return problems
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible endpoint on 127.0.0.1 for tests; use as a context manager."""
+
+    def __init__(self, replies: Iterable[FakeReply] = (), policy: FakePolicy | None = None) -> None:
+        self.replies = list(replies)
+        self.policy = policy
+        self.requests: list[dict[str, Any]] = []
+        self.violations: list[str] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def next_reply(self, body: dict[str, Any]) -> FakeReply:
+        with self._lock:
+            self.requests.append(body)
+            for problem in orphan_problems(body.get("messages", [])):
+                self.violations.append(f"request {len(self.requests)}: {problem}")
+            if self.replies:
+                return self.replies.pop(0)
+            if self.policy is not None:
+                return self.policy(body)
+            self.violations.append(f"request {len(self.requests)}: no scripted reply left")
+            return FakeReply(status=500, error="fake server: no scripted reply left")
+
+
+def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
+    calls = [
+        {
+            "id": call.get("id") or f"call_{n}_{_counter()}",
+            "type": "function",
+            "function": {
+                "name": call["name"],
+                "arguments": call["arguments"]
+                if isinstance(call["arguments"], str)
+                else json.dumps(call["arguments"]),
+            },
+        }
+        for n, call in enumerate(planned.tool_calls)
+    ]
+    prompt, completion = planned.usage or (
+        round(raw_estimate(body.get("messages", []), body.get("tools"))),
+        max(1, len(planned.content or "") // 4),
+    )
+    message: dict[str, Any] = {"role": "assistant", "content": planned.content}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": f"chatcmpl-{_counter()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": planned.finish_reason or ("tool_calls" if calls else "stop"),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def hash_vector(text: str, dimensions: int = 64) -> list[float]:
+    digest = hashlib.sha256(text.encode()).digest()
+    return [(digest[i % len(digest)] - 128) / 128 for i in range(dimensions)]
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            return
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(
+                    200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+                )
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.endswith("/embeddings"):
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": hash_vector(t)}
+                    for i, t in enumerate(texts)
+                ]
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": body.get("model"),
+                        "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                    },
+                )
+                return
+            if not self.path.endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            planned = server.next_reply(body)
+            if planned.delay:
+                time.sleep(planned.delay)
+            if planned.raw_body is not None:
+                self._send(planned.status, planned.raw_body.encode())
+            elif planned.status != 200:
+                self._send(
+                    planned.status,
+                    {"error": {"message": planned.error or "scripted error", "type": "fake"}},
+                )
+            else:
+                self._send(200, completion_body(body, planned))
+
+    return Handler

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from mulligan.testing import ScriptedModel
+
+LOCAL = {"127.0.0.1", "::1", "localhost"}
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection that is not to this machine fails the test."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> object:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0] if isinstance(address, tuple) else address
+            if host not in LOCAL:
+                raise AssertionError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MULLIGAN_MODEL", "MULLIGAN_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def scripted() -> Iterator[list[ScriptedModel]]:
+    """Scripted models made through this fixture must use every reply by the end of the test."""
+    made: list[ScriptedModel] = []
+    yield made
+    for model in made:
+        model.assert_done()

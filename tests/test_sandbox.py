@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mulligan import sandbox
+from mulligan.sandbox import Limits
+
+
+def test_runs_code_and_returns_both_streams() -> None:
+    result = sandbox.run_python("import sys\nprint('out')\nprint('err', file=sys.stderr)")
+    assert result.ok
+    assert "out" in result.describe() and "[stderr]\nerr" in result.describe()
+
+
+def test_infinite_loop_is_stopped() -> None:
+    result = sandbox.run_python("while True:\n    pass", limits=Limits(timeout=1.5, cpu_seconds=5))
+    assert not result.ok
+    assert result.timed_out
+    assert "timed out" in result.describe()
+
+
+def test_cpu_limit_stops_a_busy_loop_before_the_wall_clock() -> None:
+    result = sandbox.run_python("while True:\n    pass", limits=Limits(timeout=20, cpu_seconds=1))
+    assert not result.ok and not result.timed_out
+    assert "SIGKILL" in result.describe() or "SIGXCPU" in result.describe()
+
+
+def test_fork_bomb_is_contained() -> None:
+    code = "import os\nwhile True:\n    os.fork()"
+    result = sandbox.run_python(code, limits=Limits(timeout=5, processes=16))
+    assert not result.ok
+    # the machine still works afterwards, and nothing of the bomb is left running
+    assert sandbox.run_python("print(1)").stdout.strip() == "1"
+
+
+def test_ten_gigabyte_allocation_fails() -> None:
+    result = sandbox.run_python("x = bytearray(10 * 1024**3)\nprint('allocated')")
+    assert not result.ok
+    assert "MemoryError" in result.stderr
+    assert "allocated" not in result.stdout
+
+
+def test_cannot_write_outside_the_scratch_directory(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    code = f"open({str(outside)!r}, 'w').write('escaped')\nprint('wrote it')"
+    result = sandbox.run_python(code)
+    if os.geteuid() != 0:
+        pytest.skip("without root the sandbox cannot take away the user's own write access")
+    assert not result.ok and not outside.exists()
+    assert "Permission" in result.stderr
+
+
+def test_secrets_are_not_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    result = sandbox.run_python("import os\nprint(sorted(os.environ))\nprint(os.environ.get('OPENAI_API_KEY'))")
+    assert "sk-very-secret" not in result.stdout
+    assert "OPENAI_API_KEY" not in result.stdout and "GITHUB_TOKEN" not in result.stdout
+    shell = sandbox.run_shell("echo key=$OPENAI_API_KEY")
+    assert shell.stdout.strip() == "key="
+
+
+def test_writable_workspace_is_usable_by_the_child(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("hello")
+    result = sandbox.run_shell("cat data.txt && echo more > new.txt", cwd=tmp_path, writable=True)
+    assert result.ok, result.describe()
+    assert (tmp_path / "new.txt").read_text() == "more\n"
+
+
+def test_empty_output_says_so() -> None:
+    assert sandbox.run_shell("true").describe() == "(no output)"

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mulligan.actor.text_protocol import (
+    Action,
+    FinalAnswer,
+    ParseFailure,
+    parse_text_turn,
+    recover_text_tool_calls,
+)
+
+TOOLS = ["calculator", "search", "lookup", "python"]
+
+# Messy outputs of the kind real models produce, each with what it must parse to.
+CASES = [
+    (
+        "Thought: I need to add.\nAction: calculator\nAction Input: {\"expression\": \"2+2\"}",
+        Action("calculator", '{"expression": "2+2"}'),
+    ),
+    ("Thought 1: look it up\nAction 1: search[Paris]", Action("search", '"Paris"')),
+    (
+        "**Thought:** hmm\n**Action:** calculator\n**Action Input:** {\"expression\": \"3*3\"}",
+        Action("calculator", '{"expression": "3*3"}'),
+    ),
+    (
+        "Action: calculator\nAction Input:\n```json\n{\n  \"expression\": \"1+1\"\n}\n```",
+        Action("calculator", '{"expression": "1+1"}'),
+    ),
+    ("Action: Calculator\nAction Input: 7*6", Action("calculator", '"7*6"')),
+    ("action: `search`\naction input: \"Eiffel Tower\"", Action("search", '"Eiffel Tower"')),
+    ("Thought: done\nFinal Answer: 42", FinalAnswer("42")),
+    ("**Final Answer**: Paris", FinalAnswer("Paris")),
+    ("I am confident.\nfinal answer: the Seine", FinalAnswer("the Seine")),
+    ("Thought: finished\nAction: Finish[yes]", FinalAnswer("yes")),
+    (
+        'Sure! {"action": "calculator", "action_input": {"expression": "5-1"}}',
+        Action("calculator", '{"expression": "5-1"}'),
+    ),
+    (
+        "Action: lookup\nAction Input: {\"keyword\": \"born\"}\nObservation: born in 1900\n"
+        "Final Answer: 1900",
+        Action("lookup", '{"keyword": "born"}'),
+    ),
+    (
+        "Final Answer:\n```python\ndef f(x):\n    return x\n```",
+        FinalAnswer("```python\ndef f(x):\n    return x\n```"),
+    ),
+    (
+        'Action: {"name": "python", "arguments": {"code": "print(1)"}}',
+        Action("python", '{"code": "print(1)"}'),
+    ),
+    ('{"action": "Final Answer", "action_input": "blue"}', FinalAnswer("blue")),
+    ("Thought: I should search\nAction: search\nAction Input: {\"entity\": \"Ada\"}\n\n", Action("search", '{"entity": "Ada"}')),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES)
+def test_messy_outputs_parse(text: str, expected: object) -> None:
+    parsed = parse_text_turn(text, TOOLS)
+    if isinstance(expected, Action):
+        assert isinstance(parsed, Action), parsed
+        assert parsed.name == expected.name
+        assert json.loads(parsed.arguments) == json.loads(expected.arguments)
+    else:
+        assert parsed == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["I think the answer might be Paris.", "", "Thought: hmm", "Final Answer:   "]
+)
+def test_unreadable_outputs_fail_with_a_reason(text: str) -> None:
+    parsed = parse_text_turn(text, TOOLS)
+    assert isinstance(parsed, ParseFailure) and parsed.reason
+
+
+def test_hermes_tool_calls_several_in_one_message() -> None:
+    text = (
+        "Let me check.\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"entity\": \"A\"}}\n"
+        "</tool_call>\n<tool_call>{\"name\": \"search\", \"arguments\": {\"entity\": \"B\"}}</tool_call>"
+    )
+    calls, rest = recover_text_tool_calls(text, 3)
+    assert [c.name for c in calls] == ["search", "search"]
+    assert [json.loads(c.arguments) for c in calls] == [{"entity": "A"}, {"entity": "B"}]
+    assert len({c.id for c in calls}) == 2
+    assert rest == "Let me check."
+
+
+def test_plain_text_is_not_a_tool_call() -> None:
+    assert recover_text_tool_calls("The answer is {x}.", 0) == ([], "The answer is {x}.")
+    assert recover_text_tool_calls('{"answer": 3}', 0)[0] == []

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mulligan.actor import ToolRegistry, build_tools, tool
+from mulligan.actor.builtin_tools import DocumentSearch, Workspace, calculator, evaluate_arithmetic
+from mulligan.errors import UserError
+from mulligan.schema import ToolCall
+
+
+def call(registry: ToolRegistry, name: str, arguments: str) -> tuple[str, str]:
+    result = registry.run(ToolCall(id="c", name=name, arguments=arguments))
+    return result.status, result.output
+
+
+def test_schema_comes_from_signature_and_docstring() -> None:
+    @tool
+    def weather(city: str, unit: str = "C") -> str:
+        """Use to get today's weather for a city."""
+        return city
+
+    schema = weather.schema()["function"]
+    assert schema["name"] == "weather"
+    assert schema["description"] == "Use to get today's weather for a city."
+    assert schema["parameters"]["required"] == ["city"]
+    assert schema["parameters"]["properties"]["unit"]["default"] == "C"
+
+
+def test_calculator_is_arithmetic_only() -> None:
+    assert evaluate_arithmetic("(31.5 - 28) * 2") == 7.0
+    assert evaluate_arithmetic("2 ^ 10") == 1024
+    registry = ToolRegistry.of([calculator])
+    assert call(registry, "calculator", '{"expression": "sqrt(16) + 1"}') == ("ok", "5")
+    status, output = call(registry, "calculator", '{"expression": "__import__(\'os\').system(\'id\')"}')
+    assert status == "error" and "not allowed" in output
+    status, output = call(registry, "calculator", '{"expression": "9 ** 9 ** 9"}')
+    assert status == "error" and "too large" in output
+    assert call(registry, "calculator", '"1+1"') == ("ok", "2")  # a bare argument
+
+
+def test_workspace_paths_are_confined(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    os.symlink(tmp_path / "secret.txt", root / "link.txt")
+    registry = ToolRegistry.of(Workspace(root).tools())
+    assert call(registry, "read_file", '{"path": "a.txt"}') == ("ok", "inside")
+    for path in ["../secret.txt", str(tmp_path / "secret.txt"), "link.txt"]:
+        status, output = call(registry, "read_file", f'{{"path": "{path}"}}')
+        assert status == "error", path
+        assert "outside" not in output.split(":")[-1] or "workspace" in output
+    status, _ = call(registry, "write_file", '{"path": "../evil.txt", "content": "x"}')
+    assert status == "error" and not (tmp_path / "evil.txt").exists()
+    assert call(registry, "write_file", '{"path": "sub/b.txt", "content": "hi"}')[0] == "ok"
+    status, listing = call(registry, "list_files", "{}")
+    assert "a.txt" in listing and "sub/b.txt" in listing
+
+
+def test_shell_needs_approval_by_default(tmp_path: Path) -> None:
+    registry = ToolRegistry.of(Workspace(tmp_path).tools())
+    assert call(registry, "shell", '{"command": "echo hi"}')[0] == "denied"
+    approved = ToolRegistry.of(Workspace(tmp_path).tools(), approve=lambda c: True)
+    assert call(approved, "shell", '{"command": "echo hi"}') == ("ok", "hi")
+
+
+def test_python_tool_reports_errors(tmp_path: Path) -> None:
+    registry = ToolRegistry.of(Workspace(tmp_path, scratch=True).tools())
+    status, output = call(registry, "python", '{"code": "print(1/0)"}')
+    assert status == "ok"  # the tool ran; the program failed, and says so
+    assert "ZeroDivisionError" in output and "exit status 1" in output
+
+
+DOCS = {
+    "ExampleAgent (software)": "ExampleAgent is a command-line tool. It was released in 2019.",
+    "ExampleAgent (paper)": "ExampleAgent is a paper on agents. It was published in 2023. "
+    "It was written by A. Author.",
+    "Other": "Unrelated text.",
+}
+
+
+def test_search_and_lookup_semantics() -> None:
+    docs = DocumentSearch(DOCS)
+    assert docs.lookup("year").startswith("No document is open")
+    broad = docs.search("ExampleAgent")
+    assert broad.startswith("Could not find") and "ExampleAgent (paper)" in broad
+    assert docs.search("exampleagent (paper)").startswith("ExampleAgent is a paper")
+    assert docs.lookup("published") == "(Result 1 / 1) It was published in 2023."
+    assert docs.lookup("published").startswith("No more results")
+    assert docs.search("Nothing like it").endswith("No similar titles.")
+
+
+def test_build_tools_names_what_is_missing() -> None:
+    with pytest.raises(UserError, match="search \\(needs documents\\)"):
+        build_tools(["calculator", "search"])
+    with pytest.raises(UserError, match="telepathy \\(unknown\\)"):
+        build_tools(["telepathy"])
