@@ -1,4 +1,4 @@
-"""Which is hotter, Beijing or Shanghai, and by how much? (weather + calculator, both cities in one turn)
+"""Which is hotter, Beijing or Shanghai, and by how much? (both weather calls in one turn)
 
 Run with an endpoint configured (OPENAI_BASE_URL / OPENAI_API_KEY, MULLIGAN_MODEL):
     python examples/weather.py

@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import display
+from mulligan import cli_tasks, display
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm.connect import connect
+from mulligan.loop import STRATEGIES
 from mulligan.schema import ToolCall
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -91,6 +93,15 @@ def cmd_attempt(args: argparse.Namespace) -> int:
     return 0 if attempt.stop_reason != "model_error" else 1
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = cli_tasks.selected(args)  # a bad suite or file is reported before connecting
+    repeated = args.strategy != "react" and args.trials > 1
+    model = connect(settings, default_temperature=0.7 if repeated else 0.0)
+    budget = actor_settings(args, settings, Budget())
+    return cli_tasks.cmd_run(args, settings, model, budget, suite)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
@@ -107,6 +118,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_endpoint_flags(attempt)
     add_budget_flags(attempt)
     attempt.set_defaults(handler=cmd_attempt)
+
+    run = commands.add_parser("run", help="run a suite or task file, with a strategy")
+    cli_tasks.add_selection_flags(run)
+    run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
+    run.add_argument("--trials", type=int, default=3, help="attempts per task (not for react)")
+    run.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
+    run.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
+    run.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    run.add_argument("--json", action="store_true", help="one JSON object per task")
+    add_endpoint_flags(run)
+    add_budget_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+    tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
+    cli_tasks.add_selection_flags(tasks)
+    tasks.set_defaults(handler=cli_tasks.cmd_tasks)
     return parser
 
 
@@ -131,5 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The console script: like main(), and `mulligan ... | head` ends quietly."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

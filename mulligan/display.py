@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mulligan.schema import Attempt, Verdict
+from mulligan.schema import Attempt, Episode, Verdict
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -56,3 +56,18 @@ def verdict_line(task_id: str, verdict: Verdict) -> str:
     failed = [c.name or c.type for c in verdict.checks if not c.passed]
     tail = f"  failed: {', '.join(failed)}" if failed else ""
     return f"{mark} {task_id}  score {verdict.score:.2f}{tail}"
+
+
+def run_summary(episodes: list[Episode]) -> str:
+    attempts = [a for e in episodes for a in e.attempts]
+    passed = sum(e.passed for e in episodes)
+    n = max(len(episodes), 1)
+    steps = sum(len(a.steps) for a in attempts) / max(len(attempts), 1)
+    prompt = sum(a.usage.prompt_tokens for a in attempts)
+    completion = sum(a.usage.completion_tokens for a in attempts)
+    cost = sum(a.usage.cost for a in attempts)
+    return (
+        f"passed {passed}/{len(episodes)} ({100 * passed / n:.0f}%) · "
+        f"{len(attempts)} attempts · {steps:.1f} steps per attempt · "
+        f"{prompt}+{completion} tokens · ${cost:.4f}"
+    )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Record(BaseModel):
@@ -116,6 +117,8 @@ class CheckBase(Record):
 class ExactMatchCheck(CheckBase):
     type: Literal["exact_match"] = "exact_match"
     answer: str | list[str]
+    reveal: bool = True
+    """Whether a failure's detail names the expected answer."""
 
 
 class ContainsCheck(CheckBase):
@@ -129,12 +132,23 @@ class RegexCheck(CheckBase):
     pattern: str
     flags: str = ""
 
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
+        return pattern
+
 
 class NumericCheck(CheckBase):
     type: Literal["numeric"] = "numeric"
     value: float
     abs_tol: float = 1e-6
     rel_tol: float = 0.0
+    pick: Literal["any", "first", "last"] = "any"
+    """Which number of the answer must match."""
 
 
 class PythonTestsCheck(CheckBase):
@@ -251,13 +265,16 @@ class LessonValidity(Record):
     retrieved: int = 0
     helped: int = 0
     hurt: int = 0
+    reinforced: int = 0
+    """Times the reflector wrote this lesson again (its twin was folded into it)."""
     expires_at: float | None = None
     superseded_by: str | None = None
 
     @property
     def confidence(self) -> float:
-        """Laplace-smoothed share of the times this lesson was given that the attempt passed."""
-        return (self.helped + 1) / (self.helped + self.hurt + 2)
+        """Laplace-smoothed share of uses that passed; being written again counts half a help."""
+        support = self.helped + 0.5 * self.reinforced
+        return (support + 1) / (support + self.hurt + 2)
 
 
 class Lesson(Record):

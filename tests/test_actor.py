@@ -88,7 +88,7 @@ def test_parse_failures_are_capped() -> None:
 
 
 def test_format_error_count_resets_after_a_good_turn() -> None:
-    script = ["hmm", "Action: add\nAction Input: {\"a\": 1, \"b\": 1}", "hmm", "Final Answer: 2"]
+    script = ["hmm", 'Action: add\nAction Input: {"a": 1, "b": 1}', "hmm", "Final Answer: 2"]
     with ScriptedModel(script) as model:
         attempt = run(model, protocol="text", budget=Budget(max_format_errors=2))
     assert attempt.stop_reason == "answered" and attempt.answer == "2"
@@ -252,7 +252,11 @@ def test_approval_denied_without_callback_and_by_callback() -> None:
         asked.append(call)
         return call.arguments == '{"path": "ok"}'
 
-    script = [reply("", tool_call("delete", path="x")), reply("", tool_call("delete", path="ok")), "done"]
+    script = [
+        reply("", tool_call("delete", path="x")),
+        reply("", tool_call("delete", path="ok")),
+        "done",
+    ]
     with ScriptedModel(script) as model:
         attempt = Actor(model, approve=approver).run("t", "delete", [delete])
     assert [r.status for s in attempt.steps for r in s.results] == ["denied", "ok"]
@@ -292,7 +296,7 @@ def test_long_and_empty_outputs_are_marked() -> None:
 
 def test_text_protocol_end_to_end_uses_stop_sequences_and_observations() -> None:
     script = [
-        "Thought: add them\nAction: add\nAction Input: {\"a\": 2, \"b\": 3}",
+        'Thought: add them\nAction: add\nAction Input: {"a": 2, "b": 3}',
         "Thought: I know\nFinal Answer: 5",
     ]
     with ScriptedModel(script) as model:

@@ -12,13 +12,22 @@ def test_no_endpoint_prints_the_fix_and_exits_2(capsys: pytest.CaptureFixture[st
     assert main(["attempt", "What is 2+2?"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    for hint in ("--base-url", "OPENAI_BASE_URL", "--api-key", "OPENAI_API_KEY", "--model", "MULLIGAN_MODEL"):
+    for hint in (
+        "--base-url",
+        "OPENAI_BASE_URL",
+        "--api-key",
+        "OPENAI_API_KEY",
+        "--model",
+        "MULLIGAN_MODEL",
+    ):
         assert hint in err[0]
 
 
 def test_attempt_against_the_fake_server(capsys: pytest.CaptureFixture[str]) -> None:
     replies = [
-        FakeReply(content=None, tool_calls=[{"name": "calculator", "arguments": {"expression": "31-28"}}]),
+        FakeReply(
+            content=None, tool_calls=[{"name": "calculator", "arguments": {"expression": "31-28"}}]
+        ),
         FakeReply(content="Beijing is hotter by 3 degrees."),
     ]
     with FakeOpenAIServer(replies) as server:
@@ -31,7 +40,9 @@ def test_attempt_against_the_fake_server(capsys: pytest.CaptureFixture[str]) -> 
 
 def test_attempt_json_and_text_protocol(capsys: pytest.CaptureFixture[str]) -> None:
     replies = [
-        FakeReply(content="Thought: compute\nAction: calculator\nAction Input: {\"expression\": \"6*7\"}"),
+        FakeReply(
+            content='Thought: compute\nAction: calculator\nAction Input: {"expression": "6*7"}'
+        ),
         FakeReply(content="Final Answer: 42"),
     ]
     with FakeOpenAIServer(replies) as server:

@@ -26,7 +26,9 @@ def test_weather_both_cities_in_one_turn_then_calculator() -> None:
         ToolCall(id="w1", name="weather", arguments='{"city": "Beijing"}'),
         ToolCall(id="w2", name="weather", arguments='{"city": "Shanghai"}'),
     )
-    diff = reply("", ToolCall(id="c1", name="calculator", arguments='{"expression": "31.0 - 28.5"}'))
+    diff = reply(
+        "", ToolCall(id="c1", name="calculator", arguments='{"expression": "31.0 - 28.5"}')
+    )
     with ScriptedModel([both, diff, "Beijing is hotter, by 2.5 °C."]) as model:
         attempt = Actor(model).run(t.id, t.prompt, build_tools(t.tools, extra=EXAMPLE_TOOLS))
     first = attempt.steps[0].results

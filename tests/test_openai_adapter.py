@@ -11,7 +11,11 @@ from mulligan.testing import FakeOpenAIServer, FakeReply
 def client(server: FakeOpenAIServer, **kwargs: object) -> OpenAIChatModel:
     sleeps: list[float] = []
     model = OpenAIChatModel(
-        "gpt-4o-mini", base_url=server.base_url, api_key="k", sleep=sleeps.append, **kwargs  # type: ignore[arg-type]
+        "gpt-4o-mini",
+        base_url=server.base_url,
+        api_key="k",
+        sleep=sleeps.append,
+        **kwargs,  # type: ignore[arg-type]
     )
     model.sleeps = sleeps  # type: ignore[attr-defined]
     return model
@@ -19,7 +23,11 @@ def client(server: FakeOpenAIServer, **kwargs: object) -> OpenAIChatModel:
 
 def test_text_tool_calls_usage_and_cost() -> None:
     replies = [
-        FakeReply(content=None, tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1}}], usage=(1000, 10)),
+        FakeReply(
+            content=None,
+            tool_calls=[{"id": "c1", "name": "add", "arguments": {"a": 1}}],
+            usage=(1000, 10),
+        ),
     ]
     with FakeOpenAIServer(replies) as server:
         response = client(server).chat([{"role": "user", "content": "hi"}], tools=[])
@@ -32,7 +40,11 @@ def test_text_tool_calls_usage_and_cost() -> None:
 
 
 def test_retries_429_and_500_then_succeeds() -> None:
-    replies = [FakeReply(status=429, error="slow down"), FakeReply(status=500), FakeReply(content="ok")]
+    replies = [
+        FakeReply(status=429, error="slow down"),
+        FakeReply(status=500),
+        FakeReply(content="ok"),
+    ]
     with FakeOpenAIServer(replies) as server:
         model = client(server, max_retries=3)
         response = model.chat([{"role": "user", "content": "hi"}])
@@ -60,9 +72,8 @@ def test_client_errors_are_not_retried() -> None:
 
 def test_timeouts_are_retried_then_raised() -> None:
     replies = [FakeReply(content="late", delay=1.0)] * 2
-    with FakeOpenAIServer(replies) as server:
-        with pytest.raises(ModelError, match="timed out"):
-            client(server, timeout=0.2, max_retries=1).chat([{"role": "user", "content": "hi"}])
+    with FakeOpenAIServer(replies) as server, pytest.raises(ModelError, match="timed out"):
+        client(server, timeout=0.2, max_retries=1).chat([{"role": "user", "content": "hi"}])
 
 
 def test_malformed_tool_arguments_reach_the_model_as_an_error() -> None:
@@ -72,8 +83,12 @@ def test_malformed_tool_arguments_reach_the_model_as_an_error() -> None:
         return str(a + b)
 
     replies = [
-        FakeReply(content=None, tool_calls=[{"id": "c1", "name": "add", "arguments": '{"a": 1, "b"'}]),
-        FakeReply(content=None, tool_calls=[{"id": "c2", "name": "add", "arguments": {"a": 1, "b": 2}}]),
+        FakeReply(
+            content=None, tool_calls=[{"id": "c1", "name": "add", "arguments": '{"a": 1, "b"'}]
+        ),
+        FakeReply(
+            content=None, tool_calls=[{"id": "c2", "name": "add", "arguments": {"a": 1, "b": 2}}]
+        ),
         FakeReply(content="3"),
     ]
     with FakeOpenAIServer(replies) as server:
@@ -88,9 +103,8 @@ def test_malformed_tool_arguments_reach_the_model_as_an_error() -> None:
 
 def test_broken_response_body_is_a_model_error() -> None:
     replies = [FakeReply(raw_body='{"choices": []}')]
-    with FakeOpenAIServer(replies) as server:
-        with pytest.raises(ModelError, match="no choices"):
-            client(server).chat([{"role": "user", "content": "hi"}])
+    with FakeOpenAIServer(replies) as server, pytest.raises(ModelError, match="no choices"):
+        client(server).chat([{"role": "user", "content": "hi"}])
 
 
 def test_embeddings_and_model_list() -> None:

@@ -56,7 +56,9 @@ def test_cannot_write_outside_the_scratch_directory(tmp_path: Path) -> None:
 def test_secrets_are_not_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
-    result = sandbox.run_python("import os\nprint(sorted(os.environ))\nprint(os.environ.get('OPENAI_API_KEY'))")
+    result = sandbox.run_python(
+        "import os\nprint(sorted(os.environ))\nprint(os.environ.get('OPENAI_API_KEY'))"
+    )
     assert "sk-very-secret" not in result.stdout
     assert "OPENAI_API_KEY" not in result.stdout and "GITHUB_TOKEN" not in result.stdout
     shell = sandbox.run_shell("echo key=$OPENAI_API_KEY")

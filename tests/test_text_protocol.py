@@ -17,20 +17,20 @@ TOOLS = ["calculator", "search", "lookup", "python"]
 # Messy outputs of the kind real models produce, each with what it must parse to.
 CASES = [
     (
-        "Thought: I need to add.\nAction: calculator\nAction Input: {\"expression\": \"2+2\"}",
+        'Thought: I need to add.\nAction: calculator\nAction Input: {"expression": "2+2"}',
         Action("calculator", '{"expression": "2+2"}'),
     ),
     ("Thought 1: look it up\nAction 1: search[Paris]", Action("search", '"Paris"')),
     (
-        "**Thought:** hmm\n**Action:** calculator\n**Action Input:** {\"expression\": \"3*3\"}",
+        '**Thought:** hmm\n**Action:** calculator\n**Action Input:** {"expression": "3*3"}',
         Action("calculator", '{"expression": "3*3"}'),
     ),
     (
-        "Action: calculator\nAction Input:\n```json\n{\n  \"expression\": \"1+1\"\n}\n```",
+        'Action: calculator\nAction Input:\n```json\n{\n  "expression": "1+1"\n}\n```',
         Action("calculator", '{"expression": "1+1"}'),
     ),
     ("Action: Calculator\nAction Input: 7*6", Action("calculator", '"7*6"')),
-    ("action: `search`\naction input: \"Eiffel Tower\"", Action("search", '"Eiffel Tower"')),
+    ('action: `search`\naction input: "Eiffel Tower"', Action("search", '"Eiffel Tower"')),
     ("Thought: done\nFinal Answer: 42", FinalAnswer("42")),
     ("**Final Answer**: Paris", FinalAnswer("Paris")),
     ("I am confident.\nfinal answer: the Seine", FinalAnswer("the Seine")),
@@ -40,7 +40,7 @@ CASES = [
         Action("calculator", '{"expression": "5-1"}'),
     ),
     (
-        "Action: lookup\nAction Input: {\"keyword\": \"born\"}\nObservation: born in 1900\n"
+        'Action: lookup\nAction Input: {"keyword": "born"}\nObservation: born in 1900\n'
         "Final Answer: 1900",
         Action("lookup", '{"keyword": "born"}'),
     ),
@@ -53,7 +53,10 @@ CASES = [
         Action("python", '{"code": "print(1)"}'),
     ),
     ('{"action": "Final Answer", "action_input": "blue"}', FinalAnswer("blue")),
-    ("Thought: I should search\nAction: search\nAction Input: {\"entity\": \"Ada\"}\n\n", Action("search", '{"entity": "Ada"}')),
+    (
+        'Thought: I should search\nAction: search\nAction Input: {"entity": "Ada"}\n\n',
+        Action("search", '{"entity": "Ada"}'),
+    ),
 ]
 
 
@@ -78,8 +81,8 @@ def test_unreadable_outputs_fail_with_a_reason(text: str) -> None:
 
 def test_hermes_tool_calls_several_in_one_message() -> None:
     text = (
-        "Let me check.\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"entity\": \"A\"}}\n"
-        "</tool_call>\n<tool_call>{\"name\": \"search\", \"arguments\": {\"entity\": \"B\"}}</tool_call>"
+        'Let me check.\n<tool_call>\n{"name": "search", "arguments": {"entity": "A"}}\n'
+        '</tool_call>\n<tool_call>{"name": "search", "arguments": {"entity": "B"}}</tool_call>'
     )
     calls, rest = recover_text_tool_calls(text, 3)
     assert [c.name for c in calls] == ["search", "search"]

@@ -34,7 +34,9 @@ def test_calculator_is_arithmetic_only() -> None:
     assert evaluate_arithmetic("2 ^ 10") == 1024
     registry = ToolRegistry.of([calculator])
     assert call(registry, "calculator", '{"expression": "sqrt(16) + 1"}') == ("ok", "5")
-    status, output = call(registry, "calculator", '{"expression": "__import__(\'os\').system(\'id\')"}')
+    status, output = call(
+        registry, "calculator", "{\"expression\": \"__import__('os').system('id')\"}"
+    )
     assert status == "error" and "not allowed" in output
     status, output = call(registry, "calculator", '{"expression": "9 ** 9 ** 9"}')
     assert status == "error" and "too large" in output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +53,14 @@ class Actor:
         lesson_ids: list[str] | None = None,
         trial: int = 1,
         budget: Budget | None = None,
+        on_step: Callable[[Step], None] | None = None,
+        resume: list[Step] | None = None,
     ) -> Attempt:
-        """Attempt the task once; every attempt ends with a stop_reason, never a crash."""
+        """Attempt the task once; every attempt ends with a stop_reason, never a crash.
+
+        `on_step` sees every step as soon as its tool results are in (for logging);
+        `resume` continues an interrupted attempt from its logged (repaired) steps.
+        """
         s = self.settings
         registry = ToolRegistry.of(
             tools, approve=self.approve, max_output_chars=s.compression.observation_max_chars
@@ -68,8 +75,10 @@ class Actor:
             model=self.model.name,
             protocol=s.protocol,
             lesson_ids=lesson_ids or [],
+            steps=list(resume or []),
         )
-        seen: set[str] = set()
+        spend.calls = len(attempt.steps)
+        seen = {_call_key(call) for step in attempt.steps for call in step.tool_calls}
         stop: StopReason | None
         while (stop := spend.exhausted()) is None:
             last = spend.last_call()
@@ -88,6 +97,8 @@ class Actor:
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
             step.results = self._run_calls(step.tool_calls, registry, seen)
             attempt.steps.append(step)
+            if on_step:
+                on_step(step)
             if step.kind == "final":
                 stop, attempt.answer = "answered", strip_final_label(step.text)
                 attempt.final_forced = bool(last)

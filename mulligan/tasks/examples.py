@@ -56,7 +56,7 @@ TASKS = [
     Task(
         id="examples/count-python-files",
         family="examples",
-        prompt="How many Python files (ending in .py) are in this directory, including subdirectories?",
+        prompt="How many Python files (.py) are in this directory, subdirectories included?",
         tools=["list_files"],
         workspace=WORKSPACE,
         checks=[NumericCheck(value=3, name="count")],

@@ -1,0 +1,81 @@
+"""Run a loop over many tasks: concurrently, logged, resumable."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.metadata
+import platform
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from mulligan import prompts
+from mulligan.loop import Loop
+from mulligan.memory import Memory
+from mulligan.schema import Episode, Task
+
+
+def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> str:
+    """Deterministic, so a resumed run finds the episodes it already has."""
+    suffix = f":pass{run_pass}" if run_pass > 1 else ""
+    return f"{run_id}:{strategy}:{task_id}{suffix}"
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("mulligan", "openai", "chromadb", "pydantic", "sqlite-utils"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def manifest(**fields: Any) -> dict[str, Any]:
+    return {**fields, "prompt_hashes": prompts.prompt_hashes(), "versions": versions()}
+
+
+def run_tasks(
+    make_loop: Callable[[], Loop],
+    tasks: list[Task],
+    *,
+    run_id: str,
+    strategy: str,
+    memory: Memory,
+    concurrency: int = 1,
+    run_pass: int = 1,
+    on_episode: Callable[[Task, Episode], None] | None = None,
+) -> list[Episode]:
+    """Episodes for every task in order; finished ones are read back from the log, not redone.
+
+    With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
+    `make_loop` is called once per thread so loops share nothing mutable.
+    """
+    local = threading.local()
+    lock = threading.Lock()
+
+    def one(position: int, task: Task) -> Episode:
+        eid = episode_id(run_id, strategy, task.id, run_pass)
+        done = _finished(memory, eid)
+        if done is None:
+            if not hasattr(local, "loop"):
+                local.loop = make_loop()
+            if memory.log.episode(eid) is None:
+                memory.log.start_episode(
+                    Episode(id=eid, run_id=run_id, task_id=task.id, strategy=strategy), position
+                )
+            done = local.loop.run_episode(task, eid)
+        if on_episode:
+            with lock:
+                on_episode(task, done)
+        return done
+
+    if concurrency <= 1:
+        return [one(n, t) for n, t in enumerate(tasks)]
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        futures = [pool.submit(one, n, t) for n, t in enumerate(tasks)]
+        return [f.result() for f in futures]
+
+
+def _finished(memory: Memory, eid: str) -> Episode | None:
+    return memory.log.episode(eid) if memory.log.is_finished(eid) else None

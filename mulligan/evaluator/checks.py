@@ -1,0 +1,268 @@
+"""One function per check type: (check, answer, context) -> CheckResult."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mulligan import prompts, sandbox
+from mulligan.errors import ModelError
+from mulligan.evaluator.code import harness_for, keep_definitions, last_code_block
+from mulligan.evaluator.normalize import exact_match, f1_score
+from mulligan.llm.base import ChatModel
+from mulligan.schema import (
+    Attempt,
+    CallableCheck,
+    Check,
+    CheckResult,
+    CommandCheck,
+    ContainsCheck,
+    ExactMatchCheck,
+    FileCheck,
+    LLMJudgeCheck,
+    NumericCheck,
+    PythonTestsCheck,
+    RegexCheck,
+    Task,
+)
+
+
+@dataclass
+class CheckContext:
+    task: Task
+    attempt: Attempt
+    workspace: Path | None
+    judge: ChatModel | None = None
+
+    @property
+    def answer(self) -> str:
+        return self.attempt.answer or ""
+
+
+def result(check: Check, passed: bool, detail: str, score: float | None = None) -> CheckResult:
+    return CheckResult(
+        type=check.type,
+        name=check.name or check.type,
+        visibility=check.visibility,
+        passed=passed,
+        score=float(passed) if score is None else score,
+        detail=detail,
+    )
+
+
+def check_exact_match(check: ExactMatchCheck, ctx: CheckContext) -> CheckResult:
+    golds = [check.answer] if isinstance(check.answer, str) else check.answer
+    passed = any(exact_match(ctx.answer, gold) for gold in golds)
+    f1 = max(f1_score(ctx.answer, gold) for gold in golds)
+    if passed:
+        return result(check, True, f"exact match (F1 {f1:.2f})")
+    expected = f"; expected {golds[0]!r}" if check.reveal else ""
+    return result(
+        check, False, f"answer {ctx.answer!r} is not an exact match (F1 {f1:.2f}){expected}"
+    )
+
+
+def check_contains(check: ContainsCheck, ctx: CheckContext) -> CheckResult:
+    haystack, needle = ctx.answer, check.text
+    if not check.case_sensitive:
+        haystack, needle = haystack.lower(), needle.lower()
+    found = needle in haystack
+    return result(
+        check, found, f"answer {'contains' if found else 'does not contain'} {check.text!r}"
+    )
+
+
+def check_regex(check: RegexCheck, ctx: CheckContext) -> CheckResult:
+    flags = 0
+    for letter in check.flags:
+        flags |= {"i": re.I, "m": re.M, "s": re.S, "x": re.X}.get(letter, 0)
+    try:
+        match = re.search(check.pattern, ctx.answer, flags)
+    except re.error as exc:
+        return result(check, False, f"cannot run: bad regex {check.pattern!r}: {exc}")
+    if match:
+        return result(check, True, f"matched {match.group(0)[:100]!r}")
+    return result(check, False, f"answer does not match /{check.pattern}/")
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def numbers_in(text: str) -> list[float]:
+    found = []
+    for token in _NUMBER.findall(text):
+        if any(ch.isdigit() for ch in token):
+            try:
+                found.append(float(token.replace(",", "")))
+            except ValueError:
+                continue
+    return found
+
+
+def check_numeric(check: NumericCheck, ctx: CheckContext) -> CheckResult:
+    found = numbers_in(ctx.answer)
+    if check.pick == "last":
+        found = found[-1:]
+    elif check.pick == "first":
+        found = found[:1]
+    close = [
+        n
+        for n in found
+        if math.isclose(n, check.value, rel_tol=check.rel_tol, abs_tol=check.abs_tol)
+    ]
+    if close:
+        return result(check, True, f"found {close[0]:g}, expected {check.value:g}")
+    seen = ", ".join(f"{n:g}" for n in found) or "no number"
+    return result(check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}")
+
+
+def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckResult:
+    if check.file:
+        if ctx.workspace is None:
+            return result(check, False, f"cannot run: no workspace to read {check.file} from")
+        path = ctx.workspace / check.file
+        if not path.is_file():
+            return result(check, False, f"cannot run: {check.file} does not exist in the workspace")
+        return path.read_text(errors="replace")
+    if not ctx.answer.strip():
+        return result(check, False, "no code: the attempt gave no answer")
+    return last_code_block(ctx.answer)
+
+
+def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResult:
+    code = candidate_code(check, ctx)
+    if isinstance(code, CheckResult):
+        return code
+    try:
+        harness = harness_for(check.tests, check.entry_point)
+    except SyntaxError as exc:
+        return result(check, False, f"cannot run: the tests do not parse: {exc}")
+    program = "\n\n".join([check.prelude, keep_definitions(code), harness])
+    run = sandbox.run_python(program, limits=sandbox.Limits(timeout=check.timeout))
+    counted = re.search(r"(\d+)/(\d+) asserts passed", run.stdout)
+    score = None
+    if counted and int(counted.group(2)) > 0:
+        score = int(counted.group(1)) / int(counted.group(2))
+    if run.ok:
+        return result(check, True, counted.group(0) if counted else "tests passed", score)
+    return result(check, False, _failure_detail(run), score or 0.0)
+
+
+def _failure_detail(run: sandbox.RunResult) -> str:
+    lines = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    if run.timed_out:
+        lines.append(f"timed out after {run.seconds:.1f}s")
+    elif run.stderr.strip():
+        lines.append(_traceback_tail(run.stderr))
+    counted = re.search(r"\d+/\d+ asserts passed", run.stdout)
+    if counted:
+        lines.append(counted.group(0))
+    return "\n".join(lines) or run.describe()
+
+
+def _traceback_tail(stderr: str, keep: int = 8) -> str:
+    """The end of a traceback, with the sandbox's script path removed."""
+    lines = [
+        re.sub(r'File "[^"]*main\.py"', 'File "<candidate>"', line) for line in stderr.splitlines()
+    ]
+    return "\n".join(lines[-keep:])
+
+
+def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
+    if ctx.workspace is None:
+        return result(check, False, "cannot run: the task has no workspace")
+    run = sandbox.run_shell(
+        check.command,
+        cwd=ctx.workspace,
+        writable=True,
+        limits=sandbox.Limits(timeout=check.timeout, cpu_seconds=int(check.timeout) + 1),
+    )
+    return result(check, run.ok, f"$ {check.command}\n{run.describe()}")
+
+
+def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
+    if ctx.workspace is None:
+        return result(check, False, "cannot run: the task has no workspace")
+    path = (ctx.workspace / check.path).resolve()
+    if not path.is_relative_to(ctx.workspace.resolve()):
+        return result(check, False, f"cannot run: {check.path} is outside the workspace")
+    if not path.is_file():
+        return result(check, False, f"{check.path} does not exist")
+    text = path.read_text(errors="replace")
+    if check.contains is not None and check.contains not in text:
+        return result(check, False, f"{check.path} does not contain {check.contains!r}")
+    if check.matches is not None:
+        try:
+            if not re.search(check.matches, text, re.M):
+                return result(check, False, f"{check.path} does not match /{check.matches}/")
+        except re.error as exc:
+            return result(check, False, f"cannot run: bad regex {check.matches!r}: {exc}")
+    return result(
+        check,
+        True,
+        f"{check.path} exists" + (" and matches" if check.contains or check.matches else ""),
+    )
+
+
+def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
+    if ctx.judge is None:
+        return result(check, False, "cannot run: no judge model configured")
+    prompt = prompts.render("judge", task=ctx.task.prompt, answer=ctx.answer, rubric=check.rubric)
+    try:
+        reply = ctx.judge.chat([{"role": "user", "content": prompt}]).text
+    except ModelError as exc:
+        return result(check, False, f"cannot run: judge model failed: {exc}")
+    verdict = _json_object(reply)
+    if verdict is None or not isinstance(verdict.get("pass"), bool):
+        return result(
+            check, False, f'cannot run: judge reply is not {{"pass": bool, ...}}: {reply[:200]!r}'
+        )
+    return result(check, verdict["pass"], str(verdict.get("reason", ""))[:500])
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for start in (m.start() for m in re.finditer(r"\{", text)):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:
+    module_name, _, function_name = check.function.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        return result(check, False, f"cannot run: cannot import {check.function}: {exc}")
+    try:
+        value = function(answer=ctx.answer, attempt=ctx.attempt, workspace=ctx.workspace)
+    except Exception as exc:  # the user's check failing is a failed check, not a crash
+        return result(check, False, f"{check.function} raised {type(exc).__name__}: {exc}")
+    if isinstance(value, CheckResult):
+        return value.model_copy(update={"visibility": check.visibility})
+    if isinstance(value, tuple):
+        return result(check, bool(value[0]), str(value[1]))
+    return result(check, bool(value), f"{check.function} returned {value!r}")
+
+
+RUNNERS: dict[str, Callable[[Any, CheckContext], CheckResult]] = {
+    "exact_match": check_exact_match,
+    "contains": check_contains,
+    "regex": check_regex,
+    "numeric": check_numeric,
+    "python_tests": check_python_tests,
+    "command": check_command,
+    "file": check_file,
+    "llm_judge": check_llm_judge,
+    "callable": check_callable,
+}

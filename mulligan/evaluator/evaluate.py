@@ -1,0 +1,42 @@
+"""The evaluator: every check of a task against an attempt, and a verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mulligan.evaluator.checks import RUNNERS, CheckContext, result
+from mulligan.llm.base import ChatModel
+from mulligan.schema import Attempt, CheckResult, Task, Verdict
+
+
+class Evaluator:
+    def __init__(self, judge: ChatModel | None = None) -> None:
+        self.judge = judge
+
+    def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
+        """Only checks decide: an attempt that ran out of budget passes if its checks pass."""
+        ctx = CheckContext(task=task, attempt=attempt, workspace=workspace, judge=self.judge)
+        results = []
+        for check in task.checks:
+            try:
+                results.append(RUNNERS[check.type](check, ctx))
+            except Exception as exc:  # a check that cannot run fails; the run goes on
+                results.append(result(check, False, f"cannot run: {type(exc).__name__}: {exc}"))
+        if not results:
+            return Verdict(passed=False, score=0.0, feedback="This task has no checks.")
+        return Verdict(
+            passed=all(r.passed for r in results),
+            score=sum(r.score for r in results) / len(results),
+            checks=results,
+            feedback=feedback_text(results),
+        )
+
+
+def feedback_text(results: list[CheckResult]) -> str:
+    """Only feedback-visible checks; hidden ones are neither shown nor mentioned."""
+    lines = []
+    for r in results:
+        if r.visibility != "feedback":
+            continue
+        lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.name}: {r.detail}")
+    return "\n".join(lines)

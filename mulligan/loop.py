@@ -1,0 +1,154 @@
+"""The outer loop: attempts, verdicts, reflections and memory, wired together.
+
+Strategies differ only in what they carry from one attempt to the next:
+  react             one attempt
+  retry             up to N attempts, nothing carried over
+  reflexion         up to N attempts, this episode's reflections carried over
+  reflexion-memory  as reflexion, plus lessons from and into the persistent store
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mulligan import sandbox
+from mulligan.actor import Actor, Tool, build_tools
+from mulligan.evaluator import Evaluator
+from mulligan.memory import Memory
+from mulligan.reflector import Reflector
+from mulligan.schema import Attempt, Episode, Lesson, Step, Task
+
+log = logging.getLogger("mulligan")
+STRATEGIES = ("react", "retry", "reflexion", "reflexion-memory")
+WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
+
+
+@dataclass
+class LoopSettings:
+    strategy: str = "reflexion"
+    trials: int = 3
+    carried_reflections: int = 3
+    """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
+    retrieved_lessons: int = 3
+    extra_tools: list[Tool] = field(default_factory=list)
+
+
+@dataclass
+class Loop:
+    actor: Actor
+    evaluator: Evaluator
+    settings: LoopSettings
+    reflector: Reflector | None = None
+    memory: Memory | None = None
+    run_id: str = ""
+
+    def run_episode(self, task: Task, episode_id: str | None = None) -> Episode:
+        s = self.settings
+        trials = 1 if s.strategy == "react" else s.trials
+        episode = self._resumed(task, episode_id)
+        reflections = list(episode_reflections(episode, self.memory))
+        for trial in range(len(episode.attempts) + 1, trials + 1):
+            if episode.passed:
+                break
+            lessons = self._lessons_for(task, reflections)
+            with self._workspace(task) as workspace:
+                attempt = self.actor.run(
+                    task.id, task.prompt, self._tools(task, workspace),
+                    lessons=[lesson.text for lesson in lessons],
+                    lesson_ids=[lesson.id for lesson in lessons], trial=trial,
+                    budget=self.actor.settings.budget.overridden(task.budget),
+                    on_step=self._step_logger(episode.id, trial),
+                    resume=self._unfinished(episode.id, trial),
+                )  # fmt: skip
+                verdict = self.evaluator.evaluate(task, attempt, workspace)
+            episode.attempts.append(attempt)
+            episode.verdicts.append(verdict)
+            episode.passed = verdict.passed
+            if self.memory:
+                self.memory.finish_attempt(episode, attempt, verdict, lessons)
+            if s.strategy.startswith("reflexion") and self.reflector and trial < trials:
+                written = self.reflector.reflect(task, attempt, verdict, lessons, episode.id)
+                stored = self._keep(written, task)
+                reflections += stored
+                episode.lessons_written += [lesson.id for lesson in stored]
+                if self.memory:
+                    self.memory.note_written(episode)
+        if self.memory:
+            self.memory.finish_episode(episode)
+        return episode
+
+    # ------------------------------------------------------------ what differs
+
+    def _lessons_for(self, task: Task, reflections: list[Lesson]) -> list[Lesson]:
+        s = self.settings
+        if not s.strategy.startswith("reflexion"):
+            return []
+        carried = [r for r in reflections if r.validity.status in ("candidate", "validated")]
+        lessons = carried[-s.carried_reflections :]
+        if s.strategy == "reflexion-memory" and self.memory:
+            known = {lesson.id for lesson in lessons}
+            found = self.memory.retrieve(task, s.retrieved_lessons, exclude=known)
+            lessons = found + lessons
+        return lessons
+
+    def _keep(self, written: list[Lesson], task: Task) -> list[Lesson]:
+        if not self.memory:
+            return written
+        persistent = self.settings.strategy == "reflexion-memory"
+        return [self.memory.keep(lesson, persistent=persistent) for lesson in written]
+
+    # ------------------------------------------------------------ plumbing
+
+    def _resumed(self, task: Task, episode_id: str | None) -> Episode:
+        if self.memory and episode_id:
+            found = self.memory.load_episode(episode_id)
+            if found:
+                return found
+        episode = Episode(
+            id=episode_id or uuid.uuid4().hex[:12],
+            run_id=self.run_id,
+            task_id=task.id,
+            strategy=self.settings.strategy,
+        )
+        if self.memory:
+            self.memory.start_episode(episode)
+        return episode
+
+    def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
+        return self.memory.step_logger(episode_id, trial) if self.memory else None
+
+    def _unfinished(self, episode_id: str, trial: int) -> list[Step] | None:
+        """Steps of this trial logged before a crash, with orphan calls closed."""
+        return self.memory.log.unfinished_steps(episode_id, trial) if self.memory else None
+
+    def _workspace(self, task: Task) -> sandbox.ScratchWorkspace:
+        needed = task.workspace is not None or bool(WORKSPACE_TOOLS & set(task.tools))
+        return sandbox.ScratchWorkspace(task.workspace if needed else None, enabled=needed)
+
+    def _tools(self, task: Task, workspace: Path | None) -> list[Tool]:
+        return build_tools(
+            task.tools,
+            workspace=workspace,
+            scratch_workspace=True,
+            documents=task.documents,
+            extra=self.settings.extra_tools,
+        )
+
+
+def episode_reflections(episode: Episode, memory: Memory | None) -> list[Lesson]:
+    """The lessons an episode wrote so far (after a resume, from the log)."""
+    if not memory or not episode.lessons_written:
+        return []
+    return memory.lessons(episode.lessons_written)
+
+
+def passed_at(attempts: list[Attempt], passed: list[bool]) -> int | None:
+    """The trial at which an episode first passed, or None."""
+    for attempt, ok in zip(attempts, passed, strict=False):
+        if ok:
+            return attempt.trial
+    return None

@@ -1,0 +1,7 @@
+"""Lesson store (chromadb), episode log (sqlite-utils), embeddings, validity."""
+
+from mulligan.memory.embeddings import HashEmbedding, make_embedder
+from mulligan.memory.memory import Memory
+from mulligan.memory.validity import ValidityRules
+
+__all__ = ["HashEmbedding", "Memory", "ValidityRules", "make_embedder"]

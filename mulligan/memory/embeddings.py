@@ -1,0 +1,143 @@
+"""Embedding functions for the lesson store: minilm (default), openai, hash (offline, tests)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+from mulligan.errors import UserError
+from mulligan.llm.base import EmbeddingModel
+
+log = logging.getLogger("mulligan")
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class HashEmbedding:
+    """Deterministic lexical embedding: hashed words and word pairs, L2-normalised."""
+
+    def __init__(self, dimensions: int = 512) -> None:
+        self.dimensions = dimensions
+        self.name = f"hash-{dimensions}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(text) for text in texts]
+
+    def _one(self, text: str) -> list[float]:
+        vector = [0.0] * self.dimensions
+        words = re.findall(r"\w+", text.lower())
+        features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        for feature in features:
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dimensions
+            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        return [v / norm for v in vector]
+
+
+class EndpointEmbedding:
+    """The endpoint's /embeddings (e.g. text-embedding-3-small)."""
+
+    def __init__(self, model: EmbeddingModel, name: str) -> None:
+        self.model = model
+        self.name = f"openai-{name}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self.model.embed(texts)
+
+
+MINILM_ENV = "MULLIGAN_MINILM_DIR"
+MINILM_PLACES = [
+    Path.home() / ".mulligan" / "models" / "all-MiniLM-L6-v2",
+    Path.home() / ".cache" / "chroma" / "onnx_models" / "all-MiniLM-L6-v2" / "onnx",
+]
+
+
+def find_minilm(directory: str | None = None) -> Path:
+    """The directory with model.onnx and tokenizer.json, or a one-line UserError with fixes."""
+    places = [Path(directory)] if directory else []
+    if os.environ.get(MINILM_ENV):
+        places.append(Path(os.environ[MINILM_ENV]))
+    places += MINILM_PLACES
+    for place in places:
+        for candidate in (place, place / "onnx"):
+            if (candidate / "model.onnx").exists() and (candidate / "tokenizer.json").exists():
+                return candidate
+    raise UserError(
+        "the minilm embedding needs all-MiniLM-L6-v2 as model.onnx + tokenizer.json and found "
+        f"none in {', '.join(str(p) for p in places)}; put them there, give the folder with "
+        f"--embedding minilm:DIR or {MINILM_ENV}, or pick --embedding hash (offline, lexical) "
+        "or --embedding openai (the endpoint's embeddings)"
+    )
+
+
+class MiniLMEmbedding:
+    """all-MiniLM-L6-v2 on onnxruntime: mean-pooled, normalised, batched by the longest text."""
+
+    def __init__(self, directory: str | None = None, batch_size: int = 32) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        folder = find_minilm(directory)
+        self.name = "minilm"
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=256)
+        self.tokenizer.no_padding()
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self.session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        vectors: list[list[float]] = []
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        by_position: dict[int, list[float]] = {}
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            encodings = self.tokenizer.encode_batch([texts[i] for i in chunk])
+            width = max(len(e.ids) for e in encodings)  # pad to the longest, not to 256
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, encoding in enumerate(encodings):
+                ids[row, : len(encoding.ids)] = encoding.ids
+                mask[row, : len(encoding.ids)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self.inputs:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            hidden = self.session.run(None, feed)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            for row, index in enumerate(chunk):
+                by_position[index] = pooled[row].tolist()
+        vectors = [by_position[i] for i in range(len(texts))]
+        return vectors
+
+
+def make_embedder(spec: str, endpoint: EmbeddingModel | None = None) -> Embedder:
+    """`minilm`, `minilm:DIR`, `hash`, `openai` or `openai:MODEL`."""
+    kind, _, argument = spec.partition(":")
+    if kind == "hash":
+        return HashEmbedding(int(argument) if argument else 512)
+    if kind == "minilm":
+        return MiniLMEmbedding(argument or None)
+    if kind == "openai":
+        if endpoint is None:
+            raise UserError("--embedding openai needs an endpoint (--base-url or --api-key)")
+        return EndpointEmbedding(endpoint, argument or "default")
+    raise UserError(f"unknown embedding {spec!r}: use minilm, minilm:DIR, openai or hash")

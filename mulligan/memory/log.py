@@ -1,0 +1,303 @@
+"""The episode log on SQLite through sqlite-utils: the only module that imports it.
+
+Schema changes are an append-only list of migrations. The database opens in
+Datasette as it is: plain tables, JSON in text columns.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from mulligan.schema import Attempt, Episode, Lesson, Step, ToolResult, Verdict
+
+
+def _m001_initial(db: sqlite_utils.Database) -> None:
+    db.table("runs").create(
+        {"id": str, "started_at": float, "ended_at": float, "status": str, "manifest": str},
+        pk="id",
+    )
+    db.table("episodes").create(
+        {
+            "id": str,
+            "run_id": str,
+            "task_id": str,
+            "strategy": str,
+            "position": int,
+            "started_at": float,
+            "ended_at": float,
+            "passed": int,
+            "trials": int,
+            "lessons_written": str,
+        },
+        pk="id",
+    )
+    db.table("attempts").create(
+        {
+            "id": str,
+            "episode_id": str,
+            "trial": int,
+            "stop_reason": str,
+            "answer": str,
+            "passed": int,
+            "score": float,
+            "steps": int,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost": float,
+            "seconds": float,
+            "lesson_ids": str,
+            "record": str,
+            "verdict": str,
+            "finished_at": float,
+        },
+        pk="id",
+    )
+    db.table("steps").create(
+        {"attempt_id": str, "idx": int, "kind": str, "record": str, "logged_at": float},
+        pk=("attempt_id", "idx"),
+    )
+    db.table("lessons").create(
+        {"id": str, "text": str, "kind": str, "status": str, "record": str, "updated_at": float},
+        pk="id",
+    )
+    db.table("lesson_events").create(
+        {
+            "id": int,
+            "lesson_id": str,
+            "event": str,
+            "episode_id": str,
+            "trial": int,
+            "detail": str,
+            "at": float,
+        },
+        pk="id",
+    )
+    db.table("attempts").create_index(["episode_id"])
+    db.table("episodes").create_index(["run_id"])
+    db.table("lesson_events").create_index(["lesson_id"])
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
+    ("001_initial", _m001_initial),
+]
+"""Append only: never edit or reorder an entry that has shipped."""
+
+
+def repair_steps(steps: list[Step]) -> list[Step]:
+    """Close every tool call that has no result with an `interrupted` observation."""
+    repaired = []
+    for step in steps:
+        answered = {r.call_id for r in step.results}
+        missing = [c for c in step.tool_calls if c.id not in answered]
+        if missing:
+            step = step.model_copy(deep=True)
+            step.results += [
+                ToolResult(
+                    call_id=c.id,
+                    name=c.name,
+                    status="interrupted",
+                    output="Interrupted: the run stopped before this call returned.",
+                )
+                for c in missing
+            ]
+            order = {c.id: n for n, c in enumerate(step.tool_calls)}
+            step.results.sort(key=lambda r: order.get(r.call_id, len(order)))
+        repaired.append(step)
+    return repaired
+
+
+class EpisodeLog:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite_utils.Database(self.path)
+        self.db.conn.execute("PRAGMA busy_timeout = 30000")
+        self.db.enable_wal()
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.db.conn:
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            if "migrations" not in self.db.table_names():
+                self.db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
+            done = {row["name"] for row in self.db.table("migrations").rows}
+            for name, migrate in MIGRATIONS:
+                if name not in done:
+                    migrate(self.db)
+                    self.db.table("migrations").insert({"name": name, "applied_at": time.time()})
+
+    # ------------------------------------------------------------ runs
+
+    def start_run(self, run_id: str, manifest: dict[str, Any]) -> None:
+        self.db.table("runs").upsert(
+            {
+                "id": run_id,
+                "started_at": time.time(),
+                "status": "running",
+                "manifest": json.dumps(manifest, sort_keys=True),
+            },
+            pk="id",
+        )
+
+    def end_run(self, run_id: str, status: str = "finished") -> None:
+        self.db.table("runs").update(run_id, {"ended_at": time.time(), "status": status})
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        rows = list(self.db.table("runs").rows_where("id = ?", [run_id]))
+        return rows[0] if rows else None
+
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.db.table("runs").rows_where(order_by="started_at"))
+
+    # ------------------------------------------------------------ episodes and attempts
+
+    def start_episode(self, episode: Episode, position: int = 0) -> None:
+        self.db.table("episodes").upsert(
+            {
+                "id": episode.id,
+                "run_id": episode.run_id,
+                "task_id": episode.task_id,
+                "strategy": episode.strategy,
+                "position": position,
+                "started_at": time.time(),
+                "passed": 0,
+                "trials": 0,
+                "lessons_written": "[]",
+            },
+            pk="id",
+        )
+
+    def log_step(self, episode_id: str, trial: int, step: Step) -> None:
+        self.db.table("steps").upsert(
+            {
+                "attempt_id": f"{episode_id}:{trial}",
+                "idx": step.index,
+                "kind": step.kind,
+                "record": step.model_dump_json(),
+                "logged_at": time.time(),
+            },
+            pk=("attempt_id", "idx"),
+        )
+
+    def log_attempt(self, episode: Episode, attempt: Attempt, verdict: Verdict) -> None:
+        with self.db.conn:
+            self.db.table("attempts").upsert(
+                {
+                    "id": f"{episode.id}:{attempt.trial}",
+                    "episode_id": episode.id,
+                    "trial": attempt.trial,
+                    "stop_reason": attempt.stop_reason,
+                    "answer": attempt.answer,
+                    "passed": int(verdict.passed),
+                    "score": verdict.score,
+                    "steps": len(attempt.steps),
+                    "prompt_tokens": attempt.usage.prompt_tokens,
+                    "completion_tokens": attempt.usage.completion_tokens,
+                    "cost": attempt.usage.cost,
+                    "seconds": attempt.seconds,
+                    "lesson_ids": json.dumps(attempt.lesson_ids),
+                    "record": attempt.model_dump_json(),
+                    "verdict": verdict.model_dump_json(),
+                    "finished_at": time.time(),
+                },
+                pk="id",
+            )
+            self.db.table("episodes").update(
+                episode.id, {"passed": int(verdict.passed), "trials": attempt.trial}
+            )
+
+    def end_episode(self, episode: Episode) -> None:
+        self.db.table("episodes").update(
+            episode.id,
+            {
+                "ended_at": time.time(),
+                "passed": int(episode.passed),
+                "trials": len(episode.attempts),
+                "lessons_written": json.dumps(episode.lessons_written),
+            },
+        )
+
+    def is_finished(self, episode_id: str) -> bool:
+        rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
+        return bool(rows and rows[0]["ended_at"])
+
+    def set_lessons_written(self, episode_id: str, lesson_ids: list[str]) -> None:
+        self.db.table("episodes").update(episode_id, {"lessons_written": json.dumps(lesson_ids)})
+
+    def episode(self, episode_id: str) -> Episode | None:
+        rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
+        if not rows:
+            return None
+        row = rows[0]
+        attempts = list(
+            self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
+        )
+        return Episode(
+            id=row["id"],
+            run_id=row["run_id"] or "",
+            task_id=row["task_id"],
+            strategy=row["strategy"],
+            attempts=[Attempt.model_validate_json(a["record"]) for a in attempts],
+            verdicts=[Verdict.model_validate_json(a["verdict"]) for a in attempts],
+            lessons_written=json.loads(row["lessons_written"] or "[]"),
+            passed=bool(attempts and attempts[-1]["passed"]),
+        )
+
+    def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        where, args = ("run_id = ?", [run_id]) if run_id else (None, [])
+        return list(
+            self.db.table("episodes").rows_where(where, args, order_by="position, started_at")
+        )
+
+    def unfinished_steps(self, episode_id: str, trial: int) -> list[Step]:
+        """Steps logged for an attempt that never finished, repaired for sending again."""
+        rows = self.db.table("steps").rows_where(
+            "attempt_id = ?", [f"{episode_id}:{trial}"], order_by="idx"
+        )
+        return repair_steps([Step.model_validate_json(r["record"]) for r in rows])
+
+    # ------------------------------------------------------------ lessons
+
+    def log_lesson(self, lesson: Lesson) -> None:
+        self.db.table("lessons").upsert(
+            {
+                "id": lesson.id,
+                "text": lesson.text,
+                "kind": lesson.kind,
+                "status": lesson.validity.status,
+                "record": lesson.model_dump_json(),
+                "updated_at": time.time(),
+            },
+            pk="id",
+        )
+
+    def lessons(self, ids: list[str]) -> list[Lesson]:
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        rows = {r["id"]: r for r in self.db.table("lessons").rows_where(f"id in ({marks})", ids)}
+        return [Lesson.model_validate_json(rows[i]["record"]) for i in ids if i in rows]
+
+    def lesson_event(
+        self, lesson_id: str, event: str, episode_id: str = "", trial: int = 0, detail: str = ""
+    ) -> None:
+        self.db.table("lesson_events").insert(
+            {
+                "lesson_id": lesson_id,
+                "event": event,
+                "episode_id": episode_id,
+                "trial": trial,
+                "detail": detail,
+                "at": time.time(),
+            }
+        )
+
+    def lesson_events(self, lesson_id: str | None = None) -> list[dict[str, Any]]:
+        where, args = ("lesson_id = ?", [lesson_id]) if lesson_id else (None, [])
+        return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))

@@ -1,0 +1,213 @@
+"""The lesson store on chromadb: the only module that imports it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+import chromadb  # noqa: E402
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402
+
+from mulligan.errors import UserError  # noqa: E402
+from mulligan.memory.embeddings import Embedder  # noqa: E402
+from mulligan.memory.validity import ACTIVE, is_usable  # noqa: E402
+from mulligan.schema import Lesson  # noqa: E402
+
+COLLECTION = "lessons"
+
+
+class _ChromaEmbedding(EmbeddingFunction[Documents]):
+    """Adapts an Embedder to chromadb's embedding-function interface."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    def __call__(self, input: Documents) -> Embeddings:
+        import numpy as np
+
+        return [np.asarray(v, dtype=np.float32) for v in self.embedder.embed(list(input))]
+
+    @staticmethod
+    def name() -> str:
+        return "mulligan"
+
+    def get_config(self) -> dict[str, Any]:
+        return {"embedder": self.embedder.name}
+
+    @staticmethod
+    def build_from_config(config: dict[str, Any]) -> _ChromaEmbedding:
+        raise UserError("open the lesson store through mulligan, which passes its embedding")
+
+
+def metadata_of(lesson: Lesson) -> dict[str, str | int | float | bool]:
+    """Scalars for filtering, plus the whole record as JSON for exact round trips."""
+    v = lesson.validity
+    return {
+        "kind": lesson.kind,
+        "family": lesson.scope.family,
+        "task_id": lesson.scope.task_id,
+        "tags": ",".join(lesson.scope.tags),
+        "status": v.status,
+        "retrieved": v.retrieved,
+        "helped": v.helped,
+        "hurt": v.hurt,
+        "confidence": v.confidence,
+        "expires_at": v.expires_at if v.expires_at is not None else -1.0,
+        "source_task": lesson.source.task_id,
+        "source_episode": lesson.source.episode_id,
+        "model": lesson.source.model,
+        "created_at": lesson.source.created_at,
+        "record": lesson.model_dump_json(),
+    }
+
+
+class LessonStore:
+    """Lessons in a chroma collection, embedded or on a chroma server."""
+
+    def __init__(self, location: str, embedder: Embedder, duplicate_similarity: float = 0.92):
+        self.location = location
+        self.embedder = embedder
+        self.duplicate_similarity = duplicate_similarity
+        self._lock_path: Path | None = None
+        if location.startswith(("http://", "https://")):
+            url = urlparse(location)
+            client: Any = chromadb.HttpClient(
+                host=url.hostname or "127.0.0.1",
+                port=url.port or 8000,
+                ssl=url.scheme == "https",
+            )
+        else:
+            Path(location).mkdir(parents=True, exist_ok=True)
+            self._lock_path = Path(location) / "lessons.lock"
+            client = chromadb.PersistentClient(path=str(Path(location) / "chroma"))
+        self.collection = client.get_or_create_collection(
+            COLLECTION,
+            embedding_function=_ChromaEmbedding(embedder),  # type: ignore[arg-type]
+            metadata={"hnsw:space": "cosine", "embedder": embedder.name},
+        )
+        stored = (self.collection.metadata or {}).get("embedder")
+        if stored and stored != embedder.name:
+            raise UserError(
+                f"the lesson store at {location} was built with the {stored} embedding; "
+                f"pass --embedding {stored.split('-')[0]} or use another --memory directory"
+            )
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One writer at a time across processes sharing an embedded store."""
+        if self._lock_path is None:
+            yield
+            return
+        with open(self._lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------ reading
+
+    def count(self) -> int:
+        return int(self.collection.count())
+
+    def get(self, ids: list[str]) -> list[Lesson]:
+        if not ids:
+            return []
+        found = self.collection.get(ids=ids, include=["metadatas"])
+        by_id = {
+            i: Lesson.model_validate_json(str(m["record"]))
+            for i, m in zip(found["ids"], found["metadatas"] or [], strict=False)
+        }
+        return [by_id[i] for i in ids if i in by_id]
+
+    def all(self) -> list[Lesson]:
+        found = self.collection.get(include=["metadatas"])
+        lessons = [Lesson.model_validate_json(str(m["record"])) for m in found["metadatas"] or []]
+        return sorted(lessons, key=lambda lesson: lesson.source.created_at)
+
+    def similar(
+        self, text: str, k: int, where: dict[str, Any] | None = None
+    ) -> list[tuple[Lesson, float]]:
+        """Nearest lessons by cosine similarity (1 - distance), most similar first."""
+        total = self.count()
+        if total == 0:
+            return []
+        found = self.collection.query(
+            query_texts=[text],
+            n_results=min(k, total),
+            where=where,
+            include=["metadatas", "distances"],
+        )
+        metadatas = (found["metadatas"] or [[]])[0]
+        distances = (found["distances"] or [[]])[0]
+        return [
+            (Lesson.model_validate_json(str(m["record"])), 1.0 - float(d))
+            for m, d in zip(metadatas, distances, strict=False)
+        ]
+
+    def search(
+        self, text: str, k: int, family: str | None = None, exclude: set[str] | None = None
+    ) -> list[tuple[Lesson, float]]:
+        """Usable lessons ranked by similarity weighted by confidence."""
+        where: dict[str, Any] = {"status": {"$in": list(ACTIVE)}}
+        if family:
+            where = {"$and": [where, {"family": family}]}
+        now = time.time()
+        pool = self.similar(text, k * 4 + len(exclude or ()), where)
+        ranked = [
+            (lesson, similarity * lesson.validity.confidence)
+            for lesson, similarity in pool
+            if is_usable(lesson, now) and lesson.id not in (exclude or set())
+        ]
+        ranked.sort(key=lambda pair: pair[1], reverse=True)
+        return ranked[:k]
+
+    # ------------------------------------------------------------ writing
+
+    def put(self, lessons: list[Lesson]) -> None:
+        """Insert or replace whole records (the text is re-embedded only when it changed)."""
+        if not lessons:
+            return
+        with self._writing():
+            self._upsert_unlocked(lessons)
+
+    def add_or_strengthen(self, lesson: Lesson) -> tuple[Lesson, bool]:
+        """Store a new lesson, or strengthen a stored one that says the same in the same scope.
+
+        Returns the lesson kept and whether it was new.
+        """
+        with self._writing():
+            where = {"$and": [{"family": lesson.scope.family}, {"kind": lesson.kind}]}
+            for twin, similarity in self.similar(lesson.text, 1, where):
+                if similarity >= self.duplicate_similarity and twin.validity.status in ACTIVE:
+                    twin.validity.reinforced += 1
+                    self._upsert_unlocked([twin])
+                    return twin, False
+            self._upsert_unlocked([lesson])
+            return lesson, True
+
+    def _upsert_unlocked(self, lessons: list[Lesson]) -> None:
+        self.collection.upsert(
+            ids=[lesson.id for lesson in lessons],
+            documents=[lesson.text for lesson in lessons],
+            metadatas=[metadata_of(lesson) for lesson in lessons],  # type: ignore[misc]
+        )
+
+    def export_jsonl(self) -> Iterator[str]:
+        for lesson in self.all():
+            yield lesson.model_dump_json()
+
+    def import_jsonl(self, lines: list[str]) -> int:
+        lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+        self.put(lessons)
+        return len(lessons)

