@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_tasks, display
+from mulligan import cli_memory, cli_tasks, display
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     cli_tasks.add_selection_flags(tasks)
     tasks.set_defaults(handler=cli_tasks.cmd_tasks)
+    cli_memory.add_parsers(commands)
     return parser
 
 

@@ -70,7 +70,8 @@ class Loop:
             episode.passed = verdict.passed
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
-            if s.strategy.startswith("reflexion") and self.reflector and trial < trials:
+            reflect = s.strategy.startswith("reflexion") and not verdict.passed
+            if reflect and self.reflector and trial < trials:
                 written = self.reflector.reflect(task, attempt, verdict, lessons, episode.id)
                 stored = self._keep(written, task)
                 reflections += stored

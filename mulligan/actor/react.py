@@ -95,6 +95,8 @@ class Actor:
             context.estimator.calibrate(messages, offered, response.usage.prompt_tokens)
             step = self._read_turn(response, len(attempt.steps), registry, forced=bool(last))
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
+            if on_step and step.tool_calls:
+                on_step(step)  # logged before the tools run: a crash leaves calls to repair
             step.results = self._run_calls(step.tool_calls, registry, seen)
             attempt.steps.append(step)
             if on_step:

@@ -44,9 +44,22 @@ class _ChromaEmbedding(EmbeddingFunction[Documents]):
     def get_config(self) -> dict[str, Any]:
         return {"embedder": self.embedder.name}
 
+    def is_legacy(self) -> bool:
+        return False
+
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> _ChromaEmbedding:
-        raise UserError("open the lesson store through mulligan, which passes its embedding")
+        return _ChromaEmbedding(_NotGiven(str(config.get("embedder", "?"))))
+
+
+class _NotGiven:
+    """What chroma rebuilds from a stored config; mulligan always passes the real one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise UserError(f"open the lesson store through mulligan with --embedding {self.name}")
 
 
 def metadata_of(lesson: Lesson) -> dict[str, str | int | float | bool]:
@@ -79,51 +92,90 @@ class LessonStore:
         self.embedder = embedder
         self.duplicate_similarity = duplicate_similarity
         self._lock_path: Path | None = None
-        if location.startswith(("http://", "https://")):
-            url = urlparse(location)
-            client: Any = chromadb.HttpClient(
-                host=url.hostname or "127.0.0.1",
-                port=url.port or 8000,
-                ssl=url.scheme == "https",
-            )
-        else:
+        self._generation = -1
+        self._client: Any = None
+        self.collection: Any = None
+        if not location.startswith(("http://", "https://")):
             Path(location).mkdir(parents=True, exist_ok=True)
             self._lock_path = Path(location) / "lessons.lock"
-            client = chromadb.PersistentClient(path=str(Path(location) / "chroma"))
-        self.collection = client.get_or_create_collection(
-            COLLECTION,
-            embedding_function=_ChromaEmbedding(embedder),  # type: ignore[arg-type]
-            metadata={"hnsw:space": "cosine", "embedder": embedder.name},
-        )
-        stored = (self.collection.metadata or {}).get("embedder")
+        with self._locked():
+            pass  # opens the collection
+        stored = (getattr(self.collection, "metadata", None) or {}).get("embedder")
         if stored and stored != embedder.name:
             raise UserError(
                 f"the lesson store at {location} was built with the {stored} embedding; "
                 f"pass --embedding {stored.split('-')[0]} or use another --memory directory"
             )
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One writer at a time across processes sharing an embedded store."""
+    def _open(self) -> None:
         if self._lock_path is None:
+            url = urlparse(self.location)
+            self._client = chromadb.HttpClient(
+                host=url.hostname or "127.0.0.1", port=url.port or 8000, ssl=url.scheme == "https"
+            )
+        else:
+            self._client = chromadb.PersistentClient(path=str(Path(self.location) / "chroma"))
+        self.collection = self._client.get_or_create_collection(
+            COLLECTION,
+            embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
+            metadata={"hnsw:space": "cosine", "embedder": self.embedder.name},
+        )
+
+    def _reopen(self) -> None:
+        """Drop chromadb's cached in-memory index for this path and load it from disk again."""
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        path = str(Path(self.location) / "chroma")
+        system = SharedSystemClient._identifier_to_system.pop(path, None)
+        SharedSystemClient._identifier_to_refcount.pop(path, None)
+        if system is not None:
+            system.stop()
+        self._open()
+
+    @contextlib.contextmanager
+    def _locked(self, write: bool = False) -> Iterator[None]:
+        """One process at a time in an embedded store, seeing what others wrote.
+
+        chromadb's embedded client keeps its vector index in memory, so when another
+        process has written since (the generation in the lock file moved on), the
+        index is reloaded from disk first. A chroma server needs none of this.
+        """
+        if self._lock_path is None:
+            if self.collection is None:
+                self._open()
             yield
             return
-        with open(self._lock_path, "a") as handle:
+        with open(self._lock_path, "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
+                handle.seek(0)
+                generation = int(handle.read().strip() or 0)
+                if self.collection is None:
+                    self._open()
+                elif generation != self._generation:
+                    self._reopen()
                 yield
+                if write:
+                    generation += 1
+                    handle.seek(0)
+                    handle.truncate()
+                    handle.write(str(generation))
+                    handle.flush()
+                self._generation = generation
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     # ------------------------------------------------------------ reading
 
     def count(self) -> int:
-        return int(self.collection.count())
+        with self._locked():
+            return int(self.collection.count())
 
     def get(self, ids: list[str]) -> list[Lesson]:
         if not ids:
             return []
-        found = self.collection.get(ids=ids, include=["metadatas"])
+        with self._locked():
+            found = self.collection.get(ids=ids, include=["metadatas"])
         by_id = {
             i: Lesson.model_validate_json(str(m["record"]))
             for i, m in zip(found["ids"], found["metadatas"] or [], strict=False)
@@ -131,7 +183,8 @@ class LessonStore:
         return [by_id[i] for i in ids if i in by_id]
 
     def all(self) -> list[Lesson]:
-        found = self.collection.get(include=["metadatas"])
+        with self._locked():
+            found = self.collection.get(include=["metadatas"])
         lessons = [Lesson.model_validate_json(str(m["record"])) for m in found["metadatas"] or []]
         return sorted(lessons, key=lambda lesson: lesson.source.created_at)
 
@@ -139,7 +192,13 @@ class LessonStore:
         self, text: str, k: int, where: dict[str, Any] | None = None
     ) -> list[tuple[Lesson, float]]:
         """Nearest lessons by cosine similarity (1 - distance), most similar first."""
-        total = self.count()
+        with self._locked():
+            return self._similar_unlocked(text, k, where)
+
+    def _similar_unlocked(
+        self, text: str, k: int, where: dict[str, Any] | None
+    ) -> list[tuple[Lesson, float]]:
+        total = int(self.collection.count())
         if total == 0:
             return []
         found = self.collection.query(
@@ -178,7 +237,7 @@ class LessonStore:
         """Insert or replace whole records (the text is re-embedded only when it changed)."""
         if not lessons:
             return
-        with self._writing():
+        with self._locked(write=True):
             self._upsert_unlocked(lessons)
 
     def add_or_strengthen(self, lesson: Lesson) -> tuple[Lesson, bool]:
@@ -186,9 +245,9 @@ class LessonStore:
 
         Returns the lesson kept and whether it was new.
         """
-        with self._writing():
+        with self._locked(write=True):
             where = {"$and": [{"family": lesson.scope.family}, {"kind": lesson.kind}]}
-            for twin, similarity in self.similar(lesson.text, 1, where):
+            for twin, similarity in self._similar_unlocked(lesson.text, 1, where):
                 if similarity >= self.duplicate_similarity and twin.validity.status in ACTIVE:
                     twin.validity.reinforced += 1
                     self._upsert_unlocked([twin])

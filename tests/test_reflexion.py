@@ -1,0 +1,337 @@
+"""The Reflexion arc, persistence, validity, crash-resume and concurrency of memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan.actor import Actor
+from mulligan.cli import main
+from mulligan.evaluator import Evaluator
+from mulligan.loop import Loop, LoopSettings
+from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, Task
+from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
+
+LESSON = "Recall that the capital of Australia is Canberra, not Sydney; answer with Canberra."
+TASKS = """\
+- id: capital-au
+  family: capitals
+  prompt: What is the capital city of Australia? Answer with one word.
+  checks:
+    - {type: exact_match, answer: Canberra, name: capital}
+"""
+RELATED = """\
+- id: capital-au-again
+  family: capitals
+  prompt: Name the capital city of Australia, in one word.
+  checks:
+    - {type: exact_match, answer: Canberra, name: capital}
+"""
+
+
+def is_reflection(body: dict[str, Any]) -> bool:
+    return "You review a failed attempt" in body["messages"][0]["content"]
+
+
+def knows_the_lesson(body: dict[str, Any]) -> bool:
+    return any("Canberra" in str(m.get("content")) for m in body["messages"])
+
+
+def capital_policy(body: dict[str, Any]) -> FakeReply:
+    """Wrong until a lesson naming Canberra is in the messages; the reflector writes that lesson."""
+    if is_reflection(body):
+        return FakeReply(content=json.dumps({"lessons": [{"text": LESSON, "tags": ["geography"]}]}))
+    return FakeReply(content="Canberra" if knows_the_lesson(body) else "Sydney")
+
+
+def cli(server: FakeOpenAIServer, memory: Path, *args: str) -> list[str]:
+    return [*args, "--base-url", server.base_url, "--memory", str(memory), "--embedding", "hash"]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    (tmp_path / name).write_text(text)
+    return tmp_path / name
+
+
+def test_reflexion_arc_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = write(tmp_path, "tasks.yaml", TASKS)
+    mem = tmp_path / "mem"
+    with FakeOpenAIServer(policy=capital_policy) as server:
+        args = cli(
+            server, mem, "run", str(tasks), "--strategy", "reflexion", "--trials", "3", "--json"
+        )
+        assert main(args) == 0
+        assert server.violations == []
+        actor_requests = [r for r in server.requests if not is_reflection(r)]
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["passed"] is True
+    first, second = line["attempts"]
+    assert not first["verdict"]["passed"] and first["answer"] == "Sydney"
+    assert "FAIL capital" in first["verdict"]["feedback"]
+    assert second["verdict"]["passed"] and second["answer"] == "Canberra"
+    # trial 2 received the lesson in its messages, quoted as data
+    assert LESSON not in json.dumps(actor_requests[0]["messages"])
+    assert LESSON in json.dumps(actor_requests[1]["messages"])
+    assert "quoted data" in actor_requests[1]["messages"][1]["content"]
+    memory = Memory(mem, HashEmbedding())
+    episode = memory.log.episodes()[0]
+    written = memory.lessons(json.loads(episode["lessons_written"]))
+    assert len(written) == 1
+    lesson = written[0]
+    assert lesson.text == LESSON
+    assert lesson.source.task_id == "capital-au" and lesson.source.trial == 1
+    assert lesson.source.episode_id == episode["id"] and lesson.source.model == "fake-model"
+    assert lesson.source.failed_checks == ["capital"]
+    assert lesson.validity.helped == 1 and lesson.validity.hurt == 0
+    events = [e["event"] for e in memory.log.lesson_events(lesson.id)]
+    assert events == ["created", "helped"]
+    # reflexion keeps its lessons in the episode: nothing went into the persistent store
+    assert memory.store.count() == 0
+    assert main(["episodes", "show", episode["id"], "--memory", str(mem)]) == 0
+    shown = capsys.readouterr().out
+    assert f"lesson given: {lesson.id}" in shown and "PASS" in shown
+
+
+def run_process(
+    server: FakeOpenAIServer, memory: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "mulligan.cli", *cli(server, memory, *args)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def test_lessons_persist_across_processes_for_the_memory_strategy(tmp_path: Path) -> None:
+    first, related = write(tmp_path, "a.yaml", TASKS), write(tmp_path, "b.yaml", RELATED)
+    mem = tmp_path / "mem"
+    with FakeOpenAIServer(policy=capital_policy) as server:
+        done = run_process(
+            server, mem, "run", str(first), "--strategy", "reflexion-memory", "--json"
+        )
+        assert done.returncode == 0, done.stderr
+        start = len(server.requests)
+        later = run_process(
+            server, mem, "run", str(related), "--strategy", "reflexion-memory", "--json"
+        )
+        assert later.returncode == 0, later.stderr
+        assert LESSON in json.dumps(server.requests[start]["messages"])  # retrieved up front
+        assert json.loads(later.stdout)["attempts"][0]["verdict"]["passed"]
+        start = len(server.requests)
+        plain = run_process(server, mem, "run", str(related), "--strategy", "reflexion", "--json")
+        assert plain.returncode == 0, plain.stderr
+        assert LESSON not in json.dumps(server.requests[start]["messages"])
+        assert not json.loads(plain.stdout)["attempts"][0]["verdict"]["passed"]
+        assert server.violations == []
+
+
+def plant(memory: Memory, text: str, family: str = "capitals") -> Lesson:
+    lesson = Lesson(
+        id="planted1",
+        text=text,
+        scope=LessonScope(family=family),
+        source=LessonSource(task_id="elsewhere", model="human"),
+    )
+    return memory.keep(lesson, persistent=True)
+
+
+def test_a_lesson_that_keeps_hurting_is_refuted_and_no_longer_retrieved(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(refute_after=3))
+    plant(memory, "For capital questions about Australia, answer with the largest city.")
+    task = Task(
+        id="capital-au", family="capitals", prompt="What is the capital city of Australia?",
+        checks=[ExactMatchCheck(answer="Canberra")],
+    )  # fmt: skip
+    model = ScriptedModel(policy=lambda messages, tools: "Sydney")
+    loop = Loop(
+        actor=Actor(model),
+        evaluator=Evaluator(),
+        settings=LoopSettings(strategy="reflexion-memory", trials=5),
+        memory=memory,
+    )
+    episode = loop.run_episode(task)
+    given = [bool(a.lesson_ids) for a in episode.attempts]
+    assert given == [True, True, True, False, False]
+    planted = memory.store.get(["planted1"])[0]
+    assert planted.validity.status == "refuted"
+    assert planted.validity.hurt == 3 and planted.validity.retrieved == 3
+    assert memory.store.search(task.prompt, 5, family="capitals") == []
+    events = [e["event"] for e in memory.log.lesson_events("planted1")]
+    assert "status:refuted" in events
+
+
+def test_export_then_import_round_trips_every_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = Memory(tmp_path / "a", HashEmbedding())
+    lesson = plant(memory, "Check the edge case of an empty list before indexing.")
+    lesson.validity.helped, lesson.validity.hurt, lesson.validity.retrieved = 2, 1, 4
+    lesson.validity.expires_at = 2_000_000_000.5
+    lesson.scope.tags = ["lists", "edge cases"]
+    lesson.source.failed_checks = ["hidden tests"]
+    memory.store.put([lesson])
+    other = Lesson(
+        id="second", text="Quote file paths.", kind="insight", scope=LessonScope(family="shell")
+    )
+    memory.keep(other, persistent=True)
+    out = tmp_path / "lessons.jsonl"
+    assert (
+        main(
+            [
+                "memory",
+                "export",
+                "--out",
+                str(out),
+                "--memory",
+                str(tmp_path / "a"),
+                "--embedding",
+                "hash",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(["memory", "import", str(out), "--memory", str(tmp_path / "b"), "--embedding", "hash"])
+        == 0
+    )
+    before = {x.id: x.model_dump() for x in memory.store.all()}
+    after = {x.id: x.model_dump() for x in Memory(tmp_path / "b", HashEmbedding()).store.all()}
+    assert before == after and len(after) == 2
+    capsys.readouterr()
+    assert main(["memory", "stats", "--memory", str(tmp_path / "b"), "--embedding", "hash"]) == 0
+    assert "2 lessons" in capsys.readouterr().out
+    assert (
+        main(
+            ["memory", "retract", "second", "--memory", str(tmp_path / "b"), "--embedding", "hash"]
+        )
+        == 0
+    )
+    b = Memory(tmp_path / "b", HashEmbedding())
+    assert b.store.get(["second"])[0].validity.status == "retracted"
+    assert "status:retracted" in [e["event"] for e in b.log.lesson_events("second")]
+
+
+WRITER = """
+import sys
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import Lesson, LessonScope
+memory = Memory(sys.argv[1], HashEmbedding())
+for n in range(int(sys.argv[3])):
+    text = f"writer {sys.argv[2]} lesson {n}: " + " ".join(f"w{sys.argv[2]}x{n}y{k}" for k in range(6))
+    memory.keep(Lesson(id=f"{sys.argv[2]}-{n}", text=text, scope=LessonScope(family="f")), persistent=True)
+"""
+
+
+def test_two_processes_writing_one_memory_lose_no_lesson(tmp_path: Path) -> None:
+    mem = str(tmp_path / "mem")
+    Memory(mem, HashEmbedding()).store.count()  # create it first, as a run would
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, mem, name, "25"], stderr=subprocess.PIPE, text=True
+        )
+        for name in ("a", "b")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    stored = Memory(mem, HashEmbedding()).store.all()
+    assert len(stored) == 50
+    assert {x.id for x in stored} == {f"{w}-{n}" for w in "ab" for n in range(25)}
+
+
+CRASH_TASKS = """\
+- id: first
+  family: capitals
+  prompt: What is the capital city of Australia? Answer with one word.
+  checks: [{type: exact_match, answer: Canberra, name: capital}]
+- id: second
+  family: capitals
+  prompt: Use python to wait, then say the capital city of Australia.
+  tools: [python]
+  checks: [{type: exact_match, answer: Canberra, name: capital}]
+"""
+
+
+def crash_policy(body: dict[str, Any]) -> FakeReply:
+    """Deterministic by content: the second task first runs a slow python call."""
+    messages = body["messages"]
+    if is_reflection(body):
+        return capital_policy(body)
+    if "Use python to wait" in messages[1]["content"] and not any(
+        m["role"] == "tool" for m in messages
+    ):
+        return FakeReply(
+            content=None,
+            tool_calls=[
+                {
+                    "name": "python",
+                    "arguments": {"code": "import time; time.sleep(3); print('slept')"},
+                }
+            ],
+        )
+    return capital_policy(body)
+
+
+def counts(memory_dir: Path) -> tuple[int, int, list[bool]]:
+    memory = Memory(memory_dir, HashEmbedding())
+    episodes = memory.log.episodes()
+    attempts = sum(len(memory.log.episode(e["id"]).attempts) for e in episodes)  # type: ignore[union-attr]
+    lessons = sum(len(json.loads(e["lessons_written"])) for e in episodes)
+    return attempts, lessons, [bool(e["passed"]) for e in episodes]
+
+
+def test_a_run_killed_mid_attempt_resumes_to_the_same_end(tmp_path: Path) -> None:
+    tasks = write(tmp_path, "tasks.yaml", CRASH_TASKS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    with FakeOpenAIServer(policy=crash_policy) as server:
+        whole = run_process(
+            server, tmp_path / "whole", "run", str(tasks), "--strategy", "reflexion"
+        )
+        assert whole.returncode == 0, whole.stderr
+        args = cli(server, tmp_path / "crash", "run", str(tasks), "--strategy", "reflexion")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mulligan.cli", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        started = len(server.requests)
+        deadline = time.monotonic() + 60
+        while not any(
+            "Use python" in json.dumps(r["messages"]) and not is_reflection(r)
+            for r in server.requests[started:]
+        ):
+            assert time.monotonic() < deadline, "the run never reached the slow tool call"
+            time.sleep(0.05)
+        time.sleep(0.8)  # inside the python tool call
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert process.stderr is not None
+        run_id = process.stderr.readline().split("run id:")[1].strip()
+        resumed = run_process(
+            server,
+            tmp_path / "crash",
+            "run",
+            str(tasks),
+            "--strategy",
+            "reflexion",
+            "--resume",
+            run_id,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.violations == []  # no orphan tool call was ever sent
+    assert counts(tmp_path / "crash") == counts(tmp_path / "whole")
+    interrupted = Memory(tmp_path / "crash", HashEmbedding()).log.episodes()[1]
+    episode = Memory(tmp_path / "crash", HashEmbedding()).log.episode(interrupted["id"])
+    assert episode is not None
+    statuses = [r.status for s in episode.attempts[0].steps for r in s.results]
+    assert statuses == ["interrupted"]
