@@ -43,6 +43,9 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-format-errors", type=int)
     group.add_argument("--no-compression", action="store_true", help="send the full history")
     group.add_argument("--compress-at", type=int, help="fold old steps above this many tokens")
+    group.add_argument("--keep-recent", type=int, help="steps always kept verbatim (default 3)")
+    group.add_argument("--summary-cap", type=int, help="running summary's token cap (600)")
+    group.add_argument("--context-window", type=int, help="the model's context, in tokens")
 
 
 def budget_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -54,9 +57,15 @@ def budget_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def actor_settings(args: argparse.Namespace, settings: Settings, base: Budget) -> ActorSettings:
-    compression = CompressionSettings(enabled=not args.no_compression)
-    if args.compress_at:
-        compression = replace(compression, threshold_tokens=args.compress_at)
+    given = {
+        "threshold_tokens": args.compress_at,
+        "keep_recent": args.keep_recent,
+        "summary_max_tokens": args.summary_cap,
+        "context_window": args.context_window,
+    }
+    compression = CompressionSettings(
+        enabled=not args.no_compression, **{k: v for k, v in given.items() if v is not None}
+    )
     return ActorSettings(
         protocol=settings.protocol,
         budget=replace(base, **budget_from(args)),

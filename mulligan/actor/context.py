@@ -11,6 +11,7 @@ result. The attempt keeps every step; only the view shrinks.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ log = logging.getLogger("mulligan")
 @dataclass(frozen=True)
 class CompressionSettings:
     enabled: bool = True
-    threshold_tokens: int = 6000
+    threshold_tokens: int = 4000
     """Fold when the estimated view would pass this many tokens."""
     context_window: int | None = None
     threshold_fraction: float = 0.6
@@ -34,6 +35,8 @@ class CompressionSettings:
     keep_recent: int = 3
     """Steps always kept verbatim (at least 1: the most recent step is never folded)."""
     summary_max_tokens: int = 600
+    fold_to: float = 0.6
+    """A fold brings the view down to this fraction of the threshold, so folds are rare."""
     observation_max_chars: int = 4000
 
     def threshold(self) -> int:
@@ -97,7 +100,7 @@ def extractive_summary(steps: list[Step]) -> str:
     for step in steps:
         for call in step.tool_calls:
             result = next((r for r in step.results if r.call_id == call.id), None)
-            first = result.output.strip().splitlines()[0][:200] if result else "(no result)"
+            first = result.output.strip().splitlines()[0][:120] if result else "(no result)"
             status = result.status if result else "interrupted"
             lines.append(
                 f"- step {step.index}: {call.name}({call.arguments[:200]}) {status}: {first}"
@@ -180,7 +183,10 @@ class Context:
     ) -> int:
         """Fold as few old steps as brings the view under the threshold, keeping `keep`."""
         limit = len(steps) - keep
-        budget = self.settings.threshold() - self.settings.summary_max_tokens
+        budget = (
+            int(self.settings.threshold() * self.settings.fold_to)
+            - self.settings.summary_max_tokens
+        )
         end = self.folded + 1
         while end < limit:
             kept = steps[end:]
@@ -218,8 +224,25 @@ class Context:
         return f"{self.summary}\n{addition}".strip()
 
     def _capped(self, summary: str) -> str:
-        """Keep the summary under its cap; the newest notes win when it must be cut."""
+        """Keep the summary under its cap: the first notes and the latest, the cut marked."""
         max_chars = int(self.settings.summary_max_tokens * 4 / max(self.estimator.ratio, 0.25))
         if len(summary) <= max_chars:
             return summary
-        return "[older notes cut]\n" + summary[-max_chars:]
+        marker = re.compile(r"^\[\.\.\. (\d+) notes cut \.\.\.\]$")
+        earlier = sum(int(m.group(1)) for m in map(marker.match, summary.splitlines()) if m)
+        lines = [line for line in summary.splitlines() if not marker.match(line)]
+        head: list[str] = []
+        tail: list[str] = []
+        size = 0
+        for line in lines[: len(lines) // 3]:
+            if size + len(line) > max_chars // 3:
+                break
+            head.append(line)
+            size += len(line) + 1
+        for line in reversed(lines[len(head) :]):
+            if size + len(line) > max_chars - 40:
+                break
+            tail.insert(0, line)
+            size += len(line) + 1
+        cut = len(lines) - len(head) - len(tail) + earlier
+        return "\n".join([*head, f"[... {cut} notes cut ...]", *tail])
