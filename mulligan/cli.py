@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_memory, cli_tasks, display
+from mulligan import cli_bench, cli_memory, cli_tasks, display
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -111,6 +111,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return cli_tasks.cmd_run(args, settings, model, budget, suite)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = cli_tasks.selected(args)
+    return cli_bench.cmd_bench(
+        args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
@@ -145,6 +153,31 @@ def build_parser() -> argparse.ArgumentParser:
     cli_tasks.add_selection_flags(tasks)
     tasks.set_defaults(handler=cli_tasks.cmd_tasks)
     cli_memory.add_parsers(commands)
+
+    bench = commands.add_parser("bench", help="strategies side by side, with a report")
+    cli_tasks.add_selection_flags(bench)
+    bench.add_argument("--strategies", default="react,retry,reflexion,reflexion-memory")
+    bench.add_argument("--trials", type=int, default=3)
+    bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
+    bench.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
+    bench.add_argument("--memory", help="episode log and lessons (default OUT/memory)")
+    bench.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
+    bench.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted bench")
+    add_endpoint_flags(bench)
+    add_budget_flags(bench)
+    bench.set_defaults(handler=cmd_bench)
+
+    report = commands.add_parser("report", help="rebuild a bench report from the log")
+    report.add_argument("run_id")
+    report.add_argument("--out", default="mulligan-bench")
+    report.add_argument("--memory", help="the directory holding episodes.db (default OUT/memory)")
+    report.set_defaults(handler=cli_bench.cmd_report)
+
+    demo = commands.add_parser("demo", help="the study offline, on a scripted model")
+    demo.add_argument("--out", default="mulligan-demo")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=cli_bench.cmd_demo)
     return parser
 
 

@@ -9,15 +9,12 @@ import uuid
 from typing import Any
 
 from mulligan import display
-from mulligan.actor import Actor
-from mulligan.bench.runner import manifest, run_tasks
+from mulligan.bench.runner import make_loop, manifest, run_tasks
 from mulligan.config import Settings
 from mulligan.errors import UserError
-from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
-from mulligan.loop import STRATEGIES, Loop, LoopSettings
+from mulligan.loop import STRATEGIES, LoopSettings
 from mulligan.memory import Memory, make_embedder
-from mulligan.reflector import Reflector
 from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite, load_suite, select
 
@@ -60,18 +57,6 @@ def open_memory(settings: Settings, endpoint: ChatModel | None = None) -> Memory
     if location.startswith(("http://", "https://")):
         return Memory(DEFAULT_MEMORY, embedder, store=location)
     return Memory(location, embedder)
-
-
-def build_loop(
-    model: ChatModel, actor_settings: Any, strategy: str, trials: int, memory: Memory, suite: Suite
-) -> Loop:
-    return Loop(
-        actor=Actor(model, actor_settings),
-        evaluator=Evaluator(judge=model),
-        settings=LoopSettings(strategy=strategy, trials=trials, extra_tools=suite.tools),
-        reflector=Reflector(model) if strategy.startswith("reflexion") else None,
-        memory=memory,
-    )
 
 
 def episode_json(episode: Episode) -> str:
@@ -133,7 +118,13 @@ def cmd_run(
                 )
 
     episodes = run_tasks(
-        lambda: build_loop(model, actor_settings, args.strategy, args.trials, memory, suite),
+        lambda: make_loop(
+            model,
+            actor_settings,
+            LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
+            memory,
+            run_id,
+        ),
         suite.tasks,
         run_id=run_id,
         strategy=args.strategy,

@@ -54,7 +54,7 @@ class Loop:
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.passed:
                 break
-            lessons = self._lessons_for(task, reflections)
+            lessons = self._lessons_for(task, reflections, episode.id, trial)
             with self._workspace(task) as workspace:
                 attempt = self.actor.run(
                     task.id, task.prompt, self._tools(task, workspace),
@@ -84,7 +84,9 @@ class Loop:
 
     # ------------------------------------------------------------ what differs
 
-    def _lessons_for(self, task: Task, reflections: list[Lesson]) -> list[Lesson]:
+    def _lessons_for(
+        self, task: Task, reflections: list[Lesson], episode_id: str, trial: int
+    ) -> list[Lesson]:
         s = self.settings
         if not s.strategy.startswith("reflexion"):
             return []
@@ -92,7 +94,7 @@ class Loop:
         lessons = carried[-s.carried_reflections :]
         if s.strategy == "reflexion-memory" and self.memory:
             known = {lesson.id for lesson in lessons}
-            found = self.memory.retrieve(task, s.retrieved_lessons, exclude=known)
+            found = self.memory.retrieve(task, s.retrieved_lessons, known, episode_id, trial)
             lessons = found + lessons
         return lessons
 

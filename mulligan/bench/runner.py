@@ -10,9 +10,31 @@ from collections.abc import Callable
 from typing import Any
 
 from mulligan import prompts
-from mulligan.loop import Loop
+from mulligan.actor import Actor, ActorSettings
+from mulligan.evaluator import Evaluator
+from mulligan.llm.base import ChatModel
+from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
+from mulligan.reflector import Reflector
 from mulligan.schema import Episode, Task
+
+
+def make_loop(
+    model: ChatModel,
+    actor_settings: ActorSettings,
+    settings: LoopSettings,
+    memory: Memory | None,
+    run_id: str = "",
+) -> Loop:
+    """The loop every command uses: one model as actor, judge and reflector."""
+    return Loop(
+        actor=Actor(model, actor_settings),
+        evaluator=Evaluator(judge=model),
+        settings=settings,
+        reflector=Reflector(model) if settings.strategy.startswith("reflexion") else None,
+        memory=memory,
+        run_id=run_id,
+    )
 
 
 def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> str:

@@ -88,12 +88,20 @@ class Memory:
         self.log.lesson_event(kept.id, event, lesson.source.episode_id, lesson.source.trial)
         return kept
 
-    def retrieve(self, task: Task, k: int, exclude: set[str] | None = None) -> list[Lesson]:
+    def retrieve(
+        self,
+        task: Task,
+        k: int,
+        exclude: set[str] | None = None,
+        episode_id: str = "",
+        trial: int = 0,
+    ) -> list[Lesson]:
         found = self.store.search(task.prompt, k, family=task.family, exclude=exclude)
         lessons = []
         for lesson, score in found:
             lesson.validity.retrieved += 1
-            self.log.lesson_event(lesson.id, "retrieved", detail=f"{task.id} score {score:.3f}")
+            detail = f"{task.id} score {score:.3f}"
+            self.log.lesson_event(lesson.id, "retrieved", episode_id, trial, detail)
             lessons.append(lesson)
         self.store.put(lessons)
         for lesson in lessons:

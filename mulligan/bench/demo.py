@@ -1,0 +1,134 @@
+"""The study offline: a labelled scripted model behind the package's own fake endpoint.
+
+Ten small tasks of three kinds, chosen so that what each strategy carries over
+matters, and the counts follow from the script alone:
+
+  easy   (3)  answered right at once.
+  flaky  (3)  answered right on the model's second try at the task, lessons or not
+              (a stand-in for sampling at temperature above 0).
+  units  (4)  answered right only when a lesson about converting units is in the
+              messages; the scripted reflector writes that lesson after a failure.
+
+With 3 trials: react solves 3, retry 6, reflexion 10 (the units tasks at trial 2),
+and reflexion-memory 10, six of them at trial 1 (later units tasks find the
+lesson that the first one wrote).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from mulligan.schema import ExactMatchCheck, Task
+from mulligan.testing import FakeOpenAIServer, FakeReply
+
+DEMO_MODEL = "scripted-demo (not a language model)"
+UNITS_LESSON = "Convert kilometres to metres by multiplying by 1000 before you answer."
+FLAKY_LESSON = "Read the question twice and answer with the name only."
+
+
+@dataclass(frozen=True)
+class DemoTask:
+    id: str
+    kind: str
+    prompt: str
+    answer: str
+    wrong: str
+
+
+DEMO_TASKS = [
+    DemoTask("demo/easy-1", "easy", "What is 2 + 3? Answer with the number.", "5", "6"),
+    DemoTask("demo/easy-2", "easy", "What is 7 times 6? Answer with the number.", "42", "48"),
+    DemoTask("demo/easy-3", "easy", "What is 10 minus 4? Answer with the number.", "6", "4"),
+    DemoTask("demo/flaky-1", "flaky", "Which planet is known as the red planet?", "Mars", "Venus"),
+    DemoTask(
+        "demo/flaky-2", "flaky", "Which is the largest ocean on Earth?", "Pacific", "Atlantic"
+    ),
+    DemoTask(
+        "demo/flaky-3", "flaky", "Which metal is liquid at room temperature?", "Mercury", "Lead"
+    ),
+    DemoTask(
+        "demo/units-1", "units", "A trail is 3 km long. How long is it in metres?", "3000", "3"
+    ),
+    DemoTask("demo/units-2", "units", "A race is 5 km. How many metres is that?", "5000", "5"),
+    DemoTask(
+        "demo/units-3", "units", "A river is 12 km long. Give its length in metres.", "12000", "12"
+    ),
+    DemoTask(
+        "demo/units-4", "units", "A bridge is 2 km long. How many metres long is it?", "2000", "2"
+    ),
+]
+FAMILIES = {"easy": "demo-arithmetic", "flaky": "demo-facts", "units": "demo-units"}
+
+
+def demo_tasks() -> list[Task]:
+    return [
+        Task(
+            id=t.id,
+            family=FAMILIES[t.kind],
+            prompt=t.prompt,
+            checks=[ExactMatchCheck(answer=t.answer, name="answer")],
+            metadata={"kind": t.kind},
+        )
+        for t in DEMO_TASKS
+    ]
+
+
+class DemoPolicy:
+    """The scripted model: deterministic given the messages and its own per-task try count."""
+
+    def __init__(self) -> None:
+        self.tries: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> FakeReply:
+        messages = body["messages"]
+        text = json.dumps(messages)
+        task = next((t for t in DEMO_TASKS if t.prompt in text), None)
+        if task is None:
+            return FakeReply(content="I am a scripted demo model and know no such task.")
+        if "You review a failed attempt" in str(messages[0].get("content")):
+            lesson = UNITS_LESSON if task.kind == "units" else FLAKY_LESSON
+            return FakeReply(
+                content=json.dumps({"lessons": [{"text": lesson, "tags": [task.kind]}]})
+            )
+        with self.lock:
+            self.tries[task.id] += 1
+            tries = self.tries[task.id]
+        right = (
+            task.kind == "easy"
+            or (task.kind == "flaky" and tries >= 2)
+            or (task.kind == "units" and "multiplying by 1000" in text)
+        )
+        return FakeReply(content=task.answer if right else task.wrong)
+
+
+class DemoEndpoints:
+    """One fake endpoint per strategy, each with a fresh copy of the same script."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, FakeOpenAIServer] = {}
+
+    def url_for(self, strategy: str) -> str:
+        if strategy not in self.servers:
+            self.servers[strategy] = FakeOpenAIServer(policy=DemoPolicy()).start()
+        return self.servers[strategy].base_url
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+    def violations(self) -> list[str]:
+        return [v for s in self.servers.values() for v in s.violations]
+
+
+EXPECTED = {
+    "react": [3, 3, 3],
+    "retry": [3, 6, 6],
+    "reflexion": [3, 10, 10],
+    "reflexion-memory": [6, 10, 10],
+}
+"""Cumulative tasks solved by trial 1, 2, 3 that the script implies (3 trials)."""

@@ -1,0 +1,200 @@
+"""report.md, report.html and the plots, rebuilt from the episode log alone."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+from pathlib import Path
+
+from mulligan.bench import plots
+from mulligan.bench.stats import RunStats, StrategyStats, collect, wilson
+from mulligan.memory.log import EpisodeLog
+
+GENERATED = "Generated at "
+
+
+def _when(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def title(stats: RunStats) -> str:
+    label = stats.manifest.get("label")
+    base = f"mulligan study {stats.run_id}"
+    return f"{base}: {label}" if label else base
+
+
+def _pct(k: int, n: int) -> str:
+    if not n:
+        return "-"
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {100 * k / n:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}]"
+
+
+def summary_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    header = ["strategy", "n"] + [f"solved by trial {t} (95% CI)" for t in range(1, trials + 1)]
+    header += ["attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
+    header += ["cost/task ($)", "wall s/task", "tokens/success"]
+    rows = []
+    for s in stats.strategies:
+        row = [s.label, str(s.tasks)] + [_pct(k, s.tasks) for k in s.solved_by_trial]
+        row += [
+            f"{s.per_task(s.attempts):.2f}",
+            f"{s.per_task(s.steps):.1f}",
+            f"{s.per_task(s.prompt_tokens):,.0f}",
+            f"{s.per_task(s.completion_tokens):,.0f}",
+            f"{s.per_task(s.cost):.4f}",
+            f"{s.per_task(s.seconds):.2f}",
+            f"{s.tokens_per_success:,.0f}" if s.tokens_per_success else "-",
+        ]
+        rows.append(row)
+    return header, rows
+
+
+def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    header = ["task"] + [s.label for s in stats.strategies]
+    rows = []
+    for task_id in stats.task_ids:
+        row = [task_id]
+        for s in stats.strategies:
+            if task_id not in s.solved_at:
+                row.append("not run")
+            else:
+                trial = s.solved_at[task_id]
+                row.append(f"solved (trial {trial})" if trial else "unsolved")
+        rows.append(row)
+    return header, rows
+
+
+def lesson_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    header = ["strategy", "lessons written", "retrieved", "validated", "refuted"]
+    rows = [
+        [s.label]
+        + [str(s.lessons.get(k, 0)) for k in ("written", "retrieved", "validated", "refuted")]
+        for s in stats.strategies
+        if s.strategy.startswith("reflexion")
+    ]
+    return header, rows
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _manifest_lines(stats: RunStats) -> list[str]:
+    m = stats.manifest
+    when = f"started {_when(stats.started_at)}, ended {_when(stats.ended_at)}"
+    lines = [f"- run: `{stats.run_id}`, {stats.status}; {when}"]
+    for key in sorted(m):
+        if key in ("task_order", "prompt_hashes", "versions"):
+            continue
+        lines.append(f"- {key}: `{json.dumps(m[key], sort_keys=True)}`")
+    lines.append(f"- task order (seed {m.get('seed')}): {', '.join(m.get('task_order', []))}")
+    lines.append(
+        f"- prompt files (sha256): `{json.dumps(m.get('prompt_hashes', {}), sort_keys=True)}`"
+    )
+    lines.append(f"- versions: `{json.dumps(m.get('versions', {}), sort_keys=True)}`")
+    return lines
+
+
+def markdown(stats: RunStats, generated_at: float) -> str:
+    parts = [f"# {title(stats)}", ""]
+    if stats.manifest.get("scripted"):
+        parts += [
+            "> **The model in this run is scripted, not a language model.** It answers "
+            "correctly only in the ways its script allows; the numbers show that mulligan's "
+            "strategies, evaluation and report work, not how any model performs.",
+            "",
+        ]
+    parts += [
+        "## Success and cost per strategy",
+        "",
+        "Solved by trial t is cumulative: tasks whose checks passed at or before trial t. "
+        "Brackets are Wilson 95% intervals; n is the number of tasks.",
+        "",
+        _markdown_table(*summary_rows(stats)),
+        "",
+        "![success by trial](success_by_trial.png)",
+        "",
+        "![tokens per success](tokens_per_success.png)",
+        "",
+    ]
+    lessons = lesson_rows(stats)
+    if lessons[1]:
+        parts += ["## Lessons", "", _markdown_table(*lessons), ""]
+    parts += ["## Per task", "", _markdown_table(*task_rows(stats)), ""]
+    parts += ["## Manifest", "", *_manifest_lines(stats), ""]
+    parts += [f"{GENERATED}{_when(generated_at)} by `mulligan report {stats.run_id}`.", ""]
+    return "\n".join(parts)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }
+th { background: #f3f3f3; }
+.scripted { background: #fff3cd; border: 1px solid #e0c060; padding: 0.8rem; }
+img { max-width: 48%; margin-right: 1%; border: 1px solid #ddd; }
+code { font-size: 0.85rem; }
+"""
+
+
+def html_page(stats: RunStats, generated_at: float) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title(stats))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title(stats))}</h1>",
+    ]
+    if stats.manifest.get("scripted"):
+        parts.append(
+            "<p class='scripted'><strong>The model in this run is scripted, not a language "
+            "model.</strong> The numbers show that the strategies, evaluation and report work, "
+            "not how any model performs.</p>"
+        )
+    parts += [
+        "<h2>Success and cost per strategy</h2>",
+        "<p>Solved by trial t is cumulative; brackets are Wilson 95% intervals; "
+        "n is the number of tasks.</p>",
+        _html_table(*summary_rows(stats)),
+        "<p><img src='success_by_trial.png' alt='success by trial'>"
+        "<img src='tokens_per_success.png' alt='tokens per success'></p>",
+    ]
+    lessons = lesson_rows(stats)
+    if lessons[1]:
+        parts += ["<h2>Lessons</h2>", _html_table(*lessons)]
+    parts += ["<h2>Per task</h2>", _html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
+    for line in _manifest_lines(stats):
+        escaped = html.escape(line[2:])
+        parts.append("<li>" + re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped) + "</li>")
+    parts += ["</ul>", f"<p>{GENERATED}{_when(generated_at)}.</p></body></html>"]
+    return "\n".join(parts)
+
+
+def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
+    """Write report.md, report.html and the plots into `out`; returns the numbers."""
+    stats = collect(log, run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = " (scripted model)" if stats.manifest.get("scripted") else ""
+    plots.success_by_trial(stats, out / "success_by_trial.png", suffix)
+    plots.tokens_per_success(stats, out / "tokens_per_success.png", suffix)
+    now = time.time()
+    (out / "report.md").write_text(markdown(stats, now))
+    (out / "report.html").write_text(html_page(stats, now))
+    return stats
+
+
+__all__ = ["StrategyStats", "write_report"]

@@ -1,0 +1,192 @@
+"""`mulligan bench`, `mulligan report` and `mulligan demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mulligan.actor import ActorSettings, Budget
+from mulligan.bench import demo
+from mulligan.bench.report import write_report
+from mulligan.bench.stats import RunStats
+from mulligan.bench.study import Study
+from mulligan.config import Settings, load_settings
+from mulligan.errors import UserError
+from mulligan.llm.base import ChatModel
+from mulligan.llm.connect import connect
+from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.loop import STRATEGIES
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import Episode, Task
+
+REPEATED_TEMPERATURE = 0.7
+
+
+@dataclass
+class Progress:
+    """One status line per strategy on standard error; redrawn in place on a terminal."""
+
+    total: int
+    prefix: str = ""
+    counts: dict[str, list[float]] = field(default_factory=dict)
+
+    def __call__(self, strategy: str, run_pass: int, task: Task, episode: Episode) -> None:
+        key = strategy if run_pass == 1 else f"{strategy} (pass {run_pass})"
+        done, passed, tokens, cost = self.counts.setdefault(key, [0, 0, 0, 0.0])
+        usage = [a.usage for a in episode.attempts]
+        self.counts[key] = [
+            done + 1,
+            passed + episode.passed,
+            tokens + sum(u.total_tokens for u in usage),
+            cost + sum(u.cost for u in usage),
+        ]
+        done, passed, tokens, cost = self.counts[key]
+        width = 20
+        filled = int(width * done / max(self.total, 1))
+        bar = "#" * filled + "-" * (width - filled)
+        line = (
+            f"{self.prefix}{key:<22} [{bar}] {int(done)}/{self.total} tasks · "
+            f"{int(passed)} passed · {int(tokens):,} tokens · ${cost:.4f}"
+        )
+        if sys.stderr.isatty():
+            end = "\n" if done == self.total else ""
+            print("\r" + line, end=end, file=sys.stderr, flush=True)
+        elif done == self.total:
+            print(line, file=sys.stderr, flush=True)
+
+
+def _strategies(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown or not names:
+        raise UserError(f"unknown strategies {unknown}: choose from {', '.join(STRATEGIES)}")
+    return names
+
+
+def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
+    lines = []
+    for s in stats.strategies:
+        by_trial = " → ".join(str(k) for k in s.solved_by_trial)
+        lines.append(f"{prefix}{s.label:<22} solved by trial: {by_trial} of {s.tasks}")
+    return lines
+
+
+def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
+    if not resume:
+        study.start(run_id)
+    print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
+    try:
+        study.run(run_id, Progress(len(study.tasks), prefix))
+    except KeyboardInterrupt:
+        study.memory.log.end_run(run_id, "interrupted")
+        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
+        raise
+    stats = write_report(study.memory.log, run_id, out)
+    for line in _summary_lines(stats, prefix):
+        print(line)
+    print(f"{prefix}report: {out / 'report.md'} and {out / 'report.html'}")
+    print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
+    return stats
+
+
+def cmd_bench(
+    args: argparse.Namespace, actor_settings: ActorSettings, suite_tasks: list[Task], extra: list
+) -> int:  # type: ignore[type-arg]
+    settings = load_settings(vars(args))
+    strategies = _strategies(args.strategies)
+    repeated = args.trials > 1 and any(s != "react" for s in strategies)
+    model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
+    if repeated and model.temperature == 0:
+        print(
+            "mulligan: warning: temperature 0 with several trials: a deterministic endpoint "
+            "repeats its first attempt, so `retry` cannot differ from `react`",
+            file=sys.stderr,
+        )
+    out = Path(args.out)
+    memory = Memory(args.memory or out / "memory", _embedder(settings, model))
+    study = Study(
+        tasks=suite_tasks,
+        strategies=strategies,
+        model_for=lambda strategy: model,
+        memory=memory,
+        actor_settings=actor_settings,
+        trials=args.trials,
+        seed=args.seed,
+        passes=args.passes,
+        concurrency=args.concurrency,
+        extra_tools=extra,
+        info={
+            "suite": args.suite,
+            "endpoint": settings.base_url or "https://api.openai.com/v1",
+            "temperature": model.temperature,
+        },
+    )
+    run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+    return 0
+
+
+def _embedder(settings: Settings, model: ChatModel):  # type: ignore[no-untyped-def]
+    from mulligan.memory import make_embedder
+
+    spec = settings.embedding
+    return lambda: make_embedder(spec, model)  # type: ignore[arg-type]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    directory = Path(args.memory) if args.memory else out / "memory"
+    if not (directory / "episodes.db").exists():
+        raise UserError(f"no episode log at {directory / 'episodes.db'}; pass --memory DIR")
+    stats = write_report(Memory(directory).log, args.run_id, out)
+    for line in _summary_lines(stats):
+        print(line)
+    print(f"report: {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    prefix = "[scripted model] "
+    out = Path(args.out)
+    print(
+        f"{prefix}mulligan demo: the whole study offline, against a fake endpoint whose model "
+        "is a script, not a language model.",
+        flush=True,
+    )
+    endpoints = demo.DemoEndpoints()
+    models: dict[str, OpenAIChatModel] = {}
+
+    def model_for(strategy: str) -> ChatModel:
+        if strategy not in models:
+            models[strategy] = OpenAIChatModel(
+                demo.DEMO_MODEL, base_url=endpoints.url_for(strategy), temperature=0.7
+            )
+        return models[strategy]
+
+    memory = Memory(out / "memory", HashEmbedding())
+    study = Study(
+        tasks=demo.demo_tasks(),
+        strategies=list(STRATEGIES),
+        model_for=model_for,
+        memory=memory,
+        actor_settings=ActorSettings(budget=Budget(max_steps=4)),
+        trials=3,
+        seed=args.seed,
+        info={
+            "suite": "demo",
+            "endpoint": "the package's fake endpoint on 127.0.0.1",
+            "temperature": 0.7,
+            "scripted": True,
+            "label": "scripted demo model, not a language model",
+        },
+    )
+    started = time.perf_counter()
+    try:
+        run_study(study, uuid.uuid4().hex[:10], False, out, prefix)
+    finally:
+        endpoints.close()
+    print(f"{prefix}done in {time.perf_counter() - started:.1f}s")
+    return 0

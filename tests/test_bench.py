@@ -1,0 +1,147 @@
+"""The study: exact counts on a scripted policy, reproducible reports, kill-and-resume."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mulligan.bench import demo
+from mulligan.bench.stats import collect, wilson
+from mulligan.cli import main
+from mulligan.memory.log import EpisodeLog
+from mulligan.testing import FakeOpenAIServer
+
+
+def run_ids(text: str) -> list[str]:
+    return re.findall(r"run id: (\w+)", text)
+
+
+def solved(log: EpisodeLog, run_id: str) -> dict[str, list[int]]:
+    return {s.label: s.solved_by_trial for s in collect(log, run_id).strategies}
+
+
+def test_wilson_interval() -> None:
+    low, high = wilson(3, 10)
+    assert round(low, 3) == 0.108 and round(high, 3) == 0.603
+    assert wilson(0, 0) == (0.0, 0.0)
+    assert wilson(10, 10)[1] == 1.0
+
+
+def test_demo_shows_reflexion_above_retry_above_react_with_the_scripted_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert all(line.startswith("[scripted model]") for line in printed.out.splitlines())
+    run_id = run_ids(printed.err)[0]
+    assert run_ids(printed.err) == [run_id, run_id]  # at the start and at the end
+    counts = solved(EpisodeLog(out / "memory" / "episodes.db"), run_id)
+    assert counts == demo.EXPECTED
+    report = (out / "report.md").read_text()
+    assert report.startswith(
+        f"# mulligan study {run_id}: scripted demo model, not a language model"
+    )
+    assert "| react | 10 | 3/10 = 30% [11–60]" in report
+    assert "| retry | 10 | 3/10 = 30% [11–60] | 6/10 = 60% [31–83] | 6/10 = 60% [31–83]" in report
+    assert "| reflexion | 10 | 3/10 = 30% [11–60] | 10/10 = 100% [72–100]" in report
+    assert "| reflexion-memory | 10 | 6/10 = 60% [31–83] | 10/10 = 100% [72–100]" in report
+    assert "| reflexion-memory | 4 | 5 | 3 | 0 |" in report  # lessons written, retrieved, validated
+    assert "| demo/units-1 | unsolved | unsolved | solved (trial 2) | solved (trial 1) |" in report
+    html = (out / "report.html").read_text()
+    assert "scripted, not a language model" in html and "success_by_trial.png" in html
+    for png in ("success_by_trial.png", "tokens_per_success.png"):
+        assert (out / png).read_bytes().startswith(b"\x89PNG")
+
+
+def test_report_rebuilds_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    run_id = run_ids(capsys.readouterr().err)[0]
+    first = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    again = tmp_path / "again"
+    assert main(["report", run_id, "--memory", str(out / "memory"), "--out", str(again)]) == 0
+    second = {p.name: p.read_bytes() for p in again.iterdir() if p.is_file()}
+    assert sorted(first) == sorted(second) == [
+        "report.html", "report.md", "success_by_trial.png", "tokens_per_success.png"
+    ]  # fmt: skip
+
+    def without_stamp(data: bytes) -> bytes:
+        return re.sub(rb"Generated at [^.<]*", b"", data)
+
+    for name in first:
+        assert without_stamp(first[name]) == without_stamp(second[name]), name
+
+
+UNITS_TASKS = "\n".join(
+    f'- id: {t.id}\n  family: units\n  prompt: "{t.prompt}"\n'
+    f"  checks: [{{type: exact_match, answer: '{t.answer}'}}]"
+    for t in demo.DEMO_TASKS
+    if t.kind == "units"
+)
+
+
+def bench_process(
+    server: FakeOpenAIServer, out: Path, tasks: Path, *extra: str
+) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    argv = [
+        sys.executable, "-m", "mulligan.cli", "bench", str(tasks),
+        "--strategies", "react,retry,reflexion", "--trials", "3", "--temperature", "0.7",
+        "--base-url", server.base_url, "--out", str(out), "--embedding", "hash", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_bench_killed_and_resumed_ends_with_the_same_counts(tmp_path: Path) -> None:
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(UNITS_TASKS)
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        whole = bench_process(server, tmp_path / "whole", tasks)
+        out, err = whole.communicate(timeout=120)
+        assert whole.returncode == 0, err
+        whole_id = run_ids(err)[0]
+        assert "reflexion" in out and "solved by trial" in out
+
+        killed = bench_process(server, tmp_path / "killed", tasks)
+        start = len(server.requests)
+        deadline = time.monotonic() + 60
+        while len(server.requests) - start < 12:  # well inside the second strategy
+            assert time.monotonic() < deadline and killed.poll() is None
+            time.sleep(0.01)
+        killed.send_signal(signal.SIGKILL)
+        _, err = killed.communicate()
+        killed_id = run_ids(err)[0]
+        resumed = bench_process(server, tmp_path / "killed", tasks, "--resume", killed_id)
+        _, err = resumed.communicate(timeout=120)
+        assert resumed.returncode == 0, err
+        assert server.violations == []
+    whole_counts = solved(EpisodeLog(tmp_path / "whole" / "memory" / "episodes.db"), whole_id)
+    resumed_counts = solved(EpisodeLog(tmp_path / "killed" / "memory" / "episodes.db"), killed_id)
+    assert (
+        resumed_counts
+        == whole_counts
+        == {"react": [0, 0, 0], "retry": [0, 0, 0], "reflexion": [0, 4, 4]}
+    )
+    assert (tmp_path / "killed" / "report.md").exists()
+
+
+def test_bench_warns_at_temperature_zero_with_several_trials(tmp_path: Path) -> None:
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(UNITS_TASKS)
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        process = bench_process(
+            server, tmp_path / "t0", tasks, "--temperature", "0", "--limit", "1"
+        )
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert "warning: temperature 0 with several trials" in err
