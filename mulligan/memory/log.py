@@ -6,7 +6,10 @@ Datasette as it is: plain tables, JSON in text columns.
 
 from __future__ import annotations
 
+import functools
 import json
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,13 +115,28 @@ def repair_steps(steps: list[Step]) -> list[Step]:
     return repaired
 
 
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """One thread at a time on the shared connection (bench runs tasks on threads)."""
+
+    @functools.wraps(method)
+    def wrapper(self: EpisodeLog, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class EpisodeLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite_utils.Database(self.path)
+        self._lock = threading.RLock()
+        connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        self.db = sqlite_utils.Database(connection)
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
         self.db.enable_wal()
+        # WAL + NORMAL: a commit survives a crash of mulligan; only a power cut may lose the last
+        self.db.conn.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
 
     def _migrate(self) -> None:
@@ -134,6 +152,7 @@ class EpisodeLog:
 
     # ------------------------------------------------------------ runs
 
+    @_serialized
     def start_run(self, run_id: str, manifest: dict[str, Any]) -> None:
         self.db.table("runs").upsert(
             {
@@ -145,18 +164,22 @@ class EpisodeLog:
             pk="id",
         )
 
+    @_serialized
     def end_run(self, run_id: str, status: str = "finished") -> None:
         self.db.table("runs").update(run_id, {"ended_at": time.time(), "status": status})
 
+    @_serialized
     def run(self, run_id: str) -> dict[str, Any] | None:
         rows = list(self.db.table("runs").rows_where("id = ?", [run_id]))
         return rows[0] if rows else None
 
+    @_serialized
     def runs(self) -> list[dict[str, Any]]:
         return list(self.db.table("runs").rows_where(order_by="started_at"))
 
     # ------------------------------------------------------------ episodes and attempts
 
+    @_serialized
     def start_episode(self, episode: Episode, position: int = 0) -> None:
         self.db.table("episodes").upsert(
             {
@@ -173,6 +196,7 @@ class EpisodeLog:
             pk="id",
         )
 
+    @_serialized
     def log_step(self, episode_id: str, trial: int, step: Step) -> None:
         self.db.table("steps").upsert(
             {
@@ -185,6 +209,7 @@ class EpisodeLog:
             pk=("attempt_id", "idx"),
         )
 
+    @_serialized
     def log_attempt(self, episode: Episode, attempt: Attempt, verdict: Verdict) -> None:
         with self.db.conn:
             self.db.table("attempts").upsert(
@@ -212,6 +237,7 @@ class EpisodeLog:
                 episode.id, {"passed": int(verdict.passed), "trials": attempt.trial}
             )
 
+    @_serialized
     def end_episode(self, episode: Episode) -> None:
         self.db.table("episodes").update(
             episode.id,
@@ -223,13 +249,16 @@ class EpisodeLog:
             },
         )
 
+    @_serialized
     def is_finished(self, episode_id: str) -> bool:
         rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
         return bool(rows and rows[0]["ended_at"])
 
+    @_serialized
     def set_lessons_written(self, episode_id: str, lesson_ids: list[str]) -> None:
         self.db.table("episodes").update(episode_id, {"lessons_written": json.dumps(lesson_ids)})
 
+    @_serialized
     def episode(self, episode_id: str) -> Episode | None:
         rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
         if not rows:
@@ -249,12 +278,14 @@ class EpisodeLog:
             passed=bool(attempts and attempts[-1]["passed"]),
         )
 
+    @_serialized
     def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, args = ("run_id = ?", [run_id]) if run_id else (None, [])
         return list(
             self.db.table("episodes").rows_where(where, args, order_by="position, started_at")
         )
 
+    @_serialized
     def unfinished_steps(self, episode_id: str, trial: int) -> list[Step]:
         """Steps logged for an attempt that never finished, repaired for sending again."""
         rows = self.db.table("steps").rows_where(
@@ -264,6 +295,7 @@ class EpisodeLog:
 
     # ------------------------------------------------------------ lessons
 
+    @_serialized
     def log_lesson(self, lesson: Lesson) -> None:
         self.db.table("lessons").upsert(
             {
@@ -277,6 +309,7 @@ class EpisodeLog:
             pk="id",
         )
 
+    @_serialized
     def lessons(self, ids: list[str]) -> list[Lesson]:
         if not ids:
             return []
@@ -284,6 +317,7 @@ class EpisodeLog:
         rows = {r["id"]: r for r in self.db.table("lessons").rows_where(f"id in ({marks})", ids)}
         return [Lesson.model_validate_json(rows[i]["record"]) for i in ids if i in rows]
 
+    @_serialized
     def lesson_event(
         self, lesson_id: str, event: str, episode_id: str = "", trial: int = 0, detail: str = ""
     ) -> None:
@@ -298,6 +332,7 @@ class EpisodeLog:
             }
         )
 
+    @_serialized
     def lesson_events(self, lesson_id: str | None = None) -> list[dict[str, Any]]:
         where, args = ("lesson_id = ?", [lesson_id]) if lesson_id else (None, [])
         return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))

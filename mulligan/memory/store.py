@@ -256,11 +256,14 @@ class LessonStore:
             return lesson, True
 
     def _upsert_unlocked(self, lessons: list[Lesson]) -> None:
-        self.collection.upsert(
-            ids=[lesson.id for lesson in lessons],
-            documents=[lesson.text for lesson in lessons],
-            metadatas=[metadata_of(lesson) for lesson in lessons],  # type: ignore[misc]
-        )
+        batch = 4000  # below chromadb's maximum batch size
+        for start in range(0, len(lessons), batch):
+            chunk = lessons[start : start + batch]
+            self.collection.upsert(
+                ids=[lesson.id for lesson in chunk],
+                documents=[lesson.text for lesson in chunk],
+                metadatas=[metadata_of(lesson) for lesson in chunk],  # type: ignore[misc]
+            )
 
     def export_jsonl(self) -> Iterator[str]:
         for lesson in self.all():

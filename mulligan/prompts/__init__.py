@@ -5,6 +5,7 @@ Set MULLIGAN_PROMPTS_DIR to a folder of your own files with the same names to re
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -22,13 +23,19 @@ def _search_path() -> list[str]:
     return [override, str(PACKAGE_DIR)] if override else [str(PACKAGE_DIR)]
 
 
-def _environment() -> jinja2.Environment:
+@functools.lru_cache(maxsize=8)
+def _environment_for(search_path: tuple[str, ...]) -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_search_path()),
+        loader=jinja2.FileSystemLoader(list(search_path)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,
+        auto_reload=True,  # an edited prompt file is picked up
     )
+
+
+def _environment() -> jinja2.Environment:
+    return _environment_for(tuple(_search_path()))
 
 
 def render(name: str, /, **variables: Any) -> str:

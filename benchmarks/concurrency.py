@@ -1,0 +1,58 @@
+"""Tasks run concurrently against an endpoint with fixed latency: wall time against the ideal.
+
+100 one-call tasks, the fake OpenAI-compatible server answering each call after
+200 ms, at concurrency 1, 8 and 32. Ideal = tasks x calls x latency / concurrency.
+
+    python benchmarks/concurrency.py [--tasks 100] [--latency 0.2] [--levels 1,8,32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from mulligan.actor import ActorSettings
+from mulligan.bench.runner import make_loop, run_tasks
+from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.loop import LoopSettings
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import ContainsCheck, Task
+from mulligan.testing import FakeOpenAIServer, FakeReply
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--levels", default="1,8,32")
+    args = parser.parse_args()
+    tasks = [
+        Task(id=f"t{n}", prompt=f"Say ok ({n}).", checks=[ContainsCheck(text="ok")])
+        for n in range(args.tasks)
+    ]
+    print(f"{'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'passed':>7}")
+    for level in [int(x) for x in args.levels.split(",")]:
+        policy = lambda body: FakeReply(content="ok", delay=args.latency)  # noqa: E731
+        with FakeOpenAIServer(policy=policy) as server, tempfile.TemporaryDirectory() as home:
+            model = OpenAIChatModel("fake", base_url=server.base_url)
+            memory = Memory(home, HashEmbedding())
+            started = time.perf_counter()
+            episodes = run_tasks(
+                lambda model=model, memory=memory: make_loop(  # type: ignore[misc]
+                    model, ActorSettings(), LoopSettings(strategy="react"), memory
+                ),
+                tasks,
+                run_id="concurrency",
+                strategy="react",
+                memory=memory,
+                concurrency=level,
+            )
+            wall = time.perf_counter() - started
+        ideal = len(tasks) * args.latency / level
+        passed = sum(e.passed for e in episodes)
+        print(f"{level:>11} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} {passed:>7}")
+
+
+if __name__ == "__main__":
+    main()
