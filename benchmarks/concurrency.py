@@ -1,7 +1,10 @@
 """Tasks run concurrently against an endpoint with fixed latency: wall time against the ideal.
 
-100 one-call tasks, the fake OpenAI-compatible server answering each call after
-200 ms, at concurrency 1, 8 and 32. Ideal = tasks x calls x latency / concurrency.
+100 one-call tasks, the fake OpenAI-compatible server (in a process of its own)
+answering each call after 200 ms, at concurrency 1, 8 and 32. Each task is a
+full episode: actor, evaluator and the SQLite episode log. Ideal = tasks x
+calls x latency / concurrency; "waves" is the bound that whole calls allow,
+ceil(tasks / concurrency) x latency (100 tasks at 32 need 4 rounds).
 
     python benchmarks/concurrency.py [--tasks 100] [--latency 0.2] [--levels 1,8,32]
 """
@@ -9,6 +12,9 @@
 from __future__ import annotations
 
 import argparse
+import math
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -18,7 +24,6 @@ from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import ContainsCheck, Task
-from mulligan.testing import FakeOpenAIServer, FakeReply
 
 
 def main() -> None:
@@ -31,11 +36,22 @@ def main() -> None:
         Task(id=f"t{n}", prompt=f"Say ok ({n}).", checks=[ContainsCheck(text="ok")])
         for n in range(args.tasks)
     ]
-    print(f"{'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'passed':>7}")
+    print(
+        f"{'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'ratio':>6} "
+        f"{'waves s':>8} {'ratio':>6} {'passed':>7}"
+    )
     for level in [int(x) for x in args.levels.split(",")]:
-        policy = lambda body: FakeReply(content="ok", delay=args.latency)  # noqa: E731
-        with FakeOpenAIServer(policy=policy) as server, tempfile.TemporaryDirectory() as home:
-            model = OpenAIChatModel("fake", base_url=server.base_url)
+        # the endpoint runs in its own process, as a real one would
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mulligan.testing", "ok", str(args.latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None and server.stdin is not None
+        base_url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory() as home:
+            model = OpenAIChatModel("fake", base_url=base_url, max_retries=0)
             memory = Memory(home, HashEmbedding())
             started = time.perf_counter()
             episodes = run_tasks(
@@ -49,9 +65,15 @@ def main() -> None:
                 concurrency=level,
             )
             wall = time.perf_counter() - started
+        server.stdin.close()
+        server.wait(timeout=10)
         ideal = len(tasks) * args.latency / level
+        waves = math.ceil(len(tasks) / level) * args.latency  # whole rounds of `level` calls
         passed = sum(e.passed for e in episodes)
-        print(f"{level:>11} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} {passed:>7}")
+        print(
+            f"{level:>11} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} "
+            f"{waves:>8.2f} {wall / waves:>6.2f} {passed:>7}"
+        )
 
 
 if __name__ == "__main__":

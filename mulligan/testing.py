@@ -396,3 +396,23 @@ class LongTaskScript:
             for call in message.get("tool_calls") or []:
                 return int(json.loads(call["function"]["arguments"])["page"]) - 1
         return 0
+
+
+def serve_constant(content: str, delay: float) -> None:
+    """`python -m mulligan.testing REPLY DELAY`: a fake endpoint in a process of its own.
+
+    Prints its base URL, answers every chat call with REPLY after DELAY seconds,
+    and stops when its standard input closes (for benchmarks).
+    """
+    import sys
+
+    policy = lambda body: FakeReply(content=content, delay=delay)  # noqa: E731
+    with FakeOpenAIServer(policy=policy) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_constant(sys.argv[1], float(sys.argv[2]))

@@ -14,7 +14,9 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 def test_hash_embedding_is_deterministic_normalised_and_lexical() -> None:
     embed = HashEmbedding()
-    a, b, c = embed.embed(["check the empty list", "check the empty list first", "stock prices fell"])
+    a, b, c = embed.embed(
+        ["check the empty list", "check the empty list first", "stock prices fell"]
+    )
     assert embed.embed(["check the empty list"])[0] == a
     assert cosine(a, a) == pytest.approx(1.0)
     assert cosine(a, b) > 0.6 > cosine(a, c)
@@ -25,7 +27,13 @@ def test_missing_minilm_files_give_one_line_with_the_fixes(tmp_path: Path) -> No
         MiniLMEmbedding(str(tmp_path))
     message = str(caught.value)
     assert "\n" not in message
-    for fix in ("mulligan[minilm]", "minilm:DIR", "MULLIGAN_MINILM_DIR", "--embedding hash", str(tmp_path)):
+    for fix in (
+        "mulligan[minilm]",
+        "minilm:DIR",
+        "MULLIGAN_MINILM_DIR",
+        "--embedding hash",
+        str(tmp_path),
+    ):
         assert fix in message
 
 
@@ -39,7 +47,11 @@ def test_unknown_embedding_is_a_user_error() -> None:
 def test_minilm_embeds_by_meaning_and_batches_by_the_longest() -> None:
     embed = MiniLMEmbedding()  # from the `minilm` extra, installed by .ci/run; no download
     cat, kitten, market = embed.embed(
-        ["A cat sits on the mat.", "A kitten is sitting on a rug.", "The stock market fell sharply."]
+        [
+            "A cat sits on the mat.",
+            "A kitten is sitting on a rug.",
+            "The stock market fell sharply.",
+        ]
     )
     assert len(cat) == 384 and cosine(cat, cat) == pytest.approx(1.0, abs=1e-5)
     assert cosine(cat, kitten) > 0.5 > 0.2 > cosine(cat, market)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import chromadb  # noqa: E402
+import numpy as np  # noqa: E402
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402
 
 from mulligan.errors import UserError  # noqa: E402
@@ -23,7 +26,7 @@ from mulligan.memory.embeddings import Embedder  # noqa: E402
 from mulligan.memory.validity import ACTIVE, is_usable  # noqa: E402
 from mulligan.schema import Lesson  # noqa: E402
 
-COLLECTION = "lessons"
+PREFIX = "lessons-"
 
 
 class _ChromaEmbedding(EmbeddingFunction[Documents]):
@@ -33,8 +36,6 @@ class _ChromaEmbedding(EmbeddingFunction[Documents]):
         self.embedder = embedder
 
     def __call__(self, input: Documents) -> Embeddings:
-        import numpy as np
-
         return [np.asarray(v, dtype=np.float32) for v in self.embedder.embed(list(input))]
 
     @staticmethod
@@ -85,7 +86,12 @@ def metadata_of(lesson: Lesson) -> dict[str, str | int | float | bool]:
 
 
 class LessonStore:
-    """Lessons in a chroma collection, embedded or on a chroma server."""
+    """Lessons in chroma, one collection per family (the scope retrieval works in).
+
+    Filtering by metadata inside chroma costs ~1 ms per 1,000 lessons per query, so
+    the family filter is the choice of collection and the status filter is applied
+    to the nearest candidates here.
+    """
 
     def __init__(self, location: str, embedder: Embedder, duplicate_similarity: float = 0.92):
         self.location = location
@@ -94,20 +100,25 @@ class LessonStore:
         self._lock_path: Path | None = None
         self._generation = -1
         self._client: Any = None
-        self.collection: Any = None
+        self._collections: dict[str, Any] = {}
+        self._listed = False
         if not location.startswith(("http://", "https://")):
             Path(location).mkdir(parents=True, exist_ok=True)
             self._lock_path = Path(location) / "lessons.lock"
         with self._locked():
-            pass  # opens the collection
-        stored = (getattr(self.collection, "metadata", None) or {}).get("embedder")
-        if stored and stored != embedder.name:
-            raise UserError(
-                f"the lesson store at {location} was built with the {stored} embedding; "
-                f"pass --embedding {stored.split('-')[0]} or use another --memory directory"
-            )
+            for collection in self._all_collections():
+                stored = (collection.metadata or {}).get("embedder")
+                if stored and stored != embedder.name:
+                    raise UserError(
+                        f"the lesson store at {location} was built with the {stored} embedding; "
+                        f"pass --embedding {stored.split('-')[0]} or use another --memory directory"
+                    )
+
+    # ------------------------------------------------------------ chroma plumbing
 
     def _open(self) -> None:
+        self._collections = {}
+        self._listed = False
         if self._lock_path is None:
             url = urlparse(self.location)
             self._client = chromadb.HttpClient(
@@ -115,11 +126,6 @@ class LessonStore:
             )
         else:
             self._client = chromadb.PersistentClient(path=str(Path(self.location) / "chroma"))
-        self.collection = self._client.get_or_create_collection(
-            COLLECTION,
-            embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
-            metadata={"hnsw:space": "cosine", "embedder": self.embedder.name},
-        )
 
     def _reopen(self) -> None:
         """Drop chromadb's cached in-memory index for this path and load it from disk again."""
@@ -132,6 +138,38 @@ class LessonStore:
             system.stop()
         self._open()
 
+    @staticmethod
+    def collection_name(family: str) -> str:
+        """A valid chroma name per family: readable part plus a hash against collisions."""
+        readable = re.sub(r"[^a-zA-Z0-9._-]", "_", family)[:40]
+        digest = hashlib.sha256(family.encode()).hexdigest()[:10]
+        return f"{PREFIX}{readable}-{digest}"
+
+    def _collection(self, family: str) -> Any:
+        if family not in self._collections:
+            self._collections[family] = self._client.get_or_create_collection(
+                self.collection_name(family),
+                embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
+                metadata={"hnsw:space": "cosine", "embedder": self.embedder.name, "family": family},
+            )
+        return self._collections[family]
+
+    def _all_collections(self) -> list[Any]:
+        """Every family's collection (listed once per (re)open; our own new ones join)."""
+        if self._listed:
+            return list(self._collections.values())
+        families = []
+        for found in self._client.list_collections():
+            name = found if isinstance(found, str) else found.name
+            if name.startswith(PREFIX):
+                collection = self._client.get_collection(
+                    name,
+                    embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
+                )
+                families.append(str((collection.metadata or {}).get("family", "")))
+        self._listed = True
+        return [self._collection(family) for family in families]
+
     @contextlib.contextmanager
     def _locked(self, write: bool = False) -> Iterator[None]:
         """One process at a time in an embedded store, seeing what others wrote.
@@ -141,7 +179,7 @@ class LessonStore:
         index is reloaded from disk first. A chroma server needs none of this.
         """
         if self._lock_path is None:
-            if self.collection is None:
+            if self._client is None:
                 self._open()
             yield
             return
@@ -150,7 +188,7 @@ class LessonStore:
             try:
                 handle.seek(0)
                 generation = int(handle.read().strip() or 0)
-                if self.collection is None:
+                if self._client is None:
                     self._open()
                 elif generation != self._generation:
                     self._reopen()
@@ -169,65 +207,82 @@ class LessonStore:
 
     def count(self) -> int:
         with self._locked():
-            return int(self.collection.count())
+            return sum(int(c.count()) for c in self._all_collections())
 
     def get(self, ids: list[str]) -> list[Lesson]:
         if not ids:
             return []
+        by_id: dict[str, Lesson] = {}
         with self._locked():
-            found = self.collection.get(ids=ids, include=["metadatas"])
-        by_id = {
-            i: Lesson.model_validate_json(str(m["record"]))
-            for i, m in zip(found["ids"], found["metadatas"] or [], strict=False)
-        }
+            for collection in self._all_collections():
+                found = collection.get(ids=ids, include=["metadatas"])
+                for i, m in zip(found["ids"], found["metadatas"] or [], strict=False):
+                    by_id[i] = Lesson.model_validate_json(str(m["record"]))
         return [by_id[i] for i in ids if i in by_id]
 
     def all(self) -> list[Lesson]:
+        lessons = []
         with self._locked():
-            found = self.collection.get(include=["metadatas"])
-        lessons = [Lesson.model_validate_json(str(m["record"])) for m in found["metadatas"] or []]
-        return sorted(lessons, key=lambda lesson: lesson.source.created_at)
+            for collection in self._all_collections():
+                found = collection.get(include=["metadatas"])
+                lessons += [
+                    Lesson.model_validate_json(str(m["record"])) for m in found["metadatas"] or []
+                ]
+        return sorted(lessons, key=lambda lesson: (lesson.source.created_at, lesson.id))
 
-    def similar(
-        self, text: str, k: int, where: dict[str, Any] | None = None
-    ) -> list[tuple[Lesson, float]]:
+    def similar(self, text: str, k: int, family: str | None = None) -> list[tuple[Lesson, float]]:
         """Nearest lessons by cosine similarity (1 - distance), most similar first."""
         with self._locked():
-            return self._similar_unlocked(text, k, where)
+            return self._similar_unlocked(text, k, family)
 
     def _similar_unlocked(
-        self, text: str, k: int, where: dict[str, Any] | None
+        self, text: str, k: int, family: str | None
     ) -> list[tuple[Lesson, float]]:
-        total = int(self.collection.count())
-        if total == 0:
+        one = family is not None
+        collections = [self._collection(family)] if one else self._all_collections()  # type: ignore[arg-type]
+        if not collections:
             return []
-        found = self.collection.query(
-            query_texts=[text],
-            n_results=min(k, total),
-            where=where,
-            include=["metadatas", "distances"],
-        )
-        metadatas = (found["metadatas"] or [[]])[0]
-        distances = (found["distances"] or [[]])[0]
-        return [
-            (Lesson.model_validate_json(str(m["record"])), 1.0 - float(d))
-            for m, d in zip(metadatas, distances, strict=False)
-        ]
+        vector = [np.asarray(self.embedder.embed([text])[0], dtype=np.float32)]
+        if len(collections) == 1:
+            found = collections[0].query(
+                query_embeddings=vector, n_results=k, include=["metadatas", "distances"]
+            )
+            return [
+                (Lesson.model_validate_json(str(m["record"])), 1.0 - float(d))
+                for m, d in zip(
+                    (found["metadatas"] or [[]])[0], (found["distances"] or [[]])[0], strict=False
+                )
+            ]
+        # several families: nearest ids from each, then the records of the overall nearest only
+        nearest: list[tuple[float, str, Any]] = []
+        for collection in collections:
+            found = collection.query(query_embeddings=vector, n_results=k, include=["distances"])
+            ids, distances = found["ids"][0], (found["distances"] or [[]])[0]
+            nearest += [(float(d), i, collection) for i, d in zip(ids, distances, strict=False)]
+        nearest.sort(key=lambda item: item[0])
+        pairs = []
+        for distance, lesson_id, collection in nearest[:k]:
+            record = collection.get(ids=[lesson_id], include=["metadatas"])["metadatas"][0]
+            pairs.append((Lesson.model_validate_json(str(record["record"])), 1.0 - distance))
+        return pairs
 
     def search(
         self, text: str, k: int, family: str | None = None, exclude: set[str] | None = None
     ) -> list[tuple[Lesson, float]]:
         """Usable lessons ranked by similarity weighted by confidence."""
-        where: dict[str, Any] = {"status": {"$in": list(ACTIVE)}}
-        if family:
-            where = {"$and": [where, {"family": family}]}
+        exclude = exclude or set()
         now = time.time()
-        pool = self.similar(text, k * 4 + len(exclude or ()), where)
-        ranked = [
-            (lesson, similarity * lesson.validity.confidence)
-            for lesson, similarity in pool
-            if is_usable(lesson, now) and lesson.id not in (exclude or set())
-        ]
+        wanted = k * 4 + len(exclude)
+        while True:
+            pool = self.similar(text, wanted, family)
+            ranked = [
+                (lesson, similarity * lesson.validity.confidence)
+                for lesson, similarity in pool
+                if is_usable(lesson, now) and lesson.id not in exclude
+            ]
+            if len(ranked) >= k or len(pool) < wanted:
+                break
+            wanted *= 4  # many unusable neighbours: look further
         ranked.sort(key=lambda pair: pair[1], reverse=True)
         return ranked[:k]
 
@@ -246,9 +301,9 @@ class LessonStore:
         Returns the lesson kept and whether it was new.
         """
         with self._locked(write=True):
-            where = {"$and": [{"family": lesson.scope.family}, {"kind": lesson.kind}]}
-            for twin, similarity in self._similar_unlocked(lesson.text, 1, where):
-                if similarity >= self.duplicate_similarity and twin.validity.status in ACTIVE:
+            for twin, similarity in self._similar_unlocked(lesson.text, 3, lesson.scope.family):
+                same_kind = twin.kind == lesson.kind and twin.validity.status in ACTIVE
+                if same_kind and similarity >= self.duplicate_similarity:
                     twin.validity.reinforced += 1
                     self._upsert_unlocked([twin])
                     return twin, False
@@ -257,13 +312,18 @@ class LessonStore:
 
     def _upsert_unlocked(self, lessons: list[Lesson]) -> None:
         batch = 4000  # below chromadb's maximum batch size
-        for start in range(0, len(lessons), batch):
-            chunk = lessons[start : start + batch]
-            self.collection.upsert(
-                ids=[lesson.id for lesson in chunk],
-                documents=[lesson.text for lesson in chunk],
-                metadatas=[metadata_of(lesson) for lesson in chunk],  # type: ignore[misc]
-            )
+        by_family: dict[str, list[Lesson]] = {}
+        for lesson in lessons:
+            by_family.setdefault(lesson.scope.family, []).append(lesson)
+        for family, group in by_family.items():
+            collection = self._collection(family)
+            for start in range(0, len(group), batch):
+                chunk = group[start : start + batch]
+                collection.upsert(
+                    ids=[lesson.id for lesson in chunk],
+                    documents=[lesson.text for lesson in chunk],
+                    metadatas=[metadata_of(lesson) for lesson in chunk],  # type: ignore[misc]
+                )
 
     def export_jsonl(self) -> Iterator[str]:
         for lesson in self.all():
