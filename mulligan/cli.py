@@ -48,6 +48,17 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--context-window", type=int, help="the model's context, in tokens")
 
 
+def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
+    """What `run` and `bench` share: trials, memory, resume, concurrency, endpoint, budget."""
+    parser.add_argument("--trials", type=int, default=3, help="attempts per task (not for react)")
+    parser.add_argument("--memory", help=f"memory directory or chroma URL ({memory_default})")
+    parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
+    parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
+    parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    add_endpoint_flags(parser)
+    add_budget_flags(parser)
+
+
 def budget_from(args: argparse.Namespace) -> dict[str, Any]:
     return {
         name: getattr(args, name)
@@ -139,14 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a suite or task file, with a strategy")
     cli_tasks.add_selection_flags(run)
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
-    run.add_argument("--trials", type=int, default=3, help="attempts per task (not for react)")
-    run.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
-    run.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
-    run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
-    run.add_argument("--concurrency", type=int, default=1, help="tasks at once")
     run.add_argument("--json", action="store_true", help="one JSON object per task")
-    add_endpoint_flags(run)
-    add_budget_flags(run)
+    add_run_flags(run, memory_default="~/.mulligan")
     run.set_defaults(handler=cmd_run)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
@@ -157,15 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="strategies side by side, with a report")
     cli_tasks.add_selection_flags(bench)
     bench.add_argument("--strategies", default="react,retry,reflexion,reflexion-memory")
-    bench.add_argument("--trials", type=int, default=3)
     bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
-    bench.add_argument("--concurrency", type=int, default=1, help="tasks at once")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
-    bench.add_argument("--memory", help="episode log and lessons (default OUT/memory)")
-    bench.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
-    bench.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted bench")
-    add_endpoint_flags(bench)
-    add_budget_flags(bench)
+    add_run_flags(bench, memory_default="OUT/memory")
     bench.set_defaults(handler=cmd_bench)
 
     report = commands.add_parser("report", help="rebuild a bench report from the log")

@@ -51,6 +51,12 @@ class ToolResult(Record):
     seconds: float = 0.0
 
 
+def shorten(text: str, limit: int) -> str:
+    """The text, or its head with the cut marked when it is longer than `limit`."""
+    text = text.strip()
+    return text if len(text) <= limit else f"{text[: limit - 20]} [... {len(text) - limit} cut]"
+
+
 class Step(Record):
     """One model turn and the results of the tool calls it made."""
 
@@ -64,6 +70,15 @@ class Step(Record):
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     finish_reason: str = ""
+
+    def as_text(self, per_item: int = 2000) -> str:
+        """The step as plain text (for the summariser, the reflector and people)."""
+        lines = [f"Step {self.index}:"]
+        if self.text.strip():
+            lines.append(f"  said: {shorten(self.text, per_item)}")
+        lines += [f"  called {c.name}({shorten(c.arguments, per_item)})" for c in self.tool_calls]
+        lines += [f"  -> {r.status}: {shorten(r.output, per_item)}" for r in self.results]
+        return "\n".join(lines)
 
 
 class CompressionEvent(Record):

@@ -82,18 +82,6 @@ def render_step(step: Step, protocol: Protocol) -> list[Message]:
     return messages
 
 
-def describe_step(step: Step, result_chars: int = 2000) -> str:
-    """A step as plain text, for the summariser and for people."""
-    lines = [f"Step {step.index}:"]
-    if step.text.strip():
-        lines.append(f"  said: {step.text.strip()}")
-    for call in step.tool_calls:
-        lines.append(f"  called {call.name}({call.arguments})")
-    for result in step.results:
-        lines.append(f"  -> {result.status}: {result.output[:result_chars]}")
-    return "\n".join(lines)
-
-
 def extractive_summary(steps: list[Step]) -> str:
     """The fallback fold: tool names, arguments, first lines of results, errors."""
     lines = []
@@ -200,9 +188,7 @@ class Context:
         self, folding: list[Step], model: ChatModel
     ) -> tuple[str, Literal["model", "extractive"], Usage]:
         cap = self.settings.summary_max_tokens
-        steps_text = "\n".join(
-            describe_step(s, self.settings.observation_max_chars) for s in folding
-        )
+        steps_text = "\n".join(s.as_text(self.settings.observation_max_chars) for s in folding)
         prompt = prompts.render(
             "summarise",
             task=self.task,

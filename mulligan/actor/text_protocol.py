@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from mulligan.jsontext import first_json_object
 from mulligan.schema import ToolCall
 
 STOP_SEQUENCES = ["\nObservation:", "\nObservation 1:"]
@@ -55,7 +56,7 @@ def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
         return FinalAnswer(answer) if answer else ParseFailure("`Final Answer:` was empty")
     if action:
         return _parse_action(text, action, tool_names)
-    obj = _json_object_anywhere(text)
+    obj = first_json_object(text)
     if obj is not None:
         found = _action_from_json(obj, tool_names)
         if found:
@@ -84,7 +85,7 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
             return FinalAnswer(argument)
         return Action(name, _as_arguments(argument))
     if value.startswith("{"):
-        obj = _json_object_anywhere(text[action.start("value") :])
+        obj = first_json_object(text[action.start("value") :])
         found = _action_from_json(obj, tool_names) if obj is not None else None
         if found:
             return found
@@ -114,7 +115,7 @@ def _unfence(text: str) -> str:
 
 def _as_arguments(raw: str) -> str:
     """JSON text for the registry: the raw input if it is JSON, else a JSON string of it."""
-    obj = _json_object_anywhere(raw) if raw.lstrip().startswith("{") else None
+    obj = first_json_object(raw) if raw.lstrip().startswith("{") else None
     if obj is not None:
         return json.dumps(obj)
     try:
@@ -122,18 +123,6 @@ def _as_arguments(raw: str) -> str:
         return raw
     except json.JSONDecodeError:
         return json.dumps(raw.strip().strip('"').strip("'"))
-
-
-def _json_object_anywhere(text: str) -> dict[str, object] | None:
-    decoder = json.JSONDecoder()
-    for start in [m.start() for m in re.finditer(r"\{", text)]:
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
 
 
 def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed | None:
@@ -158,7 +147,7 @@ def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall],
     """
     calls: list[ToolCall] = []
     for match in _HERMES.finditer(text):
-        obj = _json_object_anywhere(match.group(1))
+        obj = first_json_object(match.group(1))
         if obj is not None and isinstance(obj.get("name"), str):
             calls.append(_call_from(obj, step_index, len(calls)))
     if calls:

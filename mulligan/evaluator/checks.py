@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import re
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from mulligan import prompts, sandbox
 from mulligan.errors import ModelError
 from mulligan.evaluator.code import harness_for, keep_definitions, last_code_block
 from mulligan.evaluator.normalize import exact_match, f1_score
+from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
 from mulligan.schema import (
     Attempt,
@@ -218,24 +218,12 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
         reply = ctx.judge.chat([{"role": "user", "content": prompt}]).text
     except ModelError as exc:
         return result(check, False, f"cannot run: judge model failed: {exc}")
-    verdict = _json_object(reply)
+    verdict = first_json_object(reply)
     if verdict is None or not isinstance(verdict.get("pass"), bool):
         return result(
             check, False, f'cannot run: judge reply is not {{"pass": bool, ...}}: {reply[:200]!r}'
         )
     return result(check, verdict["pass"], str(verdict.get("reason", ""))[:500])
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    decoder = json.JSONDecoder()
-    for start in (m.start() for m in re.finditer(r"\{", text)):
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:

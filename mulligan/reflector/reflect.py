@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 import uuid
 
@@ -12,8 +10,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mulligan import prompts
 from mulligan.errors import ModelError
+from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel, Message
-from mulligan.schema import Attempt, Lesson, LessonScope, LessonSource, Task, Usage, Verdict
+from mulligan.schema import (
+    Attempt,
+    Lesson,
+    LessonScope,
+    LessonSource,
+    Task,
+    Usage,
+    Verdict,
+    shorten,
+)
 
 log = logging.getLogger("mulligan")
 
@@ -30,21 +38,9 @@ class _Reflection(BaseModel):
     lessons: list[_DraftLesson] = Field(max_length=5)
 
 
-def shorten(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else f"{text[: limit - 20]} [... {len(text) - limit} cut]"
-
-
 def trajectory_text(attempt: Attempt, per_item: int = 300, total: int = 6000) -> str:
     """The attempt for the prompt: every step, long texts and observations shortened."""
-    lines = []
-    for step in attempt.steps:
-        if step.text.strip():
-            lines.append(f"[{step.index}] {shorten(step.text, per_item)}")
-        for call in step.tool_calls:
-            lines.append(f"[{step.index}] call {call.name}({shorten(call.arguments, per_item)})")
-        for result in step.results:
-            lines.append(f"[{step.index}] {result.status}: {shorten(result.output, per_item)}")
+    lines = [step.as_text(per_item) for step in attempt.steps]
     lines.append(f"stopped: {attempt.stop_reason}")
     return shorten("\n".join(lines), total)
 
@@ -116,11 +112,7 @@ class Reflector:
 
 
 def _parse(text: str) -> _Reflection:
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return _Reflection.model_validate(value)
-    raise ValueError("no JSON object found")
+    found = first_json_object(text)
+    if found is None:
+        raise ValueError("no JSON object found")
+    return _Reflection.model_validate(found)
