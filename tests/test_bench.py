@@ -145,3 +145,24 @@ def test_bench_warns_at_temperature_zero_with_several_trials(tmp_path: Path) -> 
         _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     assert "warning: temperature 0 with several trials" in err
+
+
+def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(UNITS_TASKS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "mulligan.cli", "bench", str(tasks),
+                "--strategies", "reflexion-memory", "--trials", "2", "--passes", "2",
+                "--base-url", server.base_url, "--out", str(tmp_path / "out"), "--embedding", "hash",
+            ],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counts = solved(
+        EpisodeLog(tmp_path / "out" / "memory" / "episodes.db"), run_ids(done.stderr)[0]
+    )
+    # the first pass learns the lesson on its first units task; the second starts with it
+    assert counts == {"reflexion-memory": [3, 4], "reflexion-memory (pass 2)": [4, 4]}

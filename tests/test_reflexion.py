@@ -18,6 +18,7 @@ from mulligan.cli import main
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.reflector import Reflector
 from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
@@ -335,3 +336,35 @@ def test_a_run_killed_mid_attempt_resumes_to_the_same_end(tmp_path: Path) -> Non
     assert episode is not None
     statuses = [r.status for s in episode.attempts[0].steps for r in s.results]
     assert statuses == ["interrupted"]
+
+
+def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> None:
+    secret = "SECRET-EXPECTED-VALUE-9931"
+    task = Task(
+        id="hidden", family="f", prompt="Say something.",
+        checks=[
+            ExactMatchCheck(answer="visible", name="visible check"),
+            ExactMatchCheck(answer=secret, name="hidden check", visibility="hidden"),
+        ],
+    )  # fmt: skip
+    reflection = json.dumps({"lessons": [{"text": "Say the word visible next time."}]})
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if "You review a failed attempt" in messages[0]["content"]:
+            return reflection
+        return "visible" if "Say the word visible" in json.dumps(messages) else "nothing"
+
+    model = ScriptedModel(policy=policy)
+    loop = Loop(
+        actor=Actor(model),
+        evaluator=Evaluator(),
+        settings=LoopSettings(strategy="reflexion-memory", trials=3),
+        reflector=Reflector(model),
+        memory=Memory(tmp_path / "mem", HashEmbedding()),
+    )
+    episode = loop.run_episode(task)
+    assert len(episode.attempts) == 3 and not episode.passed  # the hidden check never passes
+    assert episode.verdicts[1].checks[0].passed  # the lesson fixed what feedback could show
+    sent = json.dumps([call.messages for call in model.calls])
+    assert secret not in sent and "hidden check" not in sent
+    assert "visible check" in sent  # feedback checks do reach the reflector

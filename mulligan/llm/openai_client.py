@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatResponse, Message
@@ -68,14 +67,15 @@ class OpenAIChatModel:
         latency = time.perf_counter() - started
         return self._parse(completion, latency)
 
-    def _post_chat(self, body: dict[str, Any]) -> ChatCompletion:
+    def _post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).
 
-        `chat.completions.create` first walks every message through the SDK's
-        TypedDict transform, which costs ~1 ms per kB of history per call; our
-        messages are plain JSON already, so they are posted as they are.
+        `chat.completions.create` walks every message through the SDK's TypedDict
+        transform and builds its pydantic models for the reply, ~1 ms per call on a
+        long history; our messages are plain JSON already and the reply is read here.
         """
-        return self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+        reply = self._client.post("/chat/completions", body=body, cast_to=dict)
+        return reply if isinstance(reply, dict) else {}
 
     def list_models(self) -> list[str]:
         return [m.id for m in self._with_retries(lambda: self._client.models.list()).data]
@@ -110,32 +110,34 @@ class OpenAIChatModel:
             self._sleep(wait)
         raise AssertionError("unreachable")
 
-    def _parse(self, completion: Any, latency: float) -> ChatResponse:
-        if not getattr(completion, "choices", None):
+    def _parse(self, completion: dict[str, Any], latency: float) -> ChatResponse:
+        choices = completion.get("choices") or []
+        if not choices or not isinstance(choices[0], dict):
             raise ModelError(f"endpoint returned no choices: {str(completion)[:300]}")
-        choice = completion.choices[0]
-        message = choice.message
+        choice = choices[0]
+        message = choice.get("message") or {}
         calls = [
             ToolCall(
-                id=call.id or f"call_{index}",
-                name=call.function.name or "",
-                arguments=_arguments_text(call.function.arguments),
+                id=call.get("id") or f"call_{index}",
+                name=(call.get("function") or {}).get("name") or "",
+                arguments=_arguments_text((call.get("function") or {}).get("arguments")),
             )
-            for index, call in enumerate(message.tool_calls or [])
+            for index, call in enumerate(message.get("tool_calls") or [])
         ]
         usage = Usage()
-        if completion.usage is not None:
-            prompt = completion.usage.prompt_tokens or 0
-            reply = completion.usage.completion_tokens or 0
+        reported = completion.get("usage") or {}
+        if reported:
+            prompt = int(reported.get("prompt_tokens") or 0)
+            reply = int(reported.get("completion_tokens") or 0)
             usage = Usage(
                 prompt_tokens=prompt,
                 completion_tokens=reply,
                 cost=cost_of(self.name, prompt, reply),
             )
         return ChatResponse(
-            text=message.content or "",
+            text=message.get("content") or "",
             tool_calls=calls,
-            finish_reason=choice.finish_reason or "stop",
+            finish_reason=choice.get("finish_reason") or "stop",
             usage=usage,
             latency_s=latency,
         )
