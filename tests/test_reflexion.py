@@ -368,3 +368,29 @@ def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> N
     sent = json.dumps([call.messages for call in model.calls])
     assert secret not in sent and "hidden check" not in sent
     assert "visible check" in sent  # feedback checks do reach the reflector
+
+
+def test_reflexion_without_the_store_never_needs_an_embedding(tmp_path: Path) -> None:
+    def no_embedding() -> Any:
+        raise AssertionError("the lesson store was opened")
+
+    memory = Memory(tmp_path / "mem", no_embedding)
+    task = Task(id="t", family="f", prompt="Say yes.", checks=[ExactMatchCheck(answer="yes")])
+    reflection = json.dumps({"lessons": [{"text": "Answer with the single word yes."}]})
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if "You review a failed attempt" in messages[0]["content"]:
+            return reflection
+        return "yes" if "single word yes" in json.dumps(messages) else "no"
+
+    model = ScriptedModel(policy=policy)
+    loop = Loop(
+        Actor(model),
+        Evaluator(),
+        LoopSettings(strategy="reflexion", trials=3),
+        Reflector(model),
+        memory,
+    )
+    episode = loop.run_episode(task)
+    assert episode.passed and len(episode.attempts) == 2
+    assert memory.lessons(episode.lessons_written)[0].validity.helped == 1

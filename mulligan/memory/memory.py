@@ -32,6 +32,8 @@ class Memory:
         self._store_location = store or str(self.directory / "lessons")
         self._embedder = embedder
         self._store: LessonStore | None = None
+        self._stored_ids: set[str] = set()
+        """Lessons known to be in the store (kept persistently or retrieved from it)."""
 
     @property
     def store(self) -> LessonStore:
@@ -83,6 +85,7 @@ class Memory:
         kept, new = lesson, True
         if persistent:
             kept, new = self.store.add_or_strengthen(lesson)
+            self._stored_ids.add(kept.id)
         self.log.log_lesson(kept)
         event = "created" if new else "reinforced"
         self.log.lesson_event(kept.id, event, lesson.source.episode_id, lesson.source.trial)
@@ -100,6 +103,7 @@ class Memory:
         lessons = []
         for lesson, score in found:
             lesson.validity.retrieved += 1
+            self._stored_ids.add(lesson.id)
             detail = f"{task.id} score {score:.3f}"
             self.log.lesson_event(lesson.id, "retrieved", episode_id, trial, detail)
             lessons.append(lesson)
@@ -127,4 +131,7 @@ class Memory:
             self.store.put([lesson])
 
     def _in_store(self, lesson_id: str) -> bool:
-        return bool(self.store.get([lesson_id]))
+        """Without opening the store (and its embedding) for runs that never used it."""
+        if lesson_id in self._stored_ids:
+            return True
+        return self._store is not None and bool(self._store.get([lesson_id]))
