@@ -394,3 +394,52 @@ def test_reflexion_without_the_store_never_needs_an_embedding(tmp_path: Path) ->
     episode = loop.run_episode(task)
     assert episode.passed and len(episode.attempts) == 2
     assert memory.lessons(episode.lessons_written)[0].validity.helped == 1
+
+
+def test_a_chroma_server_shared_by_two_processes(tmp_path: Path) -> None:
+    """--memory http://HOST:PORT: the lesson store on a chroma server (started here on loopback)."""
+    import shutil
+    import socket
+    import urllib.request
+
+    chroma = shutil.which("chroma")
+    assert chroma, "chromadb installs the `chroma` command"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [chroma, "run", "--path", str(tmp_path / "server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "chroma server did not start"
+                time.sleep(0.2)
+        script = WRITER.replace(
+            "Memory(sys.argv[1], HashEmbedding())",
+            f"Memory(sys.argv[1], HashEmbedding(), store={url!r})",
+        )
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(tmp_path / name), name, "10"],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("a", "b")
+        ]
+        for writer in writers:
+            _, err = writer.communicate(timeout=120)
+            assert writer.returncode == 0, err
+        shared = Memory(tmp_path / "reader", HashEmbedding(), store=url)
+        assert shared.store.count() == 20
+        found = shared.store.search("writer a lesson 3", 1, family="f")
+        assert found and found[0][0].id == "a-3"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
