@@ -80,6 +80,7 @@ def actor_settings(args: argparse.Namespace, settings: Settings, base: Budget) -
     return ActorSettings(
         protocol=settings.protocol,
         budget=replace(base, **budget_from(args)),
+        forced=tuple(budget_from(args)),
         compression=compression,
     )
 

@@ -60,7 +60,7 @@ class Loop:
                     task.id, task.prompt, self._tools(task, workspace),
                     lessons=[lesson.text for lesson in lessons],
                     lesson_ids=[lesson.id for lesson in lessons], trial=trial,
-                    budget=self.actor.settings.budget.overridden(task.budget),
+                    budget=self.actor.settings.budget_for(task.budget),
                     on_step=self._step_logger(episode.id, trial),
                     resume=self._unfinished(episode.id, trial),
                 )  # fmt: skip

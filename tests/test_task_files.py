@@ -99,3 +99,31 @@ def test_tasks_command_exits_2_with_the_errors(
     good = write(tmp_path, "good.yaml", GOOD)
     assert main(["tasks", str(good)]) == 0
     assert "add\tarithmetic" in capsys.readouterr().out
+
+
+def test_budget_flags_override_a_tasks_own_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from mulligan.testing import FakeOpenAIServer, FakeReply
+
+    path = write(
+        tmp_path,
+        "t.yaml",
+        "id: b\nprompt: add\ntools: [calculator]\nbudget: {max_steps: 6}\nchecks: [{type: numeric, value: 2}]\n",
+    )
+    call = FakeReply(
+        content=None, tool_calls=[{"name": "calculator", "arguments": {"expression": "1+1"}}]
+    )
+    common = ["run", str(path), "--memory", str(tmp_path / "m"), "--embedding", "hash", "--json"]
+    with FakeOpenAIServer(
+        policy=lambda body: call if body.get("tools") else FakeReply(content="2")
+    ) as server:
+        assert main([*common, "--base-url", server.base_url]) == 0
+        task_budget = len(server.requests)
+        assert main([*common, "--base-url", server.base_url, "--max-steps", "2"]) == 0
+        flagged = len(server.requests) - task_budget
+    assert task_budget == 6 and flagged == 2
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first["attempts"][0]["stop_reason"] == "answered"  # the forced last call answered

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mulligan import prompts
@@ -21,7 +21,7 @@ from mulligan.actor.text_protocol import (
 from mulligan.actor.tools import Approver, Tool, ToolRegistry
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, ChatResponse, Message
-from mulligan.schema import Attempt, Step, StopReason, ToolCall, ToolResult
+from mulligan.schema import Attempt, BudgetOverrides, Step, StopReason, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,13 @@ class ActorSettings:
     budget: Budget = field(default_factory=Budget)
     nudge_repeats: bool = True
     compression: CompressionSettings = field(default_factory=CompressionSettings)
+    forced: tuple[str, ...] = ()
+    """Budget fields the user set for this run (flags): a task's own budget keeps them."""
+
+    def budget_for(self, overrides: BudgetOverrides | None) -> Budget:
+        """Defaults, then the task's own budget, then the user's flags."""
+        merged = self.budget.overridden(overrides)
+        return replace(merged, **{name: getattr(self.budget, name) for name in self.forced})
 
 
 class Actor:

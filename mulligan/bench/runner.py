@@ -96,7 +96,12 @@ def run_tasks(
         return [one(n, t) for n, t in enumerate(tasks)]
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         futures = [pool.submit(one, n, t) for n, t in enumerate(tasks)]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:  # start no new task; those under way finish and are logged
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _finished(memory: Memory, eid: str) -> Episode | None:
