@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_bench, cli_memory, cli_tasks, display
+from mulligan import cli_bench, cli_doctor, cli_memory, cli_tasks, display
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -55,6 +55,10 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    group = parser.add_argument_group("lesson validity")
+    group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
+    group.add_argument("--refute-after", type=int, default=3, help="hurts that refute")
+    group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
     add_endpoint_flags(parser)
     add_budget_flags(parser)
 
@@ -178,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="mulligan-demo")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=cli_bench.cmd_demo)
+    cli_doctor.add_parser(commands)
     return parser
 
 

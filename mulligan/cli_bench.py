@@ -14,7 +14,8 @@ from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study
-from mulligan.config import Settings, load_settings
+from mulligan.cli_tasks import open_memory, validity_rules
+from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
@@ -107,7 +108,7 @@ def cmd_bench(
             file=sys.stderr,
         )
     out = Path(args.out)
-    memory = Memory(args.memory or out / "memory", _embedder(settings, model))
+    memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
     study = Study(
         tasks=suite_tasks,
         strategies=strategies,
@@ -127,13 +128,6 @@ def cmd_bench(
     )
     run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
     return 0
-
-
-def _embedder(settings: Settings, model: ChatModel):  # type: ignore[no-untyped-def]
-    from mulligan.memory import make_embedder
-
-    spec = settings.embedding
-    return lambda: make_embedder(spec, model)  # type: ignore[arg-type]
 
 
 def cmd_report(args: argparse.Namespace) -> int:

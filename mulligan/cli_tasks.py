@@ -14,7 +14,7 @@ from mulligan.config import Settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.loop import STRATEGIES, LoopSettings
-from mulligan.memory import Memory, make_embedder
+from mulligan.memory import Memory, ValidityRules, make_embedder
 from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite, load_suite, select
 
@@ -47,16 +47,30 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def open_memory(settings: Settings, endpoint: ChatModel | None = None) -> Memory:
-    location = settings.memory or DEFAULT_MEMORY
+def open_memory(
+    settings: Settings,
+    endpoint: ChatModel | None = None,
+    rules: ValidityRules | None = None,
+    default: str = DEFAULT_MEMORY,
+) -> Memory:
+    """The memory the settings name: a directory, or a chroma URL with the log in `default`."""
+    location = settings.memory or default
     spec = settings.embedding
 
     def embedder() -> Any:
         return make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
     if location.startswith(("http://", "https://")):
-        return Memory(DEFAULT_MEMORY, embedder, store=location)
-    return Memory(location, embedder)
+        return Memory(default, embedder, store=location, rules=rules)
+    return Memory(location, embedder, rules=rules)
+
+
+def validity_rules(args: argparse.Namespace) -> ValidityRules:
+    return ValidityRules(
+        validate_after=args.validate_after,
+        refute_after=args.refute_after,
+        ttl_days=args.lesson_ttl_days,
+    )
 
 
 def episode_json(episode: Episode) -> str:
@@ -88,7 +102,7 @@ def cmd_run(
 ) -> int:
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
-    memory = open_memory(settings, model)
+    memory = open_memory(settings, model, validity_rules(args))
     run_id = args.resume or uuid.uuid4().hex[:10]
     if not args.resume:
         memory.log.start_run(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,24 @@ def test_attempt_json_and_text_protocol(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0
     assert record["answer"] == "42" and record["model"] == "fake-model"
     assert record["steps"][0]["results"][0]["output"] == "42"
+
+
+def test_doctor_reports_each_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeOpenAIServer([FakeReply(content="ok")]) as server:
+        code = main(
+            [
+                "doctor",
+                "--base-url",
+                server.base_url,
+                "--memory",
+                str(tmp_path),
+                "--embedding",
+                "hash",
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "ok   endpoint" in out and "'ok'" in out and "ok   lesson store: 0 lessons" in out
+    assert "ok   sandbox: 42" in out
+    assert main(["doctor", "--memory", str(tmp_path), "--embedding", "hash"]) == 1
+    assert "FAIL endpoint: none configured" in capsys.readouterr().out

@@ -443,3 +443,14 @@ def test_a_chroma_server_shared_by_two_processes(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_expired_lessons_are_not_retrieved(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(ttl_days=30))
+    kept = plant(memory, "Answer capital questions with the capital, not the largest city.")
+    assert kept.validity.expires_at == pytest.approx(kept.source.created_at + 30 * 86400)
+    task = Task(id="q", family="capitals", prompt="capital questions", checks=[])
+    assert [lesson.id for lesson in memory.retrieve(task, 3)] == ["planted1"]
+    kept.validity.expires_at = time.time() - 1  # as it will be in 30 days
+    memory.store.put([kept])
+    assert memory.retrieve(task, 3) == []

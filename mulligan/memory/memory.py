@@ -82,6 +82,8 @@ class Memory:
 
     def keep(self, lesson: Lesson, *, persistent: bool) -> Lesson:
         """Record a new lesson; with `persistent`, also in the store (or strengthen its twin)."""
+        if self.rules.ttl_days and lesson.validity.expires_at is None:
+            lesson.validity.expires_at = lesson.source.created_at + self.rules.ttl_days * 86400
         kept, new = lesson, True
         if persistent:
             kept, new = self.store.add_or_strengthen(lesson)
