@@ -44,8 +44,10 @@ def prelude_of(prompt: str) -> str:
 
 
 _CALL_ARROW = re.compile(
-    r"^\s*(?P<call>{name}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(?P<want>.+?)\s*$"
+    r"^\s*(?P<call>{name}\(.*\))\s*"
+    r"(?:==>|==|➞|=>|->|#\s*returns?|should return|returns?)\s*(?P<want>.+?)\s*$"
 )
+_SAFE_CALLS = {"round", "abs", "len", "sorted", "set", "list", "tuple", "str", "int", "float"}
 
 
 def docstring_examples(prompt: str, entry_point: str) -> list[str]:
@@ -55,7 +57,7 @@ def docstring_examples(prompt: str, entry_point: str) -> list[str]:
     for i, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith(">>>") and entry_point in stripped:
-            call = stripped[3:].strip()
+            call = _without_comment(stripped[3:].strip())
             want_lines = []
             for follow in lines[i + 1 :]:
                 if (
@@ -66,11 +68,11 @@ def docstring_examples(prompt: str, entry_point: str) -> list[str]:
                     break
                 want_lines.append(follow.strip())
             if want_lines:
-                asserts.append(_assertion(call, " ".join(want_lines)))
+                asserts.append(_assertion(call, " ".join(want_lines), entry_point))
             continue
         arrow = re.match(_CALL_ARROW.pattern.format(name=re.escape(entry_point)), stripped)
         if arrow:
-            asserts.append(_assertion(arrow.group("call"), arrow.group("want")))
+            asserts.append(_assertion(arrow.group("call"), arrow.group("want"), entry_point))
     return [a for a in asserts if a and _parses(a)]
 
 
@@ -78,6 +80,8 @@ KNOWN_WRONG_EXAMPLES = {
     # HumanEval/47's docstring says median([-10, 4, 6, 1000, 10, 20]) is 15.0; it is 8.0,
     # as the problem's own tests and canonical solution agree. Showing it would mislead.
     "assert median([-10, 4, 6, 1000, 10, 20]) == 15.0",
+    # HumanEval/148 writes a one-planet tuple as ("Venus"), which Python reads as a string.
+    'assert bf("Earth", "Mercury") == ("Venus")',
 }
 
 
@@ -89,16 +93,39 @@ def _literal(source: str) -> bool:
         return False
 
 
-def _assertion(call: str, want: str) -> str:
-    """`assert call == want` when both the arguments and the result are literals."""
-    want = want.rstrip(".,;")
+def _without_comment(code: str) -> str:
+    """Code with a trailing `# comment` removed (a `#` inside a string stays)."""
+    for position, char in enumerate(code):
+        if char == "#" and _parses(code[:position]):
+            return code[:position].strip()
+    return code
+
+
+def _expected(want: str) -> str:
+    """The expected value as Python: `a - b = 8` gives 8; JSON-style true/false/null mapped."""
+    want = want.rstrip(".,;").strip()
+    if " = " in want:
+        want = want.rsplit(" = ", 1)[1].strip()
+    return {"true": "True", "false": "False", "null": "None"}.get(want, want)
+
+
+def _checkable_call(node: ast.expr, entry_point: str) -> bool:
+    """A call of the entry point (maybe inside round(), len()...) on literal arguments."""
+    if not isinstance(node, ast.Call) or node.keywords or not isinstance(node.func, ast.Name):
+        return False
+    if node.func.id not in _SAFE_CALLS | {entry_point}:
+        return False
+    return all(_literal(ast.unparse(a)) or _checkable_call(a, entry_point) for a in node.args)
+
+
+def _assertion(call: str, want: str, entry_point: str) -> str:
+    """`assert call == want` when the call's arguments and the result are literals."""
+    want = _expected(want)
     try:
         node = ast.parse(call, mode="eval").body
     except SyntaxError:
         return ""
-    if not isinstance(node, ast.Call) or node.keywords:
-        return ""
-    if not all(_literal(ast.unparse(arg)) for arg in node.args) or not _literal(want):
+    if not _checkable_call(node, entry_point) or entry_point not in call or not _literal(want):
         return ""  # prose, unquoted strings or unprintable values are not checkable examples
     assertion = f"assert {call} == {want}"
     return "" if assertion in KNOWN_WRONG_EXAMPLES else assertion
