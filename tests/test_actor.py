@@ -7,7 +7,7 @@ import time
 from mulligan.actor import Actor, ActorSettings, Budget, tool
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatResponse
-from mulligan.schema import ToolCall, Usage
+from mulligan.schema import Attempt, ToolCall, Usage
 from mulligan.testing import ScriptedModel, orphan_problems, reply, tool_call
 
 
@@ -201,7 +201,8 @@ def test_bare_json_tool_call_is_recovered() -> None:
     assert attempt.answer == "8"
 
 
-def test_repeated_call_gets_a_nudge_not_a_second_execution() -> None:
+def call_count_twice(settings: ActorSettings) -> tuple[list[int], Attempt]:
+    """The model calls count(1) twice; returns what really ran, and the attempt."""
     executed: list[int] = []
 
     @tool
@@ -212,24 +213,19 @@ def test_repeated_call_gets_a_nudge_not_a_second_execution() -> None:
 
     script = [reply("", tool_call("count", n=1)), reply("", tool_call("count", n=1)), "1"]
     with ScriptedModel(script) as model:
-        attempt = Actor(model).run("t", "count", [count])
+        attempt = Actor(model, settings).run("t", "count", [count])
+    return executed, attempt
+
+
+def test_repeated_call_gets_a_nudge_not_a_second_execution() -> None:
+    executed, attempt = call_count_twice(ActorSettings())
     assert executed == [1]
     nudge = attempt.steps[1].results[0]
     assert nudge.status == "repeated" and "already called count" in nudge.output
 
 
 def test_repeat_nudge_can_be_turned_off() -> None:
-    executed: list[int] = []
-
-    @tool
-    def count(n: int) -> str:
-        """Use to count."""
-        executed.append(n)
-        return str(n)
-
-    script = [reply("", tool_call("count", n=1)), reply("", tool_call("count", n=1)), "1"]
-    with ScriptedModel(script) as model:
-        Actor(model, ActorSettings(nudge_repeats=False)).run("t", "count", [count])
+    executed, _ = call_count_twice(ActorSettings(nudge_repeats=False))
     assert executed == [1, 1]
 
 

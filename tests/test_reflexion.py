@@ -338,6 +338,17 @@ def test_a_run_killed_mid_attempt_resumes_to_the_same_end(tmp_path: Path) -> Non
     assert statuses == ["interrupted"]
 
 
+def lesson_policy(lesson: str, right: str, wrong: str) -> Any:
+    """A scripted model that reflects `lesson` and answers right only once it is in view."""
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if "You review a failed attempt" in messages[0]["content"]:
+            return json.dumps({"lessons": [{"text": f"{lesson}."}]})
+        return right if lesson in json.dumps(messages) else wrong
+
+    return policy
+
+
 def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> None:
     secret = "SECRET-EXPECTED-VALUE-9931"
     task = Task(
@@ -347,14 +358,7 @@ def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> N
             ExactMatchCheck(answer=secret, name="hidden check", visibility="hidden"),
         ],
     )  # fmt: skip
-    reflection = json.dumps({"lessons": [{"text": "Say the word visible next time."}]})
-
-    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
-        if "You review a failed attempt" in messages[0]["content"]:
-            return reflection
-        return "visible" if "Say the word visible" in json.dumps(messages) else "nothing"
-
-    model = ScriptedModel(policy=policy)
+    model = ScriptedModel(policy=lesson_policy("Say the word visible", "visible", "nothing"))
     loop = Loop(
         actor=Actor(model),
         evaluator=Evaluator(),
@@ -376,14 +380,7 @@ def test_reflexion_without_the_store_never_needs_an_embedding(tmp_path: Path) ->
 
     memory = Memory(tmp_path / "mem", no_embedding)
     task = Task(id="t", family="f", prompt="Say yes.", checks=[ExactMatchCheck(answer="yes")])
-    reflection = json.dumps({"lessons": [{"text": "Answer with the single word yes."}]})
-
-    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
-        if "You review a failed attempt" in messages[0]["content"]:
-            return reflection
-        return "yes" if "single word yes" in json.dumps(messages) else "no"
-
-    model = ScriptedModel(policy=policy)
+    model = ScriptedModel(policy=lesson_policy("Answer with the single word yes", "yes", "no"))
     loop = Loop(
         Actor(model),
         Evaluator(),
