@@ -23,7 +23,7 @@ def _memory(args: argparse.Namespace) -> Memory:
 def lesson_line(lesson: Lesson) -> str:
     v = lesson.validity
     return (
-        f"{lesson.id}  {v.status:<10} conf {v.confidence:.2f}  "
+        f"{lesson.id}  {lesson.kind:<7} {v.status:<10} conf {v.confidence:.2f}  "
         f"+{v.helped}/-{v.hurt} used {v.retrieved}  [{lesson.scope.family}] {lesson.text}"
     )
 

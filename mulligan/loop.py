@@ -70,14 +70,8 @@ class Loop:
             episode.passed = verdict.passed
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
-            reflect = s.strategy.startswith("reflexion") and not verdict.passed
-            if reflect and self.reflector and trial < trials:
-                written = self.reflector.reflect(task, attempt, verdict, lessons, episode.id)
-                stored = self._keep(written, task)
-                reflections += stored
-                episode.lessons_written += [lesson.id for lesson in stored]
-                if self.memory:
-                    self.memory.note_written(episode)
+            if self.reflector and s.strategy.startswith("reflexion"):
+                reflections += self._reflect(task, episode, lessons, last=trial == trials)
         if self.memory:
             self.memory.finish_episode(episode)
         return episode
@@ -98,11 +92,40 @@ class Loop:
             lessons = found + lessons
         return lessons
 
-    def _keep(self, written: list[Lesson], task: Task) -> list[Lesson]:
-        if not self.memory:
-            return written
-        persistent = self.settings.strategy == "reflexion-memory"
-        return [self.memory.keep(lesson, persistent=persistent) for lesson in written]
+    def _reflect(
+        self, task: Task, episode: Episode, given: list[Lesson], last: bool
+    ) -> list[Lesson]:
+        """Lessons after a failure (not after the last trial); with memory, an insight after
+        a pass that followed a failure. Returns what this episode carries on."""
+        assert self.reflector is not None
+        attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
+        memory_strategy = self.settings.strategy == "reflexion-memory"
+        if verdict.passed and memory_strategy and len(episode.attempts) > 1:
+            failed, failed_verdict = episode.attempts[-2], episode.verdicts[-2]
+            written = self.reflector.insight(task, failed, failed_verdict, attempt, episode.id)
+            replaces: dict[str, list[Lesson]] = {}
+        elif not verdict.passed and not last:
+            reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
+            written, replaces = reflection.lessons, reflection.replaces
+        else:
+            return []
+        kept = []
+        for lesson in written:
+            stored = self.memory.keep(lesson, persistent=memory_strategy) if self.memory else lesson
+            for old in replaces.get(lesson.id, []):
+                if old.id != stored.id:
+                    self._supersede(old, stored, episode)
+            kept.append(stored)
+        episode.lessons_written += [lesson.id for lesson in kept]
+        if self.memory:
+            self.memory.note_written(episode)
+        return kept
+
+    def _supersede(self, old: Lesson, new: Lesson, episode: Episode) -> None:
+        if self.memory:
+            self.memory.supersede(old, new.id, episode.id, len(episode.attempts))
+        else:
+            old.validity.status, old.validity.superseded_by = "superseded", new.id
 
     # ------------------------------------------------------------ plumbing
 

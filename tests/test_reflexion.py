@@ -451,3 +451,41 @@ def test_expired_lessons_are_not_retrieved(tmp_path: Path) -> None:
     kept.validity.expires_at = time.time() - 1  # as it will be in 30 days
     memory.store.put([kept])
     assert memory.retrieve(task, 3) == []
+
+
+def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_insight(
+    tmp_path: Path,
+) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    plant(memory, "Answer capital questions with the largest city.")
+    replacing = json.dumps({"lessons": [{"text": LESSON, "replaces": [1]}]})
+    insight = json.dumps({"lessons": [{"text": "Check capitals against a list, not city size."}]})
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        first = messages[0]["content"]
+        if "You review a failed attempt" in first:
+            assert "1. Answer capital questions with the largest city." in first
+            return replacing
+        if "then solved it" in first:
+            return insight
+        return "Canberra" if "Canberra" in json.dumps(messages) else "Sydney"
+
+    model = ScriptedModel(policy=policy)
+    task = Task(id="capital-au", family="capitals", prompt="What is the capital city of Australia?",
+                checks=[ExactMatchCheck(answer="Canberra")])  # fmt: skip
+    loop = Loop(
+        Actor(model),
+        Evaluator(),
+        LoopSettings(strategy="reflexion-memory", trials=3),
+        Reflector(model),
+        memory,
+    )
+    episode = loop.run_episode(task)
+    assert episode.passed and len(episode.attempts) == 2
+    old = memory.store.get(["planted1"])[0]
+    new_id = episode.lessons_written[0]
+    assert old.validity.status == "superseded" and old.validity.superseded_by == new_id
+    assert "planted1" not in episode.attempts[1].lesson_ids  # no longer given
+    kinds = {lesson.text: lesson.kind for lesson in memory.store.all()}
+    assert kinds["Check capitals against a list, not city size."] == "insight"
+    assert kinds[LESSON] == "failure"

@@ -7,7 +7,8 @@ matters, and the counts follow from the script alone:
   flaky  (3)  answered right on the model's second try at the task, lessons or not
               (a stand-in for sampling at temperature above 0).
   units  (4)  answered right only when a lesson about converting units is in the
-              messages; the scripted reflector writes that lesson after a failure.
+              messages; the scripted reflector writes that lesson after a failure
+              (and, asked for an insight after a success, the same lesson again).
 
 With 3 trials: react solves 3, retry 6, reflexion 10 (the units tasks at trial 2),
 and reflexion-memory 10, six of them at trial 1 (later units tasks find the
@@ -90,7 +91,8 @@ class DemoPolicy:
         task = next((t for t in DEMO_TASKS if t.prompt in text), None)
         if task is None:
             return FakeReply(content="I am a scripted demo model and know no such task.")
-        if "You review a failed attempt" in str(messages[0].get("content")):
+        first = str(messages[0].get("content"))
+        if "You review a failed attempt" in first or "then solved it" in first:
             lesson = UNITS_LESSON if task.kind == "units" else FLAKY_LESSON
             return FakeReply(
                 content=json.dumps({"lessons": [{"text": lesson, "tags": [task.kind]}]})

@@ -114,6 +114,13 @@ class Memory:
             self.log.log_lesson(lesson)
         return lessons
 
+    def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
+        """The reflector wrote a better lesson in place of `old`: it is no longer used."""
+        old.validity.status = "superseded"
+        old.validity.superseded_by = new_id
+        self._save(old)
+        self.log.lesson_event(old.id, "status:superseded", episode_id, trial, f"by {new_id}")
+
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
 

@@ -18,6 +18,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import chromadb  # noqa: E402
+import chromadb.errors  # noqa: E402
 import numpy as np  # noqa: E402
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402
 
@@ -61,6 +62,16 @@ class _NotGiven:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         raise UserError(f"open the lesson store through mulligan with --embedding {self.name}")
+
+
+def _query(collection: Any, vector: list[Any], k: int, include: list[str]) -> Any:
+    """A nearest-neighbour query; a collection a chroma server has not indexed yet is empty."""
+    try:
+        return collection.query(query_embeddings=vector, n_results=k, include=include)
+    except chromadb.errors.InternalError as exc:
+        if "Nothing found on disk" not in str(exc):
+            raise
+        return {"ids": [[]], "metadatas": [[]], "distances": [[]]}
 
 
 def metadata_of(lesson: Lesson) -> dict[str, str | int | float | bool]:
@@ -244,9 +255,7 @@ class LessonStore:
             return []
         vector = [np.asarray(self.embedder.embed([text])[0], dtype=np.float32)]
         if len(collections) == 1:
-            found = collections[0].query(
-                query_embeddings=vector, n_results=k, include=["metadatas", "distances"]
-            )
+            found = _query(collections[0], vector, k, ["metadatas", "distances"])
             return [
                 (Lesson.model_validate_json(str(m["record"])), 1.0 - float(d))
                 for m, d in zip(
@@ -256,7 +265,7 @@ class LessonStore:
         # several families: nearest ids from each, then the records of the overall nearest only
         nearest: list[tuple[float, str, Any]] = []
         for collection in collections:
-            found = collection.query(query_embeddings=vector, n_results=k, include=["distances"])
+            found = _query(collection, vector, k, ["distances"])
             ids, distances = found["ids"][0], (found["distances"] or [[]])[0]
             nearest += [(float(d), i, collection) for i, d in zip(ids, distances, strict=False)]
         nearest.sort(key=lambda item: item[0])
