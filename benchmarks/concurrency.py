@@ -56,7 +56,7 @@ def main() -> None:
             started = time.perf_counter()
             episodes = run_tasks(
                 lambda model=model, memory=memory: make_loop(  # type: ignore[misc]
-                    model, ActorSettings(), LoopSettings(strategy="react"), memory
+                    model, ActorSettings(), LoopSettings(strategy="react"), memory, "concurrency"
                 ),
                 tasks,
                 run_id="concurrency",

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mulligan.actor import ActorSettings, Budget
+from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
@@ -95,8 +95,11 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
 
 
 def cmd_bench(
-    args: argparse.Namespace, actor_settings: ActorSettings, suite_tasks: list[Task], extra: list
-) -> int:  # type: ignore[type-arg]
+    args: argparse.Namespace,
+    actor_settings: ActorSettings,
+    suite_tasks: list[Task],
+    extra: list[Tool],
+) -> int:
     settings = load_settings(vars(args))
     strategies = _strategies(args.strategies)
     repeated = args.trials > 1 and any(s != "react" for s in strategies)

@@ -20,7 +20,7 @@ from mulligan.actor import Actor, Tool, build_tools
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task
+from mulligan.schema import Episode, Lesson, Step, Task
 
 log = logging.getLogger("mulligan")
 STRATEGIES = ("react", "retry", "reflexion", "reflexion-memory")
@@ -46,10 +46,11 @@ class Loop:
     memory: Memory | None = None
     run_id: str = ""
 
-    def run_episode(self, task: Task, episode_id: str | None = None) -> Episode:
+    def run_episode(self, task: Task, episode_id: str | None = None, position: int = 0) -> Episode:
+        """One task under the strategy; an episode id already in the log is resumed."""
         s = self.settings
         trials = 1 if s.strategy == "react" else s.trials
-        episode = self._resumed(task, episode_id)
+        episode = self._resumed(task, episode_id, position)
         reflections = list(episode_reflections(episode, self.memory))
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.passed:
@@ -129,7 +130,7 @@ class Loop:
 
     # ------------------------------------------------------------ plumbing
 
-    def _resumed(self, task: Task, episode_id: str | None) -> Episode:
+    def _resumed(self, task: Task, episode_id: str | None, position: int) -> Episode:
         if self.memory and episode_id:
             found = self.memory.load_episode(episode_id)
             if found:
@@ -141,7 +142,7 @@ class Loop:
             strategy=self.settings.strategy,
         )
         if self.memory:
-            self.memory.start_episode(episode)
+            self.memory.start_episode(episode, position)
         return episode
 
     def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
@@ -170,11 +171,3 @@ def episode_reflections(episode: Episode, memory: Memory | None) -> list[Lesson]
     if not memory or not episode.lessons_written:
         return []
     return memory.lessons(episode.lessons_written)
-
-
-def passed_at(attempts: list[Attempt], passed: list[bool]) -> int | None:
-    """The trial at which an episode first passed, or None."""
-    for attempt, ok in zip(attempts, passed, strict=False):
-        if ok:
-            return attempt.trial
-    return None

@@ -133,17 +133,30 @@ class Context:
             messages.extend(render_step(step, self.protocol))
         return messages + (tail or [])
 
-    def fold_if_needed(
+    def view(
         self,
         steps: list[Step],
         model: ChatModel,
         tools: list[dict[str, Any]] | None,
         tail: list[Message],
+    ) -> tuple[list[Message], tuple[CompressionEvent, Usage] | None]:
+        """The messages to send, folding old steps first when they would pass the threshold."""
+        messages = self.messages(steps, tail)
+        folded = self._fold_if_needed(steps, model, tools, tail, messages)
+        return (self.messages(steps, tail) if folded else messages), folded
+
+    def _fold_if_needed(
+        self,
+        steps: list[Step],
+        model: ChatModel,
+        tools: list[dict[str, Any]] | None,
+        tail: list[Message],
+        messages: list[Message],
     ) -> tuple[CompressionEvent, Usage] | None:
         """Fold the oldest whole steps into the summary when the view is over the threshold."""
         if not self.settings.enabled:
             return None
-        before = self.estimator.estimate(self.messages(steps, tail), tools)
+        before = self.estimator.estimate(messages, tools)
         keep = max(1, self.settings.keep_recent)
         if before <= self.settings.threshold() or len(steps) - self.folded <= keep:
             return None

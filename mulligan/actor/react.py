@@ -91,8 +91,10 @@ class Actor:
             last = spend.last_call()
             tail = self._final_request() if last else []
             offered = None if last else schemas
-            self._fold(context, attempt, spend, offered, tail)
-            messages = context.messages(attempt.steps, tail)
+            messages, folded = context.view(attempt.steps, self.model, offered, tail)
+            if folded:
+                attempt.compressions.append(folded[0])
+                spend.usage = spend.usage + folded[1]
             try:
                 response = self._chat(messages, offered)
             except ModelError as exc:
@@ -134,20 +136,6 @@ class Actor:
     def _final_request(self) -> list[Message]:
         text = prompts.render("final_answer", protocol=self.settings.protocol)
         return [{"role": "user", "content": text}]
-
-    def _fold(
-        self,
-        context: Context,
-        attempt: Attempt,
-        spend: Spend,
-        tools: list[dict[str, Any]] | None,
-        tail: list[Message],
-    ) -> None:
-        folded = context.fold_if_needed(attempt.steps, self.model, tools, tail)
-        if folded:
-            event, usage = folded
-            attempt.compressions.append(event)
-            spend.usage = spend.usage + usage
 
     def _chat(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> ChatResponse:
         stop = STOP_SEQUENCES if self.settings.protocol == "text" else None

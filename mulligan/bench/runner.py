@@ -82,11 +82,7 @@ def run_tasks(
         if done is None:
             if not hasattr(local, "loop"):
                 local.loop = make_loop()
-            if memory.log.episode(eid) is None:
-                memory.log.start_episode(
-                    Episode(id=eid, run_id=run_id, task_id=task.id, strategy=strategy), position
-                )
-            done = local.loop.run_episode(task, eid)
+            done = local.loop.run_episode(task, eid, position)
         if on_episode:
             with lock:
                 on_episode(task, done)

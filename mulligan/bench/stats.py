@@ -111,14 +111,11 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             }.get(event)
             if key:
                 stats.lessons[key] = stats.lessons.get(key, 0) + 1
-    for stats in groups.values():
-        limit = trials if stats.strategy != "react" else 1
+    for stats in groups.values():  # react stays flat after trial 1: it has no later trials
         stats.solved_by_trial = [
             sum(1 for t in stats.solved_at.values() if t is not None and t <= trial)
             for trial in range(1, max(trials, 1) + 1)
         ]
-        if limit == 1:  # react has one trial: its later "trials" stay where the first ended
-            stats.solved_by_trial = [stats.solved_by_trial[0]] * max(trials, 1)
     return RunStats(
         run_id=run_id,
         manifest=manifest,
