@@ -1,33 +1,54 @@
-"""Run code and shell commands in a limited subprocess.
+"""The box: run model-written code and commands as hostile code.
 
-Limits: wall-clock timeout (the whole process group is killed), CPU seconds,
-address space, file size, number of processes, a scratch working directory and
-an environment that keeps only a short allow-list (no API keys or tokens).
-When mulligan runs as root the child drops to an unprivileged user id of its
-own (one per run), so it can neither write outside the directories it is given
-nor escape the process limit, and mulligan adopts and reaps whatever the child
-leaves behind.
+Every run gets, where Linux namespaces are available (through bubblewrap, `bwrap`):
+  - a read-only view of the host, with its workspace (and a scratch directory) the only
+    writable places, and its own empty /tmp, /var/tmp and /dev/shm;
+  - no network (its own network namespace with only a loopback) unless `Limits.network`;
+  - its own process namespace: it sees no other process, and when the run ends or its
+    wall-clock limit passes, every descendant dies with it (daemons and `setsid` ones too);
+  - paths registered with `hide` (datasets with answers, mulligan's own memory) covered.
+Always: CPU, address-space, file-size and process-count limits; a scrubbed environment;
+output streamed into capped buffers (what passes the cap is counted and dropped); as root,
+an unprivileged user id of its own for every run.
+
+Without namespaces the box falls back to those limits alone, says so once, and `mulligan
+doctor` shows which protections are off. `MULLIGAN_SANDBOX=namespaces` refuses to run
+without them; `MULLIGAN_SANDBOX=rlimits` turns them off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
+import logging
 import os
 import random
+import selectors
+import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from mulligan.errors import UserError
+
+log = logging.getLogger("mulligan")
 
 NOBODY = 65534
 SANDBOX_UIDS = range(200_000, 260_000)
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+EXIT_GRACE = 0.3
+"""After the main process exits, how long a descendant may hold its output open."""
+REPORT_BYTES = 1 << 20
+HARNESS = Path(__file__).parent / "evaluator" / "harness.py"
 
 
 @dataclass(frozen=True)
@@ -38,6 +59,8 @@ class Limits:
     file_bytes: int = 16 << 20
     processes: int = 32
     output_chars: int = 20_000
+    """Bytes kept of each of stdout and stderr (head and tail); the rest is counted and dropped."""
+    network: bool = False
 
 
 @dataclass
@@ -47,6 +70,10 @@ class RunResult:
     stderr: str
     timed_out: bool
     seconds: float
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    report: str | None = None
+    """What the program wrote to its report descriptor (only for runs that asked for one)."""
 
     @property
     def ok(self) -> bool:
@@ -60,19 +87,105 @@ class RunResult:
         if self.stderr.strip():
             parts.append("[stderr]\n" + self.stderr.rstrip())
         if self.timed_out:
-            parts.append(f"[timed out after {self.seconds:.1f}s; process killed]")
+            parts.append(f"[timed out after {self.seconds:.1f}s; every process killed]")
         elif self.exit_code not in (0, None):
-            parts.append(f"[exit status {self.exit_code}{_signal_name(self.exit_code)}]")
+            parts.append(f"[exit status {self.exit_code}{signal_name(self.exit_code)}]")
         return "\n".join(parts) if parts else "(no output)"
 
 
-def _signal_name(code: int | None) -> str:
+def signal_name(code: int | None) -> str:
     if code is None or code >= 0:
         return ""
     try:
         return f": killed by {signal.Signals(-code).name}"
     except ValueError:
         return ""
+
+
+# ---------------------------------------------------------------- what is contained
+
+
+@dataclass(frozen=True)
+class Containment:
+    level: Literal["namespaces", "rlimits"]
+    missing: list[str] = field(default_factory=list)
+    """Protections that are off at this level."""
+    detail: str = ""
+
+
+WITHOUT_NAMESPACES = [
+    "network isolation",
+    "private /tmp, /var/tmp and /dev/shm",
+    "read-only host filesystem",
+    "process isolation (other processes are visible)",
+    "killing descendants that leave the process group",
+    "hidden paths",
+]
+
+
+@functools.cache
+def containment() -> Containment:
+    """Which level of containment is in force here (probed once per process)."""
+    wanted = os.environ.get("MULLIGAN_SANDBOX", "auto")
+    if wanted not in ("auto", "namespaces", "rlimits"):
+        raise UserError(
+            f"MULLIGAN_SANDBOX={wanted!r}: use auto (default), namespaces (refuse to run "
+            "without them) or rlimits (no namespaces)"
+        )
+    if wanted == "rlimits":
+        return Containment("rlimits", WITHOUT_NAMESPACES, "MULLIGAN_SANDBOX=rlimits")
+    problem = _probe_namespaces()
+    if problem is None:
+        return Containment("namespaces", [], f"bubblewrap ({shutil.which('bwrap')})")
+    if wanted == "namespaces":
+        raise UserError(f"sandbox: MULLIGAN_SANDBOX=namespaces but {problem}")
+    log.warning(
+        "sandbox: namespaces unavailable (%s); code runs with resource limits only: no %s",
+        problem,
+        ", no ".join(WITHOUT_NAMESPACES[:3]),
+    )
+    return Containment("rlimits", WITHOUT_NAMESPACES, problem)
+
+
+def _probe_namespaces() -> str | None:
+    """None when a bubblewrap box starts here, else why not (with the fix)."""
+    if not sys.platform.startswith("linux"):
+        return f"Linux namespaces do not exist on {sys.platform}"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    if _dropping_privileges() and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed"
+    with tempfile.TemporaryDirectory(prefix="mulligan-probe-") as scratch:
+        uid = random.choice(SANDBOX_UIDS)
+        _give_to(scratch, uid)
+        argv = _box_argv(["/bin/true"], scratch, scratch, True, Limits(), uid)
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                timeout=10,
+                preexec_fn=_limiter(Limits(), uid, 64, boxed=True),
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap failed to start: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        return (
+            f"bubblewrap cannot create namespaces here ({said[-1] if said else done.returncode}); "
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
+        )
+    return None
+
+
+_hidden: set[str] = set()
+
+
+def hide(path: str | Path) -> None:
+    """Cover a file or directory in every later box (answers, mulligan's own memory)."""
+    _hidden.add(str(Path(path).expanduser().resolve()))
+
+
+# ---------------------------------------------------------------- entry points
 
 
 def run_python(
@@ -83,16 +196,16 @@ def run_python(
     limits: Limits = Limits(),
     stdin: str = "",
 ) -> RunResult:
-    """Run Python source in the sandbox; `cwd` defaults to a fresh scratch directory.
+    """Run Python source in the box; `cwd` defaults to a fresh scratch directory.
 
-    `writable=True` hands `cwd` over to the child (as root: changes its owner), so pass it
-    only for scratch directories that mulligan made, never for a user's own directory.
+    `writable=True` lets the code write in `cwd` (as root: hands it over to the run's user),
+    so pass it only for directories mulligan made, never for a user's own directory.
     """
     with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
         script = Path(scratch) / "main.py"
         script.write_text(code)
         argv = [_python_for_child(), "-I", "-B", str(script)]
-        return _run(argv, scratch, cwd, writable, limits, stdin)
+        return _run(argv, scratch, cwd, writable, limits, stdin.encode())
 
 
 def run_shell(
@@ -102,17 +215,39 @@ def run_shell(
     writable: bool = False,
     limits: Limits = Limits(),
 ) -> RunResult:
-    """Run a shell command in the sandbox, like `run_python`."""
+    """Run a shell command in the box, like `run_python`."""
     with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
-        return _run(["/bin/sh", "-c", command], scratch, cwd, writable, limits, "")
+        return _run(["/bin/sh", "-c", command], scratch, cwd, writable, limits, b"")
+
+
+def run_tests(
+    candidate: str, tests: str, entry_point: str | None, prelude: str, limits: Limits
+) -> RunResult:
+    """Run `tests` against `candidate` in the two-process harness; `report` holds its verdict."""
+    frames = _frame({"candidate": candidate, "prelude": prelude}) + _frame(
+        {"tests": tests, "entry_point": entry_point, "prelude": prelude}
+    )
+    with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
+        script = Path(scratch) / "harness.py"
+        script.write_text(HARNESS.read_text())
+        argv = [_python_for_child(), "-I", "-B", str(script)]
+        return _run(argv, scratch, None, False, limits, frames, report=True)
+
+
+def _frame(value: Any) -> bytes:
+    data = json.dumps(value).encode()
+    return struct.pack(">Q", len(data)) + data
+
+
+# ---------------------------------------------------------------- one run
 
 
 def _dropping_privileges() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def give_to_sandbox(directory: str | Path, uid: int = NOBODY) -> None:
-    """Make a scratch directory writable by the sandboxed child (only needed as root)."""
+def _give_to(directory: str | Path, uid: int) -> None:
+    """Make a directory mulligan made writable by the run's user (only needed as root)."""
     if not _dropping_privileges():
         return
     for root, dirs, files in os.walk(directory):
@@ -133,41 +268,52 @@ def _python_for_child() -> str:
         if os.path.exists(candidate) and _world_executable(candidate):
             return candidate
     raise UserError(
-        f"sandbox: running as root, code runs as 'nobody', who cannot execute {sys.executable}; "
-        "install a system python3 (apt-get install python3) or run mulligan as a normal user"
+        f"sandbox: running as root, code runs as an unprivileged user, who cannot execute "
+        f"{sys.executable}; install a system python3 (apt-get install python3) or run "
+        "mulligan as a normal user"
     )
 
 
-def _user_process_count() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                count += os.stat(f"/proc/{entry}").st_uid == uid
-            except OSError:
-                continue
-    return count
+def _box_argv(
+    argv: list[str], scratch: str, workdir: str, writable: bool, limits: Limits, uid: int
+) -> list[str]:
+    """bubblewrap around argv: read-only host, private /tmp, no network, own pid namespace.
+
+    As root, bubblewrap itself sets the box up (it can reach every path) without a user
+    namespace, and `setpriv` drops to the run's own user id, with no capabilities, inside.
+    Otherwise bubblewrap makes an unprivileged user namespace as the user.
+    """
+    box = ["bwrap", "--die-with-parent", "--new-session"]
+    as_root = _dropping_privileges()
+    if as_root:
+        box += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        box += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if not limits.network:
+            box.append("--unshare-net")
+    else:
+        box.append("--unshare-all")
+        if limits.network:
+            box.append("--share-net")
+    box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    box += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    for path in sorted(_hidden):
+        if os.path.isdir(path):
+            box += ["--tmpfs", path]
+        elif os.path.exists(path):
+            box += ["--ro-bind", "/dev/null", path]
+    box += ["--bind", scratch, scratch]
+    if workdir != scratch:
+        box += ["--bind" if writable else "--ro-bind", workdir, workdir]
+    box += ["--chdir", workdir, "--"]
+    if as_root:
+        box += ["setpriv", f"--reuid={uid}", f"--regid={NOBODY}", "--clear-groups"]
+        box += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return [*box, *argv]
 
 
-def _run(
-    argv: list[str],
-    scratch: str,
-    cwd: str | Path | None,
-    writable: bool,
-    limits: Limits,
-    stdin: str,
-) -> RunResult:
-    """Run argv with `scratch` (ours) and `cwd` (the caller's, or scratch) given to the child."""
-    drop = _dropping_privileges()
-    uid = random.choice(SANDBOX_UIDS)
-    if drop:
-        _become_subreaper()
-        give_to_sandbox(scratch, uid)
-        if cwd is not None and writable:
-            give_to_sandbox(cwd, uid)
-    workdir = str(cwd or scratch)
-    nproc = limits.processes if drop else _user_process_count() + limits.processes
+def _limiter(limits: Limits, uid: int, nproc: int, boxed: bool) -> Any:
+    """Limits set between fork and exec; as root outside a box, the drop to `uid` too."""
+    drop = _dropping_privileges() and not boxed
 
     def limit_child() -> None:  # runs in the child between fork and exec
         import resource
@@ -182,38 +328,161 @@ def _run(
             os.setuid(uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
+    return limit_child
+
+
+def _run(
+    argv: list[str],
+    scratch: str,
+    cwd: str | Path | None,
+    writable: bool,
+    limits: Limits,
+    stdin: bytes,
+    report: bool = False,
+) -> RunResult:
+    """Run argv with `scratch` (ours) and `cwd` (the caller's, or scratch) given to the child."""
+    level = containment().level
+    drop = _dropping_privileges()
+    uid = random.choice(SANDBOX_UIDS)
+    if drop:
+        _become_subreaper()
+        _give_to(scratch, uid)
+        if cwd is not None and writable:
+            _give_to(cwd, uid)
+    workdir = str(Path(cwd).resolve()) if cwd is not None else scratch
+    nproc = limits.processes if drop else _count_processes(uid=os.getuid()) + limits.processes
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(HOME=workdir, TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    passed: list[int] = []
+    env["HOME"] = workdir
+    if level == "namespaces":
+        argv = _box_argv(argv, scratch, workdir, writable, limits, uid)
+    report_read, report_write = os.pipe() if report else (-1, -1)
+    if report:
+        env["MULLIGAN_REPORT_FD"] = str(report_write)
+        passed.append(report_write)
     started = time.perf_counter()
-    process = subprocess.Popen(
-        argv,
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=limit_child,
-    )
-    timed_out = False
+    with tempfile.TemporaryFile() as stdin_file:  # unlinked: no path leads back to it
+        stdin_file.write(stdin)
+        stdin_file.seek(0)
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                env=env,
+                stdin=stdin_file,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=passed,
+                start_new_session=True,
+                preexec_fn=_limiter(limits, uid, nproc, boxed=level == "namespaces"),
+            )
+        finally:
+            if report:
+                os.close(report_write)
+    assert process.stdout is not None and process.stderr is not None
+    out, err = Capped(limits.output_chars), Capped(limits.output_chars)
+    sinks = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    if report:
+        sinks[report_read] = Capped(REPORT_BYTES)
     try:
-        out, err = process.communicate(stdin.encode(), timeout=limits.timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(process.pid)
-        out, err = process.communicate()
+        timed_out = _pump(process, sinks, time.monotonic() + limits.timeout)
     finally:
-        _kill_group(process.pid)  # leftover background children
+        _kill_group(process.pid)
+        if drop and level == "rlimits":
+            _kill_user(uid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
         if drop:
             _reap_group(process.pid)
+        process.stdout.close()
+        process.stderr.close()
+        if report:
+            os.close(report_read)
+    code = process.returncode
+    if level == "namespaces" and code is not None and 128 < code <= 128 + 64:
+        code = 128 - code  # bubblewrap's init reports a killed child as 128 + signal
     return RunResult(
-        exit_code=process.returncode,
-        stdout=_clip(out.decode(errors="replace"), limits.output_chars),
-        stderr=_clip(err.decode(errors="replace"), limits.output_chars),
+        exit_code=code,
+        stdout=out.text(),
+        stderr=err.text(),
         timed_out=timed_out,
         seconds=time.perf_counter() - started,
+        stdout_dropped=out.dropped,
+        stderr_dropped=err.dropped,
+        report=sinks[report_read].text() if report else None,
     )
+
+
+def _pump(process: subprocess.Popen[bytes], sinks: dict[int, Capped], deadline: float) -> bool:
+    """Read every stream into its sink until all close; True when the deadline passed first.
+
+    A descendant that keeps a stream open after the main process ended is given EXIT_GRACE.
+    """
+    selector = selectors.DefaultSelector()
+    for fd in sinks:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE:
+                return False
+            for key, _ in selector.select(min(deadline - now, 0.05)):
+                fd = int(key.fd)
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    sinks[fd].add(chunk)
+                else:
+                    selector.unregister(fd)
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return False
+    except subprocess.TimeoutExpired:
+        return True
+    finally:
+        selector.close()
+
+
+class Capped:
+    """A stream's head and tail, up to `limit` bytes; the middle is counted and dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        excess = len(self.tail) - self.half
+        if excess > 0:
+            self.dropped += excess
+            del self.tail[:excess]
+
+    def text(self) -> str:
+        head = self.head.decode(errors="replace")
+        tail = self.tail.decode(errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[... {self.dropped} bytes cut ...]\n{tail}"
+
+
+# ---------------------------------------------------------------- processes left behind
 
 
 def _kill_group(pgid: int) -> None:
@@ -223,6 +492,18 @@ def _kill_group(pgid: int) -> None:
         except (ProcessLookupError, PermissionError):
             return
         time.sleep(0.005)
+
+
+def _kill_user(uid: int) -> None:
+    """Without a process namespace: every process of the run's own user id (root only)."""
+    for _ in range(3):
+        pids = _processes(uid=uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 _subreaper = False
@@ -244,7 +525,7 @@ def _reap_group(pgid: int) -> None:
     """Wait for every process left in the sandbox's process group (they were killed)."""
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        members = _group_members(pgid)
+        members = _processes(pgid=pgid)
         if not members:
             return
         for pid in members:
@@ -253,26 +534,30 @@ def _reap_group(pgid: int) -> None:
         time.sleep(0.01)
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
+def _proc_table() -> Iterator[tuple[int, int, int]]:
+    """(pid, uid, process group) of every process this one can see in /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
+            uid = os.stat(f"/proc/{entry}").st_uid
             with open(f"/proc/{entry}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
+        yield int(entry), uid, int(fields[2])
 
 
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
+def _processes(*, uid: int | None = None, pgid: int | None = None) -> list[int]:
+    return [
+        pid
+        for pid, owner, group in _proc_table()
+        if (uid is None or owner == uid) and (pgid is None or group == pgid)
+    ]
+
+
+def _count_processes(*, uid: int) -> int:
+    return len(_processes(uid=uid))
 
 
 class ScratchWorkspace:

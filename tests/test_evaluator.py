@@ -81,7 +81,7 @@ def test_code_extraction_and_cleaning() -> None:
 def test_python_tests_pass_and_fail_with_details() -> None:
     ok = verdict([PythonTestsCheck(tests="assert add(2, 2) == 4\nassert add(0, 0) == 0")], CODE)
     assert ok.passed, ok.checks[0].detail  # the model's own wrong assert was dropped
-    assert ok.checks[0].detail == "2/2 asserts passed"
+    assert ok.checks[0].detail == "2/2 tests passed"
     bad = verdict([PythonTestsCheck(tests="assert add(2, 2) == 5\nassert add(1, 1) == 2")], CODE)
     check = bad.checks[0]
     assert not check.passed and check.score == 0.5
@@ -94,7 +94,7 @@ def test_python_tests_with_check_function_and_traceback() -> None:
     )
     result = verdict([PythonTestsCheck(tests=tests, entry_point="add")], CODE).checks[0]
     assert not result.passed
-    assert "AssertionError" in result.detail and "candidate(2, 2) == 5" in result.detail
+    assert "FAILED" in result.detail and "line 3: assert candidate(2, 2) == 5" in result.detail
 
 
 def test_python_tests_timeout_and_missing_answer() -> None:

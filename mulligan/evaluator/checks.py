@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import math
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +15,7 @@ from typing import Any
 
 from mulligan import prompts, sandbox
 from mulligan.errors import ModelError
-from mulligan.evaluator.code import harness_for, keep_definitions, last_code_block
+from mulligan.evaluator.code import harness_report, keep_definitions, last_code_block
 from mulligan.evaluator.normalize import exact_match, f1_score
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
@@ -126,50 +129,71 @@ def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckRes
     if check.file:
         if ctx.workspace is None:
             return result(check, False, f"cannot run: no workspace to read {check.file} from")
-        path = ctx.workspace / check.file
-        if not path.is_file():
-            return result(check, False, f"cannot run: {check.file} does not exist in the workspace")
-        return path.read_text(errors="replace")
+        text = read_in_workspace(ctx.workspace, check.file)
+        if text is None:
+            return result(check, False, f"{check.file} is not a regular file inside the workspace")
+        return text
     if not ctx.answer.strip():
         return result(check, False, "no code: the attempt gave no answer")
     return last_code_block(ctx.answer)
 
 
 def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResult:
+    """Passes only on the harness's own report that every test ran and passed."""
     code = candidate_code(check, ctx)
     if isinstance(code, CheckResult):
         return code
     try:
-        harness = harness_for(check.tests, check.entry_point)
+        ast.parse(check.tests)
     except SyntaxError as exc:
         return result(check, False, f"cannot run: the tests do not parse: {exc}")
-    program = "\n\n".join([check.prelude, keep_definitions(code), harness])
-    run = sandbox.run_python(program, limits=sandbox.Limits(timeout=check.timeout))
-    counted = re.search(r"(\d+)/(\d+) asserts passed", run.stdout)
-    score = None
-    if counted and int(counted.group(2)) > 0:
-        score = int(counted.group(1)) / int(counted.group(2))
-    if run.ok:
-        return result(check, True, counted.group(0) if counted else "tests passed", score)
-    return result(check, False, _failure_detail(run), score or 0.0)
+    run = sandbox.run_tests(
+        keep_definitions(code),
+        check.tests,
+        check.entry_point,
+        check.prelude,
+        sandbox.Limits(timeout=check.timeout),
+    )
+    report = harness_report(run.report or "")
+    if report is None:
+        return result(check, False, _no_report(run), 0.0)
+    total, failures = report["tests"], report["failures"]
+    passed_count = max(0, total - sum(f.startswith(("FAILED", "ERROR")) for f in failures))
+    score = passed_count / total if total else 0.0
+    summary = f"{passed_count}/{total} tests passed"
+    if total and not failures:
+        return result(check, True, summary, score)
+    if not total and not failures:
+        failures = ["the tests ran no test"]
+    output = _candidate_output(run)
+    return result(check, False, "\n".join([*failures, *output, summary]), score)
 
 
-def _failure_detail(run: sandbox.RunResult) -> str:
-    lines = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+def _no_report(run: sandbox.RunResult) -> str:
+    """Why the harness said nothing: the candidate's doing, in the candidate's own words."""
     if run.timed_out:
-        lines.append(f"timed out after {run.seconds:.1f}s")
-    elif run.stderr.strip():
+        why = f"timed out after {run.seconds:.1f}s; every process killed"
+    elif run.exit_code is not None and run.exit_code < 0:
+        why = f"the test run was killed ({sandbox.signal_name(run.exit_code).lstrip(': ')})"
+    else:
+        why = f"the test run ended (exit status {run.exit_code}) before the tests reported"
+    return "\n".join([f"FAILED: {why}; no test result, so no pass", *_candidate_output(run)])
+
+
+def _candidate_output(run: sandbox.RunResult) -> list[str]:
+    lines = []
+    if run.stdout.strip():
+        lines.append("[candidate's stdout]\n" + run.stdout.strip()[-1000:])
+    if run.stderr.strip():
         lines.append(_traceback_tail(run.stderr))
-    counted = re.search(r"\d+/\d+ asserts passed", run.stdout)
-    if counted:
-        lines.append(counted.group(0))
-    return "\n".join(lines) or run.describe()
+    return lines
 
 
 def _traceback_tail(stderr: str, keep: int = 8) -> str:
     """The end of a traceback, with the sandbox's script path removed."""
     lines = [
-        re.sub(r'File "[^"]*main\.py"', 'File "<candidate>"', line) for line in stderr.splitlines()
+        re.sub(r'File "[^"]*(main|harness)\.py"', 'File "<candidate>"', line)
+        for line in stderr.splitlines()
     ]
     return "\n".join(lines[-keep:])
 
@@ -186,21 +210,74 @@ def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
     return result(check, run.ok, f"$ {check.command}\n{run.describe()}")
 
 
+class Unreadable(Exception):
+    """A workspace file a check will not read, and why."""
+
+
+def read_in_workspace(workspace: Path, relative: str) -> str:
+    """A regular file's text, reached without leaving the workspace.
+
+    No symlink is followed (neither the file nor any directory on the way), and the file is
+    read only if the box's user could read it. Raises Unreadable saying why not.
+    """
+    path = Path(relative)
+    if not path.parts or path.is_absolute() or ".." in path.parts:
+        raise Unreadable(f"{relative} leads outside the workspace")
+    fd = os.open(workspace.resolve(), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in path.parts[:-1]:
+            next_fd = _open_no_link(part, fd, relative, os.O_DIRECTORY)
+            os.close(fd)
+            fd = next_fd
+        file_fd = _open_no_link(path.parts[-1], fd, relative, os.O_NONBLOCK)
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(f"{relative} is not a regular file")
+        if not _box_may_read(info, workspace):
+            raise Unreadable(f"{relative} is not readable by the candidate")
+        return handle.read(MAX_FILE_BYTES).decode(errors="replace")
+
+
+def _open_no_link(name: str, directory: int, relative: str, flags: int) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | flags, dir_fd=directory)
+    except FileNotFoundError:
+        raise Unreadable(f"{relative} does not exist") from None
+    except OSError as exc:
+        if os.path.islink(f"/proc/self/fd/{directory}/{name}"):
+            raise Unreadable(f"{relative} is a symlink; checks do not follow links") from None
+        raise Unreadable(f"{relative} cannot be read: {exc.strerror}") from None
+
+
+MAX_FILE_BYTES = 16 << 20
+
+
+def _box_may_read(info: os.stat_result, root: Path) -> bool:
+    """Whether the box's user could read the file: its owner, or world-readable."""
+    if os.geteuid() != 0:
+        return True  # not root: we read as the very user the box ran as
+    owner = root.stat().st_uid
+    return info.st_uid == owner != 0 or bool(info.st_mode & stat.S_IROTH)
+
+
 def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
     if ctx.workspace is None:
         return result(check, False, "cannot run: the task has no workspace")
-    path = (ctx.workspace / check.path).resolve()
-    if not path.is_relative_to(ctx.workspace.resolve()):
-        return result(check, False, f"cannot run: {check.path} is outside the workspace")
-    if not path.is_file():
-        return result(check, False, f"{check.path} does not exist")
-    text = path.read_text(errors="replace")
+    try:
+        text = read_in_workspace(ctx.workspace, check.path)
+    except Unreadable as exc:
+        return result(check, False, str(exc))
     if check.contains is not None and check.contains not in text:
-        return result(check, False, f"{check.path} does not contain {check.contains!r}")
+        shown = f" {check.contains!r}" if getattr(check, "reveal", False) else " the expected text"
+        return result(check, False, f"{check.path} does not contain{shown}")
     if check.matches is not None:
         try:
             if not re.search(check.matches, text, re.M):
-                return result(check, False, f"{check.path} does not match /{check.matches}/")
+                shown = f" /{check.matches}/" if getattr(check, "reveal", False) else " the pattern"
+                return result(check, False, f"{check.path} does not match{shown}")
         except re.error as exc:
             return result(check, False, f"cannot run: bad regex {check.matches!r}: {exc}")
     return result(

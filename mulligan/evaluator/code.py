@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
+from typing import Any
 
 _BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
 
@@ -44,50 +46,15 @@ def keep_definitions(code: str) -> str:
     return ast.unparse(ast.Module(body=kept, type_ignores=[]))
 
 
-HARNESS = """
-import sys as _sys, traceback as _tb
-_failed = 0
-_total = 0
-def _report(_source, _fn):
-    global _failed, _total
-    _total += 1
+def harness_report(raw: str) -> dict[str, Any] | None:
+    """The harness's report (see harness.py), or None when it wrote none or a malformed one."""
     try:
-        _fn()
-    except AssertionError as _e:
-        _failed += 1
-        print("FAILED: " + _source + (" -- " + str(_e) if str(_e) else ""))
-    except Exception as _e:
-        _failed += 1
-        print("ERROR: " + _source + " -- " + type(_e).__name__ + ": " + str(_e)[:300])
-"""
-
-
-def harness_for(tests: str, entry_point: str | None = None) -> str:
-    """Turn top-level asserts into reported checks that show what the call returned.
-
-    Other statements (imports, helpers, `def check(candidate)`, calls) run as they are;
-    with an entry point, `check(entry_point)` runs last, as HumanEval's tests expect.
-    """
-    if entry_point:
-        tests = f"{tests}\n\ncheck({entry_point})"
-    tree = ast.parse(tests)
-    lines = [HARNESS]
-    for node in tree.body:
-        source = ast.unparse(node)
-        if not isinstance(node, ast.Assert):
-            lines.append(source)
-            continue
-        test = node.test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            got, want = ast.unparse(test.left), ast.unparse(test.comparators[0])
-            body = (
-                f"    _got = {got}\n    _want = {want}\n"
-                f"    assert _got == _want, 'got ' + repr(_got)[:300]"
-            )
-        else:
-            body = f"    assert {ast.unparse(test)}"
-        lines.append(f"def _case():\n{body}\n_report({source!r}, _case)")
-    lines.append(
-        "print(f'{_total - _failed}/{_total} asserts passed')\n_sys.exit(1 if _failed else 0)"
-    )
-    return "\n".join(lines)
+        report = json.loads(raw[8:])
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or report.get("complete") is not True:
+        return None
+    tests, failures = report.get("tests"), report.get("failures")
+    if not isinstance(tests, int) or not isinstance(failures, list):
+        return None
+    return {"tests": tests, "failures": [str(f) for f in failures]}
