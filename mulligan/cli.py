@@ -108,7 +108,7 @@ def cmd_attempt(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     model = connect(settings)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
-    tools = build_tools(names, workspace=Path(args.workspace))
+    tools = build_tools(names, workspace=Path(args.workspace), network=args.network)
     actor = Actor(model, actor_settings(args, settings, Budget()), approve=cli_approver(args.yes))
     attempt = actor.run("question", args.question, tools)
     if args.json:
@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     attempt.add_argument("--tools", default="calculator", help="comma-separated tool names")
     attempt.add_argument("--workspace", default=".", help="directory for the file/code tools")
     attempt.add_argument("--yes", action="store_true", help="approve every tool that asks")
+    attempt.add_argument(
+        "--network", action="store_true", help="let the box reach the network (default: none)"
+    )
     attempt.add_argument("--json", action="store_true", help="print the Attempt record")
     add_endpoint_flags(attempt)
     add_budget_flags(attempt)

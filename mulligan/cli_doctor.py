@@ -45,8 +45,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report("lesson store", True, f"{count} lessons, embedding {settings.embedding}")
     except (UserError, OSError) as exc:
         report("memory", False, str(exc))
-    run = sandbox.run_python("print(6 * 7)")
-    report("sandbox", run.stdout.strip() == "42", run.describe().splitlines()[0])
+    try:
+        box = sandbox.containment()
+        run = sandbox.run_python("print(6 * 7)")
+        report("sandbox", run.stdout.strip() == "42", run.describe().splitlines()[0])
+        off = "; off: " + ", ".join(box.missing) if box.missing else "; every protection on"
+        report("containment", box.level == "namespaces", f"{box.level} ({box.detail}){off}")
+    except UserError as exc:
+        report("sandbox", False, str(exc))
     return 1 if problems else 0
 
 

@@ -29,12 +29,17 @@ def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ids", help="comma-separated task ids")
     parser.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--network", action="store_true", help="let the box reach the network (default: none)"
+    )
 
 
 def selected(args: argparse.Namespace) -> Suite:
     suite = load_suite(args.suite, data=args.data, feedback=args.feedback)
     ids = [i.strip() for i in args.ids.split(",")] if args.ids else None
     suite.tasks = select(suite.tasks, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
+    if getattr(args, "network", False):
+        suite.tasks = [task.model_copy(update={"network": True}) for task in suite.tasks]
     return suite
 
 

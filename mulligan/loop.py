@@ -46,6 +46,10 @@ class Loop:
     memory: Memory | None = None
     run_id: str = ""
 
+    def __post_init__(self) -> None:
+        if self.memory:  # past verdicts and hidden details are no business of the box
+            sandbox.hide(self.memory.directory)
+
     def run_episode(self, task: Task, episode_id: str | None = None, position: int = 0) -> Episode:
         """One task under the strategy; an episode id already in the log is resumed."""
         s = self.settings
@@ -163,6 +167,7 @@ class Loop:
             scratch_workspace=True,
             documents=task.documents,
             extra=self.settings.extra_tools,
+            network=task.network,
         )
 
 

@@ -33,11 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mulligan import processes
 from mulligan.errors import UserError
 
 log = logging.getLogger("mulligan")
@@ -121,6 +121,7 @@ WITHOUT_NAMESPACES = [
     "killing descendants that leave the process group",
     "hidden paths",
 ]
+NO_TREE_MEMORY = "memory limit for the whole process tree (needs root and a memory cgroup)"
 
 
 @functools.cache
@@ -132,11 +133,12 @@ def containment() -> Containment:
             f"MULLIGAN_SANDBOX={wanted!r}: use auto (default), namespaces (refuse to run "
             "without them) or rlimits (no namespaces)"
         )
+    tree = [] if processes.memory_cgroup_root() else [NO_TREE_MEMORY]
     if wanted == "rlimits":
-        return Containment("rlimits", WITHOUT_NAMESPACES, "MULLIGAN_SANDBOX=rlimits")
+        return Containment("rlimits", WITHOUT_NAMESPACES + tree, "MULLIGAN_SANDBOX=rlimits")
     problem = _probe_namespaces()
     if problem is None:
-        return Containment("namespaces", [], f"bubblewrap ({shutil.which('bwrap')})")
+        return Containment("namespaces", tree, f"bubblewrap ({shutil.which('bwrap')})")
     if wanted == "namespaces":
         raise UserError(f"sandbox: MULLIGAN_SANDBOX=namespaces but {problem}")
     log.warning(
@@ -144,7 +146,7 @@ def containment() -> Containment:
         problem,
         ", no ".join(WITHOUT_NAMESPACES[:3]),
     )
-    return Containment("rlimits", WITHOUT_NAMESPACES, problem)
+    return Containment("rlimits", WITHOUT_NAMESPACES + tree, problem)
 
 
 def _probe_namespaces() -> str | None:
@@ -296,7 +298,10 @@ def _box_argv(
             box.append("--share-net")
     box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     box += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    needed = [scratch, workdir, os.path.realpath(sys.executable), sys.prefix]
     for path in sorted(_hidden):
+        if any(Path(n).is_relative_to(path) for n in needed):
+            continue  # never cover what the box needs to run
         if os.path.isdir(path):
             box += ["--tmpfs", path]
         elif os.path.exists(path):
@@ -311,13 +316,14 @@ def _box_argv(
     return [*box, *argv]
 
 
-def _limiter(limits: Limits, uid: int, nproc: int, boxed: bool) -> Any:
+def _limiter(limits: Limits, uid: int, nproc: int, boxed: bool, cgroup: str = "") -> Any:
     """Limits set between fork and exec; as root outside a box, the drop to `uid` too."""
     drop = _dropping_privileges() and not boxed
 
     def limit_child() -> None:  # runs in the child between fork and exec
         import resource
 
+        processes.join_cgroup(cgroup)
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -345,12 +351,14 @@ def _run(
     drop = _dropping_privileges()
     uid = random.choice(SANDBOX_UIDS)
     if drop:
-        _become_subreaper()
+        processes.become_subreaper()
         _give_to(scratch, uid)
         if cwd is not None and writable:
             _give_to(cwd, uid)
     workdir = str(Path(cwd).resolve()) if cwd is not None else scratch
-    nproc = limits.processes if drop else _count_processes(uid=os.getuid()) + limits.processes
+    nproc = (
+        limits.processes if drop else len(processes.processes(uid=os.getuid())) + limits.processes
+    )
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
@@ -363,6 +371,7 @@ def _run(
         env["MULLIGAN_REPORT_FD"] = str(report_write)
         passed.append(report_write)
     started = time.perf_counter()
+    tree = processes.MemoryCgroup(limits.memory_bytes)
     with tempfile.TemporaryFile() as stdin_file:  # unlinked: no path leads back to it
         stdin_file.write(stdin)
         stdin_file.seek(0)
@@ -376,7 +385,7 @@ def _run(
                 stderr=subprocess.PIPE,
                 pass_fds=passed,
                 start_new_session=True,
-                preexec_fn=_limiter(limits, uid, nproc, boxed=level == "namespaces"),
+                preexec_fn=_limiter(limits, uid, nproc, level == "namespaces", tree.procs),
             )
         finally:
             if report:
@@ -389,13 +398,14 @@ def _run(
     try:
         timed_out = _pump(process, sinks, time.monotonic() + limits.timeout)
     finally:
-        _kill_group(process.pid)
+        processes.kill_group(process.pid)
         if drop and level == "rlimits":
-            _kill_user(uid)
+            processes.kill_user(uid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
         if drop:
-            _reap_group(process.pid)
+            processes.reap_group(process.pid)
+        tree.close()
         process.stdout.close()
         process.stderr.close()
         if report:
@@ -480,84 +490,6 @@ class Capped:
         if not self.dropped:
             return head + tail
         return f"{head}\n[... {self.dropped} bytes cut ...]\n{tail}"
-
-
-# ---------------------------------------------------------------- processes left behind
-
-
-def _kill_group(pgid: int) -> None:
-    for _ in range(3):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.005)
-
-
-def _kill_user(uid: int) -> None:
-    """Without a process namespace: every process of the run's own user id (root only)."""
-    for _ in range(3):
-        pids = _processes(uid=uid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
-
-
-_subreaper = False
-
-
-def _become_subreaper() -> None:
-    """Adopt the orphans of sandboxed children so their zombies can be reaped here."""
-    global _subreaper
-    if _subreaper or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_child_subreaper = 36
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
-    _subreaper = True
-
-
-def _reap_group(pgid: int) -> None:
-    """Wait for every process left in the sandbox's process group (they were killed)."""
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        members = _processes(pgid=pgid)
-        if not members:
-            return
-        for pid in members:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.01)
-
-
-def _proc_table() -> Iterator[tuple[int, int, int]]:
-    """(pid, uid, process group) of every process this one can see in /proc."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        yield int(entry), uid, int(fields[2])
-
-
-def _processes(*, uid: int | None = None, pgid: int | None = None) -> list[int]:
-    return [
-        pid
-        for pid, owner, group in _proc_table()
-        if (uid is None or owner == uid) and (pgid is None or group == pgid)
-    ]
-
-
-def _count_processes(*, uid: int) -> int:
-    return len(_processes(uid=uid))
 
 
 class ScratchWorkspace:

@@ -252,6 +252,8 @@ class Task(Record):
     documents: dict[str, str] | None = None
     """Title -> text: the closed corpus for the `search`/`lookup` tools."""
     budget: BudgetOverrides | None = None
+    network: bool = False
+    """Let the box reach the network (its tools and its checks); off by default."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -104,9 +104,10 @@ class Workspace:
     A user's own directory is only read by sandboxed code and changed by `write_file`.
     """
 
-    def __init__(self, root: str | Path, scratch: bool = False) -> None:
+    def __init__(self, root: str | Path, scratch: bool = False, network: bool = False) -> None:
         self.root = Path(root).resolve()
         self.scratch = scratch
+        self.limits = sandbox.Limits(network=network)
 
     def resolve(self, path: str) -> Path:
         if Path(path).is_absolute():
@@ -124,12 +125,14 @@ class Workspace:
         @tool
         def python(code: str) -> str:
             """Use to run Python code (print what you need to see); runs in the workspace."""
-            return sandbox.run_python(code, cwd=ws.root, writable=ws.scratch).describe()
+            run = sandbox.run_python(code, cwd=ws.root, writable=ws.scratch, limits=ws.limits)
+            return run.describe()
 
         @tool(needs_approval=shell_needs_approval)
         def shell(command: str) -> str:
             """Use to run a shell command in the workspace (ls, grep, wc, tests...)."""
-            return sandbox.run_shell(command, cwd=ws.root, writable=ws.scratch).describe()
+            run = sandbox.run_shell(command, cwd=ws.root, writable=ws.scratch, limits=ws.limits)
+            return run.describe()
 
         @tool
         def read_file(path: str) -> str:
@@ -228,11 +231,13 @@ def build_tools(
     documents: dict[str, str] | None = None,
     extra: list[Tool] | None = None,
     shell_needs_approval: bool = True,
+    network: bool = False,
 ) -> list[Tool]:
     """The tools a task asks for by name, bound to its workspace and documents."""
     available: dict[str, Tool] = {"calculator": calculator}
     if workspace is not None:
-        for t in Workspace(workspace, scratch_workspace).tools(shell_needs_approval):
+        box = Workspace(workspace, scratch_workspace, network)
+        for t in box.tools(shell_needs_approval):
             available[t.name] = t
     if documents is not None:
         for t in DocumentSearch(documents).tools():

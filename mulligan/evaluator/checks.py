@@ -152,7 +152,7 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         check.tests,
         check.entry_point,
         check.prelude,
-        sandbox.Limits(timeout=check.timeout),
+        sandbox.Limits(timeout=check.timeout, network=ctx.task.network),
     )
     report = harness_report(run.report or "")
     if report is None:
@@ -205,7 +205,9 @@ def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
         check.command,
         cwd=ctx.workspace,
         writable=True,
-        limits=sandbox.Limits(timeout=check.timeout, cpu_seconds=int(check.timeout) + 1),
+        limits=sandbox.Limits(
+            timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=ctx.task.network
+        ),
     )
     return result(check, run.ok, f"$ {check.command}\n{run.describe()}")
 

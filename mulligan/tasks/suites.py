@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from mulligan import sandbox
 from mulligan.actor.tools import Tool
 from mulligan.errors import UserError
 from mulligan.schema import Task
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
 from mulligan.tasks.files import load_task_path
 from mulligan.tasks.hotpotqa import hotpotqa_tasks
-from mulligan.tasks.humaneval import humaneval_tasks
+from mulligan.tasks.humaneval import humaneval_path, humaneval_tasks
 from mulligan.tasks.mbpp import mbpp_tasks
 
 SUITES = ("humaneval", "mbpp", "hotpotqa", "examples")
@@ -46,17 +47,25 @@ def _data_path(suite: str, data: str | None) -> Path:
 def load_suite(
     name: str, *, data: str | None = None, feedback: Literal["em", "hidden"] = "em"
 ) -> Suite:
+    """The suite's tasks; the files holding their answers are hidden from the box."""
     if name == "humaneval":
-        return Suite(name, humaneval_tasks(Path(data) if data else None))
+        path = Path(data) if data else humaneval_path()
+        sandbox.hide(path.parent if not data else path)
+        return Suite(name, humaneval_tasks(path))
     if name == "mbpp":
-        return Suite(name, mbpp_tasks(_data_path(name, data)))
+        path = _data_path(name, data)
+        sandbox.hide(path)
+        return Suite(name, mbpp_tasks(path))
     if name == "hotpotqa":
-        return Suite(name, hotpotqa_tasks(_data_path(name, data), feedback))
+        path = _data_path(name, data)
+        sandbox.hide(path)
+        return Suite(name, hotpotqa_tasks(path, feedback))
     if name == "examples":
         return Suite(name, list(TASKS), list(EXAMPLE_TOOLS))
     path = Path(name)
     if not path.exists():
         raise UserError(f"{name}: not a suite ({', '.join(SUITES)}) nor an existing file")
+    sandbox.hide(path)
     return Suite(path.stem, load_task_path(path))
 
 

@@ -1,0 +1,95 @@
+"""The cost of the box: one trivial run with and without the namespaces.
+
+Measures, for each containment level available here, the median and p90 wall time of
+  - a trivial `python_tests` check (one assert; the two-process harness),
+  - the `python` tool (`print(1)` in a scratch workspace),
+  - `run_shell("true")`,
+and prints what the namespaces add. Levels: `namespaces` (bubblewrap) and `rlimits`
+(MULLIGAN_SANDBOX=rlimits: resource limits only, as on machines without namespaces).
+
+    python benchmarks/sandbox.py [--runs 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mulligan import sandbox
+from mulligan.actor.builtin_tools import Workspace
+from mulligan.actor.tools import ToolRegistry
+from mulligan.evaluator import Evaluator
+from mulligan.schema import Attempt, PythonTestsCheck, Task, ToolCall
+
+TASK = Task(
+    id="bench/add",
+    prompt="add",
+    checks=[PythonTestsCheck(tests="assert add(2, 3) == 5", entry_point="add")],
+)
+ATTEMPT = Attempt(task_id="bench/add", answer="```python\ndef add(a, b):\n    return a + b\n```")
+
+
+def timed(action: Callable[[], object], runs: int) -> list[float]:
+    action()  # warm up (imports, the containment probe)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def measure(level: str, runs: int) -> dict[str, list[float]]:
+    os.environ["MULLIGAN_SANDBOX"] = level
+    sandbox.containment.cache_clear()
+    assert sandbox.containment().level == level, sandbox.containment()
+    evaluator = Evaluator()
+
+    def check() -> None:
+        assert evaluator.evaluate(TASK, ATTEMPT).passed
+
+    with tempfile.TemporaryDirectory() as scratch:
+        tools = ToolRegistry.of(Workspace(Path(scratch), scratch=True).tools())
+        call = ToolCall(id="1", name="python", arguments='{"code": "print(1)"}')
+
+        def python_tool() -> None:
+            assert tools.run(call).output.strip() == "1"
+
+        return {
+            "python_tests check": timed(check, runs),
+            "python tool": timed(python_tool, runs),
+            "run_shell('true')": timed(lambda: sandbox.run_shell("true"), runs),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    args = parser.parse_args()
+    levels = ["rlimits"]
+    os.environ["MULLIGAN_SANDBOX"] = "auto"
+    if sandbox.containment().level == "namespaces":
+        levels.append("namespaces")
+    else:
+        print(f"namespaces unavailable here: {sandbox.containment().detail}")
+    results = {level: measure(level, args.runs) for level in levels}
+    print(f"{args.runs} runs each, {os.cpu_count()} cores, uid {os.geteuid()}")
+    print(f"| what | {' | '.join(f'{lv} median (p90) ms' for lv in levels)} | added |")
+    print(f"|---|{'---|' * len(levels)}---|")
+    for name in results["rlimits"]:
+        cells, medians = [], []
+        for level in levels:
+            times = results[level][name]
+            medians.append(statistics.median(times))
+            cells.append(f"{medians[-1]:.1f} ({statistics.quantiles(times, n=10)[-1]:.1f})")
+        added = f"{medians[-1] - medians[0]:+.1f} ms" if len(medians) > 1 else "n/a"
+        print(f"| {name} | {' | '.join(cells)} | {added} |")
+
+
+if __name__ == "__main__":
+    main()
