@@ -297,7 +297,12 @@ def _box_argv(
         if limits.network:
             box.append("--share-net")
     box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    box += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    box += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/var/tmp"]
+    for parent in _parents_in_tmp([scratch, workdir]):  # reachable, whatever the host's modes
+        box += ["--perms", "0755", "--dir", parent]
+    box += ["--bind", scratch, scratch]
+    if workdir != scratch:
+        box += ["--bind" if writable else "--ro-bind", workdir, workdir]
     needed = [scratch, workdir, os.path.realpath(sys.executable), sys.prefix]
     for path in sorted(_hidden):
         if any(Path(n).is_relative_to(path) for n in needed):
@@ -306,14 +311,22 @@ def _box_argv(
             box += ["--tmpfs", path]
         elif os.path.exists(path):
             box += ["--ro-bind", "/dev/null", path]
-    box += ["--bind", scratch, scratch]
-    if workdir != scratch:
-        box += ["--bind" if writable else "--ro-bind", workdir, workdir]
     box += ["--chdir", workdir, "--"]
     if as_root:
         box += ["setpriv", f"--reuid={uid}", f"--regid={NOBODY}", "--clear-groups"]
         box += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     return [*box, *argv]
+
+
+def _parents_in_tmp(paths: list[str]) -> list[str]:
+    """The directories between /tmp (or /var/tmp) and each path, outermost first."""
+    parents: list[str] = []
+    for path in paths:
+        for top in ("/tmp", "/var/tmp"):
+            if Path(path).is_relative_to(top):
+                chain = [str(p) for p in Path(path).parents if p.is_relative_to(top)]
+                parents += [p for p in reversed(chain) if p != top and p not in parents]
+    return parents
 
 
 def _limiter(limits: Limits, uid: int, nproc: int, boxed: bool, cgroup: str = "") -> Any:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mulligan import sandbox
+from mulligan.errors import UserError
 from mulligan.sandbox import Limits
 
 
@@ -74,3 +77,79 @@ def test_writable_workspace_is_usable_by_the_child(tmp_path: Path) -> None:
 
 def test_empty_output_says_so() -> None:
     assert sandbox.run_shell("true").describe() == "(no output)"
+
+
+@pytest.fixture
+def fresh_containment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """Containment is probed once per process; these tests probe it again under their setting."""
+    sandbox.containment.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    sandbox.containment.cache_clear()
+
+
+def test_without_namespaces_the_limits_still_hold_and_the_gaps_are_named(
+    fresh_containment: pytest.MonkeyPatch,
+) -> None:
+    fresh_containment.setenv("MULLIGAN_SANDBOX", "rlimits")
+    box = sandbox.containment()
+    assert box.level == "rlimits" and "network isolation" in box.missing
+    result = sandbox.run_python(
+        "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"
+    )
+    assert result.ok and int(result.stdout) > 1  # other processes are visible: said, not hidden
+    hog = sandbox.run_python("x = bytearray(4 * 1024**3)", limits=Limits(memory_bytes=256 << 20))
+    assert not hog.ok and "MemoryError" in hog.stderr
+
+
+def test_missing_bubblewrap_falls_back_or_refuses_as_asked(
+    fresh_containment: pytest.MonkeyPatch,
+) -> None:
+    real_which = shutil.which
+    fresh_containment.setattr(
+        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+    )
+    box = sandbox.containment()
+    assert box.level == "rlimits" and "apt-get install bubblewrap" in box.detail
+    sandbox.containment.cache_clear()
+    fresh_containment.setenv("MULLIGAN_SANDBOX", "namespaces")
+    with pytest.raises(UserError, match="bubblewrap is not installed"):
+        sandbox.containment()
+    sandbox.containment.cache_clear()
+    fresh_containment.setenv("MULLIGAN_SANDBOX", "sometimes")
+    with pytest.raises(UserError, match="MULLIGAN_SANDBOX='sometimes'"):
+        sandbox.containment()
+
+
+def test_hidden_paths_are_covered_in_the_box(tmp_path: Path) -> None:
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "key.txt").write_text("the answer is 42")
+    (tmp_path / "answer.txt").write_text("also 42")
+    os.chmod(tmp_path, 0o755)
+    code = (
+        f"import os\nprint(os.listdir({str(answers)!r}))\n"
+        f"print(repr(open({str(tmp_path / 'answer.txt')!r}).read()))"
+    )
+    assert "key.txt" in sandbox.run_python(code, cwd=tmp_path).stdout  # readable before hidden
+    sandbox.hide(answers)
+    sandbox.hide(tmp_path / "answer.txt")
+    try:
+        result = sandbox.run_python(code, cwd=tmp_path)
+        assert "[]" in result.stdout and "42" not in result.stdout + result.stderr
+    finally:
+        sandbox._hidden.clear()
+
+
+def test_the_humaneval_data_is_hidden_once_the_suite_is_loaded() -> None:
+    from mulligan.tasks.humaneval import humaneval_path
+    from mulligan.tasks.suites import load_suite
+
+    data = humaneval_path()
+    code = f"print(len(open({str(data)!r}, 'rb').read()))"
+    load_suite("humaneval")
+    try:
+        result = sandbox.run_python(code)
+        assert not result.ok and "No such file" in result.stderr
+    finally:
+        sandbox._hidden.clear()
