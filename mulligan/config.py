@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mulligan import sandbox
 from mulligan.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -55,6 +56,8 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
     """Merge the three sources, the first that gives a value winning."""
     path = config_path or Path.cwd() / CONFIG_FILE
     merged: dict[str, Any] = _read_toml(path) if path.exists() else {}
+    if path.exists():
+        sandbox.hide(path)  # it may hold an API key: the box never reads it
     for key, names in ENVIRONMENT.items():
         for name in names:
             if os.environ.get(name):

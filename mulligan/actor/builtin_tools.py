@@ -14,6 +14,7 @@ from typing import Any
 from mulligan import sandbox
 from mulligan.actor.tools import Tool, tool
 from mulligan.errors import UserError
+from mulligan.safe_files import Unreadable, read_workspace_file, write_workspace_file
 
 BUILTIN_TOOLS = (
     "calculator",
@@ -137,14 +138,20 @@ class Workspace:
         @tool
         def read_file(path: str) -> str:
             """Use to read a text file in the workspace, by relative path."""
-            return ws.resolve(path).read_text(errors="replace")
+            ws.resolve(path)  # the usual refusals first, with their messages
+            try:
+                return read_workspace_file(ws.root, path)
+            except Unreadable as exc:
+                raise ValueError(str(exc)) from None
 
         @tool
         def write_file(path: str, content: str) -> str:
             """Use to create or overwrite a text file in the workspace, by relative path."""
-            target = ws.resolve(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            ws.resolve(path)
+            try:
+                write_workspace_file(ws.root, path, content)
+            except Unreadable as exc:
+                raise ValueError(str(exc)) from None
             return f"wrote {len(content)} characters to {path}"
 
         @tool

@@ -5,9 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import math
-import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from mulligan.evaluator.code import harness_report, keep_definitions, last_code_
 from mulligan.evaluator.normalize import exact_match, f1_score
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
+from mulligan.safe_files import Unreadable, read_workspace_file
 from mulligan.schema import (
     Attempt,
     CallableCheck,
@@ -129,7 +128,7 @@ def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckRes
     if check.file:
         if ctx.workspace is None:
             return result(check, False, f"cannot run: no workspace to read {check.file} from")
-        text = read_in_workspace(ctx.workspace, check.file)
+        text = read_workspace_file(ctx.workspace, check.file)
         if text is None:
             return result(check, False, f"{check.file} is not a regular file inside the workspace")
         return text
@@ -212,64 +211,11 @@ def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
     return result(check, run.ok, f"$ {check.command}\n{run.describe()}")
 
 
-class Unreadable(Exception):
-    """A workspace file a check will not read, and why."""
-
-
-def read_in_workspace(workspace: Path, relative: str) -> str:
-    """A regular file's text, reached without leaving the workspace.
-
-    No symlink is followed (neither the file nor any directory on the way), and the file is
-    read only if the box's user could read it. Raises Unreadable saying why not.
-    """
-    path = Path(relative)
-    if not path.parts or path.is_absolute() or ".." in path.parts:
-        raise Unreadable(f"{relative} leads outside the workspace")
-    fd = os.open(workspace.resolve(), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for part in path.parts[:-1]:
-            next_fd = _open_no_link(part, fd, relative, os.O_DIRECTORY)
-            os.close(fd)
-            fd = next_fd
-        file_fd = _open_no_link(path.parts[-1], fd, relative, os.O_NONBLOCK)
-    finally:
-        os.close(fd)
-    with os.fdopen(file_fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable(f"{relative} is not a regular file")
-        if not _box_may_read(info, workspace):
-            raise Unreadable(f"{relative} is not readable by the candidate")
-        return handle.read(MAX_FILE_BYTES).decode(errors="replace")
-
-
-def _open_no_link(name: str, directory: int, relative: str, flags: int) -> int:
-    try:
-        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | flags, dir_fd=directory)
-    except FileNotFoundError:
-        raise Unreadable(f"{relative} does not exist") from None
-    except OSError as exc:
-        if os.path.islink(f"/proc/self/fd/{directory}/{name}"):
-            raise Unreadable(f"{relative} is a symlink; checks do not follow links") from None
-        raise Unreadable(f"{relative} cannot be read: {exc.strerror}") from None
-
-
-MAX_FILE_BYTES = 16 << 20
-
-
-def _box_may_read(info: os.stat_result, root: Path) -> bool:
-    """Whether the box's user could read the file: its owner, or world-readable."""
-    if os.geteuid() != 0:
-        return True  # not root: we read as the very user the box ran as
-    owner = root.stat().st_uid
-    return info.st_uid == owner != 0 or bool(info.st_mode & stat.S_IROTH)
-
-
 def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
     if ctx.workspace is None:
         return result(check, False, "cannot run: the task has no workspace")
     try:
-        text = read_in_workspace(ctx.workspace, check.path)
+        text = read_workspace_file(ctx.workspace, check.path)
     except Unreadable as exc:
         return result(check, False, str(exc))
     if check.contains is not None and check.contains not in text:
