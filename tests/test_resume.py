@@ -29,6 +29,10 @@ TASKS = """\
 """
 
 
+INSIGHT = "Name the seat of government, which is not always the largest city."
+INSIGHT_MARK = "then solved it on its next attempt"
+
+
 def is_reflection(body: dict[str, Any]) -> bool:
     return "You review a failed attempt" in body["messages"][0]["content"]
 
@@ -49,9 +53,12 @@ class HoldFirst:
 
     def __call__(self, body: dict[str, Any]) -> FakeReply:
         kind = "reflection" if is_reflection(body) else "actor"
-        self.seen[kind] += 1
+        kind = "insight" if INSIGHT_MARK in body["messages"][0]["content"] else kind
+        self.seen[kind] = self.seen.get(kind, 0) + 1
         if kind == "reflection":
             planned = FakeReply(content=json.dumps({"lessons": [{"text": LESSON}]}))
+        elif kind == "insight":
+            planned = FakeReply(content=json.dumps({"lessons": [{"text": INSIGHT}]}))
         else:
             planned = answer(body)
         if kind == self.held and self.seen[kind] == 1:
@@ -114,6 +121,30 @@ def test_a_kill_during_reflection_is_redone_on_resume_without_an_extra_trial(
     written = memory.lessons(json.loads(episode["lessons_written"]))
     assert [lesson.text for lesson in written] == [LESSON]
     assert written[0].validity.helped == 1
+
+
+def test_a_kill_during_the_insight_is_redone_on_resume(tmp_path: Path) -> None:
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    mem = tmp_path / "mem"
+    policy = HoldFirst("insight")
+    with FakeOpenAIServer(policy=policy) as server:
+        argv = command(
+            server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion-memory"
+        )
+        run_id = killed_when(policy, argv)
+        done = resumed([*argv, "--resume", run_id, "--json"])
+        assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout)
+    assert [a["answer"] for a in line["attempts"]] == ["Sydney", "Canberra"]
+    assert policy.seen == {"actor": 2, "reflection": 1, "insight": 2}
+    memory = Memory(mem, HashEmbedding())
+    episode = memory.log.episodes(run_id)[0]
+    written = memory.lessons(json.loads(episode["lessons_written"]))
+    assert [(lesson.kind, lesson.text) for lesson in written] == [
+        ("failure", LESSON),
+        ("insight", INSIGHT),
+    ]
+    assert {lesson.text for lesson in memory.store.all()} == {LESSON, INSIGHT}
 
 
 def test_a_kill_during_an_attempt_counts_its_retrieval_once(tmp_path: Path) -> None:
