@@ -99,7 +99,8 @@ def test_three_processes_sharing_one_memory_lose_no_counter_update(tmp_path: Pat
 
 
 def test_four_threads_in_one_process_lose_no_counter_update(tmp_path: Path) -> None:
-    memory = seeded(tmp_path / "mem")
+    seeded(tmp_path / "mem")
+    memory = Memory(tmp_path / "mem", HashEmbedding())  # as a new run: its threads open the store
     rounds = 40
 
     def one(n: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,20 +34,22 @@ class Memory:
         self._store_location = store or str(self.directory / "lessons")
         self._embedder = embedder
         self._store: LessonStore | None = None
+        self._opening = threading.Lock()
         self._stored_ids: set[str] = set()
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
 
     @property
     def store(self) -> LessonStore:
         """Opened on first use: runs that never touch the store need no embedding model."""
-        if self._store is None:
-            if self._embedder is None:
-                from mulligan.memory.embeddings import HashEmbedding
+        with self._opening:  # once, whichever of a run's threads comes first
+            if self._store is None:
+                if self._embedder is None:
+                    from mulligan.memory.embeddings import HashEmbedding
 
-                self._embedder = HashEmbedding()
-            embedder = self._embedder() if callable(self._embedder) else self._embedder
-            self._store = LessonStore(self._store_location, embedder)
-        return self._store
+                    self._embedder = HashEmbedding()
+                embedder = self._embedder() if callable(self._embedder) else self._embedder
+                self._store = LessonStore(self._store_location, embedder)
+            return self._store
 
     # ------------------------------------------------------------ episodes
 
