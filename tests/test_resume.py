@@ -16,7 +16,7 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Lesson, LessonScope, LessonSource
+from mulligan.schema import Attempt, Episode, Lesson, LessonScope, LessonSource, Task, Verdict
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 LESSON = "Recall that the capital of Australia is Canberra, not Sydney; answer with Canberra."
@@ -261,3 +261,23 @@ def test_bench_resume_with_other_strategies_or_suite_is_refused(
         assert main([*other, "react,retry", *endpoint, "--resume", run_id]) == 2
         assert "suite" in capsys.readouterr().err
         assert main([*first, "react,retry", *endpoint, "--resume", run_id]) == 0
+
+
+def test_help_or_harm_a_crash_left_uncounted_is_counted_once_on_resume(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    planted = Lesson(id="planted", text=LESSON, scope=LessonScope(family="capitals"))
+    memory.keep(planted, persistent=True)
+    task = Task(id="capital-au", family="capitals", prompt="capital of Australia?", checks=[])
+    episode = Episode(id="e1", task_id=task.id, strategy="reflexion-memory")
+    memory.start_episode(episode)
+    given = memory.retrieve(task, 3, episode_id="e1", trial=1)
+    assert [lesson.id for lesson in given] == ["planted"]
+    attempt = Attempt(task_id=task.id, trial=1, lesson_ids=["planted"])
+    memory.log.log_attempt(episode, attempt, Verdict(passed=True, score=1.0))  # then: killed
+    for _ in range(2):  # resumed twice: counted once
+        resumed_episode = Memory(tmp_path / "mem", HashEmbedding()).resume_episode("e1")
+        assert resumed_episode is not None and resumed_episode.passed
+    assert memory.retrieve(task, 3, episode_id="e1", trial=1)[0].id == "planted"
+    lesson = memory.lessons(["planted"])[0]
+    assert (lesson.validity.retrieved, lesson.validity.helped) == (1, 1)
+    assert memory.store.get(["planted"])[0].validity == lesson.validity
