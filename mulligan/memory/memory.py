@@ -120,9 +120,10 @@ class Memory:
             self._stored_ids.add(kept.id)
         where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
         if new:
-            return self.log.change_lessons([kept], "created", _nothing, stored=persistent, **where)[
-                0
-            ]
+            created = self.log.change_lessons(
+                [kept], "created", _nothing, stored=persistent, **where
+            )
+            return created[0]
 
         def reinforce(twin: Lesson) -> list[str]:
             twin.validity.reinforced += 1
