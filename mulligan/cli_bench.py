@@ -14,7 +14,7 @@ from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study
-from mulligan.cli_tasks import open_memory, validity_rules
+from mulligan.cli_tasks import log_to_resume, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
@@ -77,7 +77,9 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
 
 
 def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
-    if not resume:
+    if resume:
+        study.check_resume(run_id)
+    else:
         study.start(run_id)
     print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
     try:
@@ -111,6 +113,8 @@ def cmd_bench(
             file=sys.stderr,
         )
     out = Path(args.out)
+    if args.resume:
+        log_to_resume(settings, args.resume, default=str(out / "memory"))
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
     study = Study(
         tasks=suite_tasks,

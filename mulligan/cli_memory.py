@@ -56,7 +56,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         path = Path(_need(args.query, "import FILE.jsonl"))
         if not path.exists():
             raise UserError(f"{path}: no such file")
-        print(f"imported {memory.store.import_jsonl(path.read_text().splitlines())} lessons")
+        count = memory.import_jsonl(path.read_text().splitlines(), trust=args.trust)
+        state = "as exported (--trust)" if args.trust else "as new candidates"
+        print(f"imported {count} lessons {state}")
     elif action == "stats":
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)
@@ -112,6 +114,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     memory.add_argument("query", nargs="?", help="text (search), lesson id, or file (import)")
     memory.add_argument("--k", type=int, default=5, help="results for search")
     memory.add_argument("--out", help="file for export (default: standard output)")
+    memory.add_argument(
+        "--trust",
+        action="store_true",
+        help="import: keep status and counters as exported (default: fresh candidates)",
+    )
     memory.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
     memory.add_argument("--embedding", help="the embedding the store was built with")
     memory.set_defaults(handler=cmd_memory)

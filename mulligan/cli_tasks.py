@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from mulligan import display
-from mulligan.bench.runner import make_loop, manifest, run_tasks
+from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.config import Settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
@@ -70,6 +71,18 @@ def open_memory(
     return Memory(location, embedder, rules=rules)
 
 
+def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY) -> None:
+    """`--resume` needs the log that holds the run: refused before anything is created."""
+    location = settings.memory or default
+    directory = default if location.startswith(("http://", "https://")) else location
+    log = Path(directory).expanduser() / "episodes.db"
+    if not log.exists():
+        raise UserError(
+            f"--resume {run_id}: no episode log at {log}; "
+            "pass the --memory (bench: --out) the run used"
+        )
+
+
 def validity_rules(args: argparse.Namespace) -> ValidityRules:
     return ValidityRules(
         validate_after=args.validate_after,
@@ -107,24 +120,26 @@ def cmd_run(
 ) -> int:
     if args.strategy not in STRATEGIES:
         raise UserError(f"unknown strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
-    memory = open_memory(settings, model, validity_rules(args))
     run_id = args.resume or uuid.uuid4().hex[:10]
-    if not args.resume:
-        memory.log.start_run(
-            run_id,
-            manifest(
-                command="run",
-                suite=args.suite,
-                model=model.name,
-                endpoint=settings.base_url or "api.openai.com",
-                temperature=settings.temperature,
-                budget=vars(actor_settings.budget),
-                strategies=[args.strategy],
-                trials=args.trials,
-                seed=args.seed,
-                tasks=[t.id for t in suite.tasks],
-            ),
-        )
+    wanted = manifest(
+        command="run",
+        suite=args.suite,
+        model=model.name,
+        endpoint=settings.base_url or "api.openai.com",
+        temperature=settings.temperature,
+        budget=vars(actor_settings.budget),
+        strategies=[args.strategy],
+        trials=args.trials,
+        seed=args.seed,
+        tasks=[t.id for t in suite.tasks],
+    )
+    if args.resume:
+        log_to_resume(settings, run_id)
+    memory = open_memory(settings, model, validity_rules(args))
+    if args.resume:
+        check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
+    else:
+        memory.log.start_run(run_id, wanted)
     print(f"run id: {run_id}", file=sys.stderr)
 
     def report(task: Task, episode: Episode) -> None:

@@ -56,6 +56,10 @@ class Loop:
         trials = 1 if s.strategy == "react" else s.trials
         episode = self._resumed(task, episode_id, position)
         reflections = list(episode_reflections(episode, self.memory))
+        reflects = self.reflector is not None and s.strategy.startswith("reflexion")
+        if reflects and self.memory and self.memory.reflection_pending(episode):
+            given = self.memory.lessons(episode.attempts[-1].lesson_ids)  # a crash cut it short
+            reflections += self._reflect(task, episode, given, len(episode.attempts) >= trials)
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.passed:
                 break
@@ -136,7 +140,7 @@ class Loop:
 
     def _resumed(self, task: Task, episode_id: str | None, position: int) -> Episode:
         if self.memory and episode_id:
-            found = self.memory.load_episode(episode_id)
+            found = self.memory.resume_episode(episode_id)
             if found:
                 return found
         episode = Episode(

@@ -201,7 +201,18 @@ def test_export_then_import_round_trips_every_field(
         == 0
     )
     assert (
-        main(["memory", "import", str(out), "--memory", str(tmp_path / "b"), "--embedding", "hash"])
+        main(
+            [
+                "memory",
+                "import",
+                str(out),
+                "--trust",
+                "--memory",
+                str(tmp_path / "b"),
+                "--embedding",
+                "hash",
+            ]
+        )
         == 0
     )
     before = {x.id: x.model_dump() for x in memory.store.all()}

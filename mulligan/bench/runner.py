@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.metadata
+import json
 import platform
 import threading
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 from mulligan import prompts
 from mulligan.actor import Actor, ActorSettings
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
@@ -55,6 +57,45 @@ def versions() -> dict[str, str]:
 
 def manifest(**fields: Any) -> dict[str, Any]:
     return {**fields, "prompt_hashes": prompts.prompt_hashes(), "versions": versions()}
+
+
+NOT_COMPARED = ("prompt_hashes", "versions", "concurrency")
+"""What a resume may change: how fast it runs, and the software's version."""
+FLAGS = {
+    "suite": "the suite or task file",
+    "tasks": "the task selection (--ids, --limit, --sample)",
+    "task_order": "the task selection (--ids, --limit, --sample, --seed)",
+    "strategies": "--strategy/--strategies",
+    "endpoint": "--base-url",
+    "budget": "the budget flags",
+    "compression": "the compression flags",
+}
+
+
+def check_resume(
+    run: dict[str, Any] | None, run_id: str, wanted: dict[str, Any], log: object
+) -> None:
+    """A resume continues the run its id names, with the same arguments, or not at all."""
+    if run is None:
+        raise UserError(
+            f"--resume {run_id}: no run with this id in {log}; "
+            "check the id (`mulligan episodes list` shows runs' episodes) and --memory"
+        )
+    before = json.loads(run["manifest"] or "{}")
+    now = json.loads(json.dumps(wanted, sort_keys=True))
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key), now.get(key)
+        if key in NOT_COMPARED or old == new:
+            continue
+        name, flag = key, FLAGS.get(key, f"--{key.replace('_', '-')}")
+        if isinstance(old, dict) and isinstance(new, dict):
+            sub = next(k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+            name, old, new = f"{key}.{sub}", old.get(sub), new.get(sub)
+            flag = f"--{sub.replace('_', '-')}"
+        raise UserError(
+            f"--resume {run_id}: {name} is {new!r} here but {old!r} in the run's manifest; "
+            f"resume with the run's own {flag}, or start a new run without --resume"
+        )
 
 
 def run_tasks(

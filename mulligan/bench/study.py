@@ -9,7 +9,7 @@ from typing import Any
 
 from mulligan.actor import ActorSettings
 from mulligan.actor.tools import Tool
-from mulligan.bench.runner import make_loop, manifest, run_tasks
+from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -40,25 +40,29 @@ class Study:
         random.Random(self.seed).shuffle(ordered)
         return ordered
 
-    def start(self, run_id: str) -> None:
-        model = self.model_for(self.strategies[0])
-        self.memory.log.start_run(
-            run_id,
-            manifest(
-                command="bench",
-                model=model.name,
-                strategies=self.strategies,
-                trials=self.trials,
-                seed=self.seed,
-                passes=self.passes,
-                concurrency=self.concurrency,
-                budget=vars(self.actor_settings.budget),
-                protocol=self.actor_settings.protocol,
-                compression=vars(self.actor_settings.compression),
-                task_order=[t.id for t in self.ordered_tasks()],
-                **self.info,
-            ),
+    def manifest(self) -> dict[str, Any]:
+        """What the run is: a resume must match it."""
+        return manifest(
+            command="bench",
+            model=self.model_for(self.strategies[0]).name,
+            strategies=self.strategies,
+            trials=self.trials,
+            seed=self.seed,
+            passes=self.passes,
+            concurrency=self.concurrency,
+            budget=vars(self.actor_settings.budget),
+            protocol=self.actor_settings.protocol,
+            compression=vars(self.actor_settings.compression),
+            task_order=[t.id for t in self.ordered_tasks()],
+            **self.info,
         )
+
+    def start(self, run_id: str) -> None:
+        self.memory.log.start_run(run_id, self.manifest())
+
+    def check_resume(self, run_id: str) -> None:
+        log = self.memory.log
+        check_resume(log.run(run_id), run_id, self.manifest(), log.path)
 
     def run(
         self, run_id: str, on_episode: Callable[[str, int, Task, Episode], None] | None = None

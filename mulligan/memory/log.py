@@ -6,12 +6,13 @@ Datasette as it is: plain tables, JSON in text columns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +87,21 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
     db.table("lesson_events").create_index(["lesson_id"])
 
 
+def _m002_reflection_state_and_stored_lessons(db: sqlite_utils.Database) -> None:
+    # an attempt is logged with its reflection pending; a resume redoes one still pending
+    db.table("attempts").add_column("reflection", str, not_null_default="pending")
+    # the lesson is also in the lesson store (whose metadata is a cache of this table)
+    db.table("lessons").add_column("stored", int, not_null_default=0)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
 ]
 """Append only: never edit or reorder an entry that has shipped."""
+
+LessonChange = Callable[[Lesson], list[str]]
+"""Changes a lesson in place; returns the further events (e.g. `status:refuted`) it caused."""
 
 
 def repair_steps(steps: list[Step]) -> list[Step]:
@@ -296,7 +308,8 @@ class EpisodeLog:
     # ------------------------------------------------------------ lessons
 
     @_serialized
-    def log_lesson(self, lesson: Lesson) -> None:
+    def log_lesson(self, lesson: Lesson, stored: bool = False) -> None:
+        """Write a whole new record (counters change only through `change_lessons`)."""
         self.db.table("lessons").upsert(
             {
                 "id": lesson.id,
@@ -305,7 +318,8 @@ class EpisodeLog:
                 "status": lesson.validity.status,
                 "record": lesson.model_dump_json(),
                 "updated_at": time.time(),
-            },
+            }
+            | ({"stored": 1} if stored else {}),
             pk="id",
         )
 
@@ -336,3 +350,110 @@ class EpisodeLog:
     def lesson_events(self, lesson_id: str | None = None) -> list[dict[str, Any]]:
         where, args = ("lesson_id = ?", [lesson_id]) if lesson_id else (None, [])
         return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))
+
+    @_serialized
+    def stored_ids(self, ids: list[str]) -> set[str]:
+        """Which of these lessons are also in the lesson store."""
+        marks = ",".join("?" for _ in ids)
+        query = f"select id from lessons where stored = 1 and id in ({marks})"
+        return {row[0] for row in self.db.conn.execute(query, ids)} if ids else set()
+
+    @_serialized
+    def change_lessons(
+        self,
+        lessons: list[Lesson],
+        event: str,
+        change: LessonChange,
+        *,
+        episode_id: str = "",
+        trial: int = 0,
+        details: list[str] | None = None,
+        once: bool = False,
+        stored: bool = False,
+    ) -> list[Lesson]:
+        """Change lessons and log the events in one transaction, atomic against every writer.
+
+        `change` gets each lesson as this log has it now (one the log has never seen: as
+        given), changes it in place and returns the further events it caused (a status
+        change). With `once`, a lesson that already has `event` for this episode's trial
+        is left as it is (a resumed run counts nothing twice). Returns the lessons as
+        they now are.
+        """
+        now = time.time()
+        result = []
+        with self._immediate() as conn:
+            for n, given in enumerate(lessons):
+                row = conn.execute("select record from lessons where id = ?", [given.id]).fetchone()
+                lesson = Lesson.model_validate_json(row[0]) if row else given.model_copy(deep=True)
+                result.append(lesson)
+                if once and self._has_event(conn, lesson.id, event, episode_id, trial):
+                    continue
+                detail = details[n] if details else ""
+                events = [(event, detail)] + [(e, "") for e in change(lesson)]
+                conn.execute(
+                    "insert into lessons (id, text, kind, status, record, updated_at, stored)"
+                    " values (?, ?, ?, ?, ?, ?, ?) on conflict(id) do update set"
+                    " status = excluded.status, record = excluded.record,"
+                    " updated_at = excluded.updated_at, stored = max(stored, excluded.stored)",
+                    [lesson.id, lesson.text, lesson.kind, lesson.validity.status,
+                     lesson.model_dump_json(), now, int(stored)],
+                )  # fmt: skip
+                conn.executemany(
+                    "insert into lesson_events (lesson_id, event, episode_id, trial, detail, at)"
+                    " values (?, ?, ?, ?, ?, ?)",
+                    [(lesson.id, name, episode_id, trial, text, now) for name, text in events],
+                )
+        return result
+
+    @staticmethod
+    def _has_event(
+        conn: sqlite3.Connection, lesson_id: str, event: str, episode_id: str, trial: int
+    ) -> bool:
+        query = (
+            "select 1 from lesson_events"
+            " where lesson_id = ? and event = ? and episode_id = ? and trial = ? limit 1"
+        )
+        return conn.execute(query, [lesson_id, event, episode_id, trial]).fetchone() is not None
+
+    @_serialized
+    def retrieved_for(self, episode_id: str, trial: int) -> list[str]:
+        """The lessons a retrieval already gave this trial (before a crash), in order."""
+        query = (
+            "select lesson_id from lesson_events"
+            " where event = 'retrieved' and episode_id = ? and trial = ? order by id"
+        )
+        return [row[0] for row in self.db.conn.execute(query, [episode_id, trial])]
+
+    # ------------------------------------------------------------ reflections
+
+    @_serialized
+    def reflection_pending(self, episode_id: str, trial: int) -> bool:
+        query = "select reflection from attempts where id = ?"
+        row = self.db.conn.execute(query, [f"{episode_id}:{trial}"]).fetchone()
+        return bool(row and row[0] == "pending")
+
+    @_serialized
+    def reflection_done(self, episode_id: str, trial: int, lessons_written: list[str]) -> None:
+        """The reflection on this attempt is made: what it wrote, and that it is done."""
+        with self._immediate() as conn:
+            conn.execute(
+                "update episodes set lessons_written = ? where id = ?",
+                [json.dumps(lessons_written), episode_id],
+            )
+            conn.execute(
+                "update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"]
+            )
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds SQLite's write lock from its first read."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            conn.commit()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()

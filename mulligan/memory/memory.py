@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mulligan.memory.embeddings import Embedder
-from mulligan.memory.log import EpisodeLog
+from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.store import LessonStore
-from mulligan.memory.validity import ValidityRules, apply_outcome
+from mulligan.memory.validity import ACTIVE, ValidityRules, apply_outcome
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
 
 log = logging.getLogger("mulligan")
@@ -32,20 +34,22 @@ class Memory:
         self._store_location = store or str(self.directory / "lessons")
         self._embedder = embedder
         self._store: LessonStore | None = None
+        self._opening = threading.Lock()
         self._stored_ids: set[str] = set()
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
 
     @property
     def store(self) -> LessonStore:
         """Opened on first use: runs that never touch the store need no embedding model."""
-        if self._store is None:
-            if self._embedder is None:
-                from mulligan.memory.embeddings import HashEmbedding
+        with self._opening:  # once, whichever of a run's threads comes first
+            if self._store is None:
+                if self._embedder is None:
+                    from mulligan.memory.embeddings import HashEmbedding
 
-                self._embedder = HashEmbedding()
-            embedder = self._embedder() if callable(self._embedder) else self._embedder
-            self._store = LessonStore(self._store_location, embedder)
-        return self._store
+                    self._embedder = HashEmbedding()
+                embedder = self._embedder() if callable(self._embedder) else self._embedder
+                self._store = LessonStore(self._store_location, embedder)
+            return self._store
 
     # ------------------------------------------------------------ episodes
 
@@ -55,6 +59,20 @@ class Memory:
     def load_episode(self, episode_id: str) -> Episode | None:
         return self.log.episode(episode_id)
 
+    def resume_episode(self, episode_id: str) -> Episode | None:
+        """An episode from the log to go on with; help or harm a crash left uncounted is counted."""
+        episode = self.log.episode(episode_id)
+        if episode and episode.attempts:
+            attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
+            given = self.lessons(attempt.lesson_ids)
+            self._count_outcome(episode.id, attempt.trial, verdict.passed, given)
+        return episode
+
+    def reflection_pending(self, episode: Episode) -> bool:
+        """The log says the latest attempt's reflection was never finished (a crash)."""
+        trial = episode.attempts[-1].trial if episode.attempts else 0
+        return bool(trial) and self.log.reflection_pending(episode.id, trial)
+
     def step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None]:
         return lambda step: self.log.log_step(episode_id, trial, step)
 
@@ -63,22 +81,34 @@ class Memory:
     ) -> None:
         """Log the attempt, then count `helped` or `hurt` on every lesson it was given."""
         self.log.log_attempt(episode, attempt, verdict)
-        for lesson in given:
-            changed = apply_outcome(lesson, verdict.passed, self.rules)
-            event = "helped" if verdict.passed else "hurt"
-            self.log.lesson_event(lesson.id, event, episode.id, attempt.trial)
-            if changed:
-                self.log.lesson_event(lesson.id, f"status:{changed}", episode.id, attempt.trial)
-            self._save(lesson)
+        self._count_outcome(episode.id, attempt.trial, verdict.passed, given)
+
+    def _count_outcome(
+        self, episode_id: str, trial: int, passed: bool, given: list[Lesson]
+    ) -> None:
+        """Once per attempt, however often a resumed run gets here."""
+
+        def count(lesson: Lesson) -> list[str]:
+            changed = apply_outcome(lesson, passed, self.rules)
+            return [f"status:{changed}"] if changed else []
+
+        event = "helped" if passed else "hurt"
+        self._change(given, event, count, episode_id=episode_id, trial=trial, once=bool(episode_id))
 
     def note_written(self, episode: Episode) -> None:
-        """Persist which lessons the episode wrote so far (a resume carries them over)."""
-        self.log.set_lessons_written(episode.id, episode.lessons_written)
+        """Persist which lessons the episode wrote so far (a resume carries them over), and
+        that the reflection on its latest attempt is done."""
+        trial = episode.attempts[-1].trial if episode.attempts else 0
+        self.log.reflection_done(episode.id, trial, episode.lessons_written)
 
     def finish_episode(self, episode: Episode) -> None:
         self.log.end_episode(episode)
 
     # ------------------------------------------------------------ lessons
+    #
+    # The log is the source of truth for counters and status: every change is one
+    # transaction there (`change_lessons`), then the store's metadata, a cache for
+    # filtering, is rewritten from it without re-embedding.
 
     def keep(self, lesson: Lesson, *, persistent: bool) -> Lesson:
         """Record a new lesson; with `persistent`, also in the store (or strengthen its twin)."""
@@ -88,10 +118,18 @@ class Memory:
         if persistent:
             kept, new = self.store.add_or_strengthen(lesson)
             self._stored_ids.add(kept.id)
-        self.log.log_lesson(kept)
-        event = "created" if new else "reinforced"
-        self.log.lesson_event(kept.id, event, lesson.source.episode_id, lesson.source.trial)
-        return kept
+        where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
+        if new:
+            created = self.log.change_lessons(
+                [kept], "created", _nothing, stored=persistent, **where
+            )
+            return created[0]
+
+        def reinforce(twin: Lesson) -> list[str]:
+            twin.validity.reinforced += 1
+            return []
+
+        return self._change([kept], "reinforced", reinforce, stored=True, **where)[0]
 
     def retrieve(
         self,
@@ -101,25 +139,44 @@ class Memory:
         episode_id: str = "",
         trial: int = 0,
     ) -> list[Lesson]:
+        """The top-k usable lessons, each counted `retrieved` once: a trial resumed after a
+        crash gets the lessons its first start got, and nothing is counted again."""
+        if episode_id:
+            earlier = self.log.retrieved_for(episode_id, trial)
+            if earlier:
+                self._stored_ids.update(earlier)
+                return self.log.lessons(earlier)
         found = self.store.search(task.prompt, k, family=task.family, exclude=exclude)
-        lessons = []
-        for lesson, score in found:
+        truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x, _ in found])}
+        found = [
+            (lesson, score)
+            for lesson, score in found
+            if lesson.id not in truth or truth[lesson.id].validity.status in ACTIVE
+        ]  # the store's copy may lag behind the log for a moment
+        self._stored_ids.update(lesson.id for lesson, _ in found)
+
+        def count(lesson: Lesson) -> list[str]:
             lesson.validity.retrieved += 1
-            self._stored_ids.add(lesson.id)
-            detail = f"{task.id} score {score:.3f}"
-            self.log.lesson_event(lesson.id, "retrieved", episode_id, trial, detail)
-            lessons.append(lesson)
-        self.store.put(lessons)
-        for lesson in lessons:
-            self.log.log_lesson(lesson)
-        return lessons
+            return []
+
+        return self._change(
+            [lesson for lesson, _ in found], "retrieved", count,
+            episode_id=episode_id, trial=trial, once=bool(episode_id), stored=True,
+            details=[f"{task.id} score {score:.3f}" for _, score in found],
+        )  # fmt: skip
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""
-        old.validity.status = "superseded"
-        old.validity.superseded_by = new_id
-        self._save(old)
-        self.log.lesson_event(old.id, "status:superseded", episode_id, trial, f"by {new_id}")
+
+        def mark(lesson: Lesson) -> list[str]:
+            lesson.validity.status = "superseded"
+            lesson.validity.superseded_by = new_id
+            return []
+
+        self._change(
+            [old], "status:superseded", mark,
+            episode_id=episode_id, trial=trial, details=[f"by {new_id}"],
+        )  # fmt: skip
 
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
@@ -128,19 +185,45 @@ class Memory:
         found = self.store.get([lesson_id]) or self.log.lessons([lesson_id])
         if not found:
             return None
-        lesson = found[0]
-        lesson.validity.status = "retracted"
-        self._save(lesson)
-        self.log.lesson_event(lesson_id, "status:retracted", detail="retracted by the user")
-        return lesson
 
-    def _save(self, lesson: Lesson) -> None:
-        self.log.log_lesson(lesson)
-        if self._in_store(lesson.id):
-            self.store.put([lesson])
+        def mark(lesson: Lesson) -> list[str]:
+            lesson.validity.status = "retracted"
+            return []
 
-    def _in_store(self, lesson_id: str) -> bool:
-        """Without opening the store (and its embedding) for runs that never used it."""
-        if lesson_id in self._stored_ids:
-            return True
-        return self._store is not None and bool(self._store.get([lesson_id]))
+        return self._change(found, "status:retracted", mark, details=["retracted by the user"])[0]
+
+    def import_jsonl(self, lines: list[str], *, trust: bool = False) -> int:
+        """Lessons from an export. Unless trusted, each starts afresh as a candidate with its
+        counters at zero: what counted for it elsewhere was never measured here."""
+        lessons = self.store.import_jsonl(lines, trust=trust)
+        self._stored_ids.update(lesson.id for lesson in lessons)
+        for lesson in lessons:
+            self.log.log_lesson(lesson, stored=True)
+            detail = "kept as exported (--trust)" if trust else "reset to a candidate"
+            self.log.lesson_event(lesson.id, "imported", detail=detail)
+        return len(lessons)
+
+    def _change(
+        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
+    ) -> list[Lesson]:
+        """Change lessons in the log (one transaction), then refresh the store's cached copy.
+
+        The callers' copies follow the log, so a loop sees a lesson refuted elsewhere.
+        """
+        if not lessons:
+            return []
+        now = self.log.change_lessons(lessons, event, change, **where)
+        for mine, fresh in zip(lessons, now, strict=True):
+            mine.validity = fresh.validity.model_copy()
+        ids = list(dict.fromkeys(lesson.id for lesson in now))
+        stored = self._stored_ids & set(ids)
+        stored |= self.log.stored_ids([i for i in ids if i not in stored])
+        if self._store is not None:
+            stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
+        if stored:
+            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
+        return now
+
+
+def _nothing(lesson: Lesson) -> list[str]:
+    return []

@@ -9,7 +9,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -25,7 +25,7 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from mulligan.errors import UserError  # noqa: E402
 from mulligan.memory.embeddings import Embedder  # noqa: E402
 from mulligan.memory.validity import ACTIVE, is_usable  # noqa: E402
-from mulligan.schema import Lesson  # noqa: E402
+from mulligan.schema import Lesson, LessonValidity  # noqa: E402
 
 PREFIX = "lessons-"
 
@@ -298,7 +298,7 @@ class LessonStore:
     # ------------------------------------------------------------ writing
 
     def put(self, lessons: list[Lesson]) -> None:
-        """Insert or replace whole records (the text is re-embedded only when it changed)."""
+        """Insert or replace whole records (embeds every text: for new lessons)."""
         if not lessons:
             return
         with self._locked(write=True):
@@ -307,17 +307,32 @@ class LessonStore:
     def add_or_strengthen(self, lesson: Lesson) -> tuple[Lesson, bool]:
         """Store a new lesson, or strengthen a stored one that says the same in the same scope.
 
-        Returns the lesson kept and whether it was new.
+        Returns the lesson kept and whether it was new (the caller counts the twin's
+        reinforcement where counters live, then `refresh`es it).
         """
         with self._locked(write=True):
             for twin, similarity in self._similar_unlocked(lesson.text, 3, lesson.scope.family):
                 same_kind = twin.kind == lesson.kind and twin.validity.status in ACTIVE
                 if same_kind and similarity >= self.duplicate_similarity:
-                    twin.validity.reinforced += 1
-                    self._upsert_unlocked([twin])
                     return twin, False
             self._upsert_unlocked([lesson])
             return lesson, True
+
+    def refresh(self, ids: list[str], current: Callable[[list[str]], list[Lesson]]) -> None:
+        """Rewrite stored lessons' metadata (counters, status) from `current`, the source of
+        truth, without re-embedding. Read inside the lock, so the last writer writes the
+        latest state whatever order processes committed in."""
+        if not ids:
+            return
+        with self._locked(write=True):
+            by_family: dict[str, list[Lesson]] = {}
+            for lesson in current(ids):
+                by_family.setdefault(lesson.scope.family, []).append(lesson)
+            for family, group in by_family.items():
+                self._collection(family).update(
+                    ids=[lesson.id for lesson in group],
+                    metadatas=[metadata_of(lesson) for lesson in group],  # type: ignore[misc]
+                )
 
     def _upsert_unlocked(self, lessons: list[Lesson]) -> None:
         batch = 4000  # below chromadb's maximum batch size
@@ -338,7 +353,11 @@ class LessonStore:
         for lesson in self.all():
             yield lesson.model_dump_json()
 
-    def import_jsonl(self, lines: list[str]) -> int:
+    def import_jsonl(self, lines: list[str], trust: bool = True) -> list[Lesson]:
+        """Store exported lessons; untrusted ones as fresh candidates (counters reset)."""
         lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+        if not trust:
+            for lesson in lessons:
+                lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)
         self.put(lessons)
-        return len(lessons)
+        return lessons

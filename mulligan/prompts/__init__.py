@@ -23,15 +23,22 @@ def _search_path() -> list[str]:
     return [override, str(PACKAGE_DIR)] if override else [str(PACKAGE_DIR)]
 
 
+def quote(text: str) -> str:
+    """Every line of `text` quoted (`> `), whatever its line breaks: quoted data stays quoted."""
+    return "\n".join(f"> {line}".rstrip() for line in str(text).splitlines() or [""])
+
+
 @functools.lru_cache(maxsize=8)
 def _environment_for(search_path: tuple[str, ...]) -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(list(search_path)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,
         auto_reload=True,  # an edited prompt file is picked up
     )
+    environment.filters["quote"] = quote
+    return environment
 
 
 def _environment() -> jinja2.Environment:
