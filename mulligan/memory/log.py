@@ -86,8 +86,15 @@ def _m001_initial(db: sqlite_utils.Database) -> None:
     db.table("lesson_events").create_index(["lesson_id"])
 
 
+def _m002_attempt_usage_by_role(db: sqlite_utils.Database) -> None:
+    """Usage per role (actor, summariser, reflector, judge) as JSON; the token and cost
+    columns hold the sum over every role from here on (before: the actor's and summariser's)."""
+    db.table("attempts").add_column("usage_by_role", str)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_attempt_usage_by_role", _m002_attempt_usage_by_role),
 ]
 """Append only: never edit or reorder an entry that has shipped."""
 
@@ -225,6 +232,9 @@ class EpisodeLog:
                     "prompt_tokens": attempt.usage.prompt_tokens,
                     "completion_tokens": attempt.usage.completion_tokens,
                     "cost": attempt.usage.cost,
+                    "usage_by_role": json.dumps(
+                        {role: u.model_dump() for role, u in attempt.usage_by_role.items()}
+                    ),
                     "seconds": attempt.seconds,
                     "lesson_ids": json.dumps(attempt.lesson_ids),
                     "record": attempt.model_dump_json(),

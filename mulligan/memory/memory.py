@@ -72,8 +72,10 @@ class Memory:
             self._save(lesson)
 
     def note_written(self, episode: Episode) -> None:
-        """Persist which lessons the episode wrote so far (a resume carries them over)."""
+        """Persist which lessons the episode wrote so far (a resume carries them over),
+        and the last attempt again, now charged with the reflector's calls."""
         self.log.set_lessons_written(episode.id, episode.lessons_written)
+        self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
 
     def finish_episode(self, episode: Episode) -> None:
         self.log.end_episode(episode)
