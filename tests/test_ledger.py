@@ -172,6 +172,21 @@ def test_a_resumed_attempt_keeps_its_token_budget() -> None:
     assert attempt.stop_reason == "max_tokens" and model.calls == []
 
 
+def test_a_resumed_attempt_counts_the_summariser_and_the_format_errors_before_the_crash() -> None:
+    steps = spent_steps(0.0)
+    steps[1].fold_usage = SUMMARISER
+    reminder = Step(index=2, text="hmm", kind="format_error", feedback="Use a tool.", usage=ACTOR)
+    model = ScriptedModel(["4"])
+    settings = ActorSettings(budget=Budget(max_format_errors=2))
+    attempt = Actor(model, settings).run("t", "Add.", [add], resume=[*steps, reminder])
+    assert attempt.answer == "4"
+    assert attempt.usage_by_role["summariser"] == SUMMARISER
+    model2 = ScriptedModel()  # a second format error in a row would be one too many
+    again = Actor(model2, ActorSettings(budget=Budget(max_format_errors=1)))
+    stopped = again.run("t", "Add.", [add], resume=[*steps, reminder])
+    assert stopped.stop_reason == "format_errors" and model2.calls == []
+
+
 def test_resume_through_the_loop_restores_usage_from_the_log(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     task = Task(id="sum", prompt="What is 2 + 1?", tools=[], checks=[ExactMatchCheck(answer="3")])
@@ -406,3 +421,26 @@ def test_the_report_shows_an_unknown_cost_as_unknown(
     react = collect(Memory(out / "memory").log, run_id).strategies[0]
     assert react.cost is None
     assert "unknown" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("command", ["attempt", "bench", "task budget"])
+def test_every_command_refuses_a_cost_budget_without_a_price(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    budget = "  budget: {max_cost: 0.1}\n" if command == "task budget" else ""
+    tasks.write_text(TASK_FILE.replace("  checks:", budget + "  checks:"))
+    with FakeOpenAIServer(policy=capital_policy) as server:
+        endpoint = ["--base-url", server.base_url, "--model", "m"]
+        args = {
+            "attempt": ["attempt", "2+2?", *endpoint, "--max-cost", "1"],
+            "bench": ["bench", str(tasks), "--strategies", "react", "--out", str(tmp_path / "b"),
+                      "--embedding", "hash", *endpoint, "--max-cost", "1"],
+            "task budget": ["run", str(tasks), "--memory", str(tmp_path / "mem"), *endpoint],
+        }[command]  # fmt: skip
+        code = main(args)
+        assert server.requests == []
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert ("budget.max_cost" if command == "task budget" else "--max-cost") in err
+    assert not (tmp_path / "b").exists() and not (tmp_path / "mem").exists()
