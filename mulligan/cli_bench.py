@@ -81,6 +81,9 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
         study.memory.log.end_run(run_id, "interrupted")
         print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
         raise
+    except Exception:  # the log never keeps a run "running" that has stopped
+        study.memory.log.end_run(run_id, "failed")
+        raise
     stats = write_report(study.memory.log, run_id, out)
     for line in _summary_lines(stats, prefix):
         print(line)

@@ -215,9 +215,16 @@ def orphan_problems(messages: list[dict[str, Any]]) -> list[str]:
 class FakeOpenAIServer:
     """An OpenAI-compatible endpoint on 127.0.0.1 for tests; use as a context manager."""
 
-    def __init__(self, replies: Iterable[FakeReply] = (), policy: FakePolicy | None = None) -> None:
+    def __init__(
+        self,
+        replies: Iterable[FakeReply] = (),
+        policy: FakePolicy | None = None,
+        route_bodies: dict[str, str] | None = None,
+    ) -> None:
         self.replies = list(replies)
         self.policy = policy
+        self.route_bodies = route_bodies or {}
+        """Path ending ("/embeddings", "/models") -> a 200 body sent as it is (malformed)."""
         self.requests: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self._lock = threading.Lock()
@@ -324,7 +331,16 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.wfile.flush()
 
+        def _scripted_body(self) -> bool:
+            for ending, text in server.route_bodies.items():
+                if self.path.rstrip("/").endswith(ending):
+                    self._send(200, text.encode())
+                    return True
+            return False
+
         def do_GET(self) -> None:
+            if self._scripted_body():
+                return
             if self.path.rstrip("/").endswith("/models"):
                 self._send(
                     200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
@@ -335,6 +351,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            if self._scripted_body():
+                return
             if self.path.endswith("/embeddings"):
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = [

@@ -105,3 +105,55 @@ def test_through_the_cli_no_traceback_and_the_run_ends(tmp_path: Path, kind: str
     runs = Memory(tmp_path / "mem").log.runs()
     assert [r["status"] for r in runs] == ["finished"]
     assert runs[0]["ended_at"]
+
+
+@pytest.mark.parametrize(
+    "route, raw",
+    [
+        ("/embeddings", "not json"),
+        ("/embeddings", json.dumps({"data": [{"embedding": None}]})),
+        ("/models", json.dumps({"data": [{"object": "model"}]})),
+    ],
+)
+def test_malformed_embeddings_and_model_lists_are_model_errors(route: str, raw: str) -> None:
+    with FakeOpenAIServer(route_bodies={route: raw}) as server:
+        model = client(server, retries=1)
+        with pytest.raises(ModelError, match="malformed reply"):
+            model.embed(["a"]) if route == "/embeddings" else model.list_models()
+
+
+CAPITAL = """\
+- id: capital
+  prompt: What is the capital of Australia?
+  checks:
+    - {type: exact_match, answer: Canberra}
+"""
+
+
+def test_an_endpoint_fault_outside_an_attempt_ends_the_run_in_the_log(tmp_path: Path) -> None:
+    """The store's embeddings come from the endpoint; when they are garbage the run stops
+    with one line, and the log does not keep the run "running"."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(CAPITAL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    lessons = json.dumps({"lessons": [{"text": "Recall the capital is Canberra, not Sydney."}]})
+
+    def policy(body: dict[str, object]) -> FakeReply:
+        reflecting = "You review a failed attempt" in json.dumps(body["messages"])
+        return FakeReply(content=lessons if reflecting else "Sydney")
+
+    bad = {"/embeddings": "<html>gateway</html>"}
+    for command in (["run", "--strategy", "reflexion-memory"], ["bench", "--strategies",
+                    "reflexion-memory", "--out", str(tmp_path / "bench")]):  # fmt: skip
+        memory = tmp_path / f"mem-{command[0]}"
+        with FakeOpenAIServer(policy=policy, route_bodies=bad) as server:
+            done = subprocess.run(
+                [sys.executable, "-m", "mulligan.cli", command[0], str(tasks), *command[1:],
+                 "--trials", "2", "--base-url", server.base_url, "--model", "m",
+                 "--memory", str(memory), "--embedding", "openai"],
+                capture_output=True, text=True, timeout=120, env=env,
+            )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 1, done.stderr
+        assert "malformed reply" in done.stderr
+        assert [r["status"] for r in Memory(memory).log.runs()] == ["failed"]

@@ -96,13 +96,32 @@ class OpenAIChatModel:
         return reply
 
     def list_models(self) -> list[str]:
-        return [m.id for m in self._with_retries(lambda: self._client.models.list()).data]
+        def read(body: str) -> list[str]:
+            data = _json_field(body, "data", list)
+            if not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+                raise MalformedReply("a model in `data` has no id", body)
+            return [m["id"] for m in data]
+
+        served: list[str] = self._with_retries(
+            lambda: read(self._client.get("/models", cast_to=str))
+        )
+        return served
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        result = self._with_retries(
-            lambda: self._client.embeddings.create(model=self.name, input=texts)
+        def read(body: str) -> list[list[float]]:
+            data = _json_field(body, "data", list)
+            vectors = [item.get("embedding") if isinstance(item, dict) else None for item in data]
+            if len(vectors) != len(texts) or not all(
+                isinstance(v, list) and all(type(x) in (int, float) for x in v) for v in vectors
+            ):
+                raise MalformedReply(f"`data` is not {len(texts)} embeddings of numbers", body)
+            return [[float(x) for x in v or []] for v in vectors]
+
+        body = {"model": self.name, "input": texts, "encoding_format": "float"}
+        embedded: list[list[float]] = self._with_retries(
+            lambda: read(self._client.post("/embeddings", body=body, cast_to=str))
         )
-        return [list(item.embedding) for item in result.data]
+        return embedded
 
     def _with_retries(self, call: Callable[[], Any], deadline: float | None = None) -> Any:
         """Transient faults (429, 5xx, timeouts, unreachable, malformed replies) are retried
@@ -224,6 +243,17 @@ def read_completion(body: str) -> Completion:
         prompt_tokens=int(tokens[0]),
         completion_tokens=int(tokens[1]),
     )
+
+
+def _json_field(body: str, name: str, kind: type) -> Any:
+    """`body`'s field `name`, which must be of `kind`; `MalformedReply` otherwise."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise MalformedReply(f"the body is not JSON ({exc})", body) from None
+    if not isinstance(data, dict) or not isinstance(data.get(name), kind):
+        raise MalformedReply(f"no `{name}` {kind.__name__} in the body", body)
+    return data[name]
 
 
 def _tool_calls(calls: Any, bad: Callable[[str], MalformedReply]) -> list[ToolCall]:
