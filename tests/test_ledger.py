@@ -444,3 +444,36 @@ def test_every_command_refuses_a_cost_budget_without_a_price(
     assert code == 2 and len(err.splitlines()) == 1
     assert ("budget.max_cost" if command == "task budget" else "--max-cost") in err
     assert not (tmp_path / "b").exists() and not (tmp_path / "mem").exists()
+
+
+def test_a_log_from_before_the_split_migrates_and_reports_its_tokens_as_unsplit(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+    import time
+
+    import sqlite_utils
+
+    from mulligan.bench.report import role_rows
+    from mulligan.memory.log import EpisodeLog, _m001_initial
+    from mulligan.schema import Attempt, Verdict
+
+    path = tmp_path / "episodes.db"
+    old = sqlite_utils.Database(sqlite3.connect(path))
+    old.table("migrations").create({"name": str, "applied_at": float}, pk="name")
+    _m001_initial(old)
+    old.table("migrations").insert({"name": "001_initial", "applied_at": time.time()})
+    old.conn.commit()
+    old.conn.close()
+    log = EpisodeLog(path)  # applies the later migrations
+    assert "usage_by_role" in log.db.table("attempts").columns_dict
+    log.start_run("r", {"strategies": ["react"], "trials": 1, "task_order": ["t"]})
+    episode = Episode(id="r:react:t", run_id="r", task_id="t", strategy="react")
+    log.start_episode(episode)
+    legacy = Attempt(task_id="t", usage=Usage(prompt_tokens=90, completion_tokens=10))
+    episode.attempts, episode.verdicts = [legacy], [Verdict(passed=True, score=1.0)]
+    log.log_attempt(episode, legacy, episode.verdicts[0])
+    log.end_episode(episode)
+    header, rows = role_rows(collect(log, "r"))
+    assert rows[0][header.index("unsplit tok/task")] == "100"
+    assert rows[0][header.index("actor tok/task")] == "0"

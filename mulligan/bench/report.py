@@ -64,18 +64,27 @@ def _maybe(value: float | None, form: str) -> str:
 
 
 def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    """Tokens (and dollars) per task by role: what each strategy's extra calls cost."""
-    header = ["strategy"] + [f"{role} tok/task" for role in ROLES] + ["unsplit tok/task"]
+    """Tokens (and dollars) per task by role: what each strategy's extra calls cost.
+    Attempts logged before the split was kept show as `unsplit`."""
+    unsplit = {
+        s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
+    }
+    legacy = any(unsplit.values())
+    header = ["strategy"] + [f"{role} tok/task" for role in ROLES]
+    header += ["unsplit tok/task"] if legacy else []
     header += [f"{role} $/task" for role in ROLES]
     rows = []
     for s in stats.strategies:
         split = [s.by_role.get(role, Usage()) for role in ROLES]
-        unsplit = s.prompt_tokens + s.completion_tokens - sum(u.total_tokens for u in split)
         row = [s.label] + [f"{s.per_task(u.total_tokens):,.0f}" for u in split]
-        row.append(f"{s.per_task(unsplit):,.0f}")
+        row += [f"{s.per_task(unsplit[s.label]):,.0f}"] if legacy else []
         row += ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
         rows.append(row)
     return header, rows
+
+
+def _split_tokens(s: StrategyStats) -> int:
+    return sum(u.total_tokens for u in s.by_role.values())
 
 
 def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
