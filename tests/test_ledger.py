@@ -477,3 +477,35 @@ def test_a_log_from_before_the_split_migrates_and_reports_its_tokens_as_unsplit(
     header, rows = role_rows(collect(log, "r"))
     assert rows[0][header.index("unsplit tok/task")] == "100"
     assert rows[0][header.index("actor tok/task")] == "0"
+
+
+@pytest.mark.parametrize(
+    "toml, prices_file, named",
+    [
+        ("[prices]\nm = 5\n", None, "price of 'm'"),
+        ("[prices]\nm = {input = -1, output = 1}\n", None, "price of 'm'"),
+        ("[prices]\nm = {input = 1}\n", None, "price of 'm'"),
+        ("", "missing.json", "MULLIGAN_PRICES="),
+        ("", "{not json", "MULLIGAN_PRICES="),
+    ],
+)
+def test_bad_configured_prices_are_one_clear_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    toml: str,
+    prices_file: str | None,
+    named: str,
+) -> None:
+    (tmp_path / "mulligan.toml").write_text(toml)
+    if prices_file == "{not json":
+        (tmp_path / "bad.json").write_text(prices_file)
+        monkeypatch.setenv("MULLIGAN_PRICES", str(tmp_path / "bad.json"))
+    elif prices_file:
+        monkeypatch.setenv("MULLIGAN_PRICES", str(tmp_path / prices_file))
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAIServer(policy=capital_policy) as server:
+        code = main([*run_cli(server, tmp_path), "--model", "m"])
+        assert server.requests == []
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and named in err, err
