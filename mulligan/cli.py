@@ -18,6 +18,7 @@ from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm.connect import connect
+from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.loop import STRATEGIES
 from mulligan.schema import ToolCall
 
@@ -32,6 +33,8 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--temperature", type=float)
     group.add_argument("--timeout", type=float, help="seconds per model call")
     group.add_argument("--protocol", choices=["native", "text"], help="tool calling style")
+    group.add_argument("--price-in", type=float, help="US$ per million prompt tokens")
+    group.add_argument("--price-out", type=float, help="US$ per million completion tokens")
 
 
 def add_budget_flags(parser: argparse.ArgumentParser) -> None:
@@ -109,7 +112,9 @@ def cmd_attempt(args: argparse.Namespace) -> int:
     model = connect(settings)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
     tools = build_tools(names, workspace=Path(args.workspace), network=args.network)
-    actor = Actor(model, actor_settings(args, settings, Budget()), approve=cli_approver(args.yes))
+    chosen = actor_settings(args, settings, Budget())
+    require_price_for_cost_budget(model.name, model.price, "max_cost" in chosen.forced, [])
+    actor = Actor(model, chosen, approve=cli_approver(args.yes))
     attempt = actor.run("question", args.question, tools)
     if args.json:
         print(attempt.model_dump_json(indent=2))
@@ -124,6 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     repeated = args.strategy != "react" and args.trials > 1
     model = connect(settings, default_temperature=0.7 if repeated else 0.0)
     budget = actor_settings(args, settings, Budget())
+    require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
     return cli_tasks.cmd_run(args, settings, model, budget, suite)
 
 

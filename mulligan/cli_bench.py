@@ -20,9 +20,10 @@ from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.loop import STRATEGIES
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Episode, Task
+from mulligan.schema import Episode, Task, Usage
 
 REPEATED_TEMPERATURE = 0.7
 
@@ -33,25 +34,19 @@ class Progress:
 
     total: int
     prefix: str = ""
-    counts: dict[str, list[float]] = field(default_factory=dict)
+    counts: dict[str, tuple[int, int, Usage]] = field(default_factory=dict)
 
     def __call__(self, strategy: str, run_pass: int, task: Task, episode: Episode) -> None:
         key = strategy if run_pass == 1 else f"{strategy} (pass {run_pass})"
-        done, passed, tokens, cost = self.counts.setdefault(key, [0, 0, 0, 0.0])
-        usage = [a.usage for a in episode.attempts]
-        self.counts[key] = [
-            done + 1,
-            passed + episode.passed,
-            tokens + sum(u.total_tokens for u in usage),
-            cost + sum(u.cost for u in usage),
-        ]
-        done, passed, tokens, cost = self.counts[key]
+        done, passed, usage = self.counts.get(key, (0, 0, Usage()))
+        done, passed, usage = done + 1, passed + episode.passed, usage + episode.usage
+        self.counts[key] = (done, passed, usage)
         width = 20
         filled = int(width * done / max(self.total, 1))
         bar = "#" * filled + "-" * (width - filled)
         line = (
-            f"{self.prefix}{key:<22} [{bar}] {int(done)}/{self.total} tasks · "
-            f"{int(passed)} passed · {int(tokens):,} tokens · ${cost:.4f}"
+            f"{self.prefix}{key:<22} [{bar}] {done}/{self.total} tasks · "
+            f"{passed} passed · {usage.total_tokens:,} tokens · {usage.cost_text()}"
         )
         if sys.stderr.isatty():
             end = "\n" if done == self.total else ""
@@ -88,6 +83,9 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
         study.memory.log.end_run(run_id, "interrupted")
         print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
         raise
+    except Exception:  # the log never keeps a run "running" that has stopped
+        study.memory.log.end_run(run_id, "failed")
+        raise
     stats = write_report(study.memory.log, run_id, out)
     for line in _summary_lines(stats, prefix):
         print(line)
@@ -106,6 +104,8 @@ def cmd_bench(
     strategies = _strategies(args.strategies)
     repeated = args.trials > 1 and any(s != "react" for s in strategies)
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
+    given = "max_cost" in actor_settings.forced
+    require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
     if repeated and model.temperature == 0:
         print(
             "mulligan: warning: temperature 0 with several trials: a deterministic endpoint "
@@ -163,7 +163,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     def model_for(strategy: str) -> ChatModel:
         if strategy not in models:
             models[strategy] = OpenAIChatModel(
-                demo.DEMO_MODEL, base_url=endpoints.url_for(strategy), temperature=0.7
+                demo.DEMO_MODEL,
+                base_url=endpoints.url_for(strategy),
+                temperature=0.7,
+                price=Price(0.0, 0.0),  # a script on this machine: free, and known to be
             )
         return models[strategy]
 

@@ -16,7 +16,7 @@ from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.loop import STRATEGIES, LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
-from mulligan.schema import Episode, Task
+from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.tasks.suites import Suite, load_suite, select
 
 DEFAULT_MEMORY = "~/.mulligan"
@@ -91,18 +91,24 @@ def validity_rules(args: argparse.Namespace) -> ValidityRules:
     )
 
 
+def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:
+    """Tokens and cost (null when the price is unknown), and the same split by role."""
+    return usage.as_json() | {"by_role": {role: u.as_json() for role, u in by_role.items()}}
+
+
 def episode_json(episode: Episode) -> str:
     return json.dumps(
         {
             "task_id": episode.task_id,
             "strategy": episode.strategy,
             "passed": episode.passed,
+            "usage": usage_json(episode.usage, episode.usage_by_role),
             "attempts": [
                 {
                     "trial": a.trial,
                     "stop_reason": a.stop_reason,
                     "answer": a.answer,
-                    "usage": a.usage.model_dump() | {"total_tokens": a.usage.total_tokens},
+                    "usage": usage_json(a.usage, a.usage_by_role),
                     "verdict": v.model_dump(),
                 }
                 for a, v in zip(episode.attempts, episode.verdicts, strict=False)
@@ -151,23 +157,42 @@ def cmd_run(
                     display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict), flush=True
                 )
 
-    episodes = run_tasks(
-        lambda: make_loop(
-            model,
-            actor_settings,
-            LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
-            memory,
-            run_id,
-        ),
-        suite.tasks,
-        run_id=run_id,
-        strategy=args.strategy,
-        memory=memory,
-        concurrency=args.concurrency,
-        on_episode=report,
-    )
+    try:
+        episodes = run_tasks(
+            lambda: make_loop(
+                model,
+                actor_settings,
+                LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
+                memory,
+                run_id,
+            ),
+            suite.tasks,
+            run_id=run_id,
+            strategy=args.strategy,
+            memory=memory,
+            concurrency=args.concurrency,
+            on_episode=report,
+        )
+    except BaseException as exc:  # the log never keeps a run "running" that has stopped
+        memory.log.end_run(
+            run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        )
+        raise
     memory.log.end_run(run_id)
     if not args.json:
         print(display.run_summary(episodes))
     print(f"run id: {run_id}", file=sys.stderr)
-    return 0
+    return endpoint_failures(episodes)
+
+
+def endpoint_failures(episodes: list[Episode]) -> int:
+    """1 when an attempt stopped because the endpoint failed (as `mulligan attempt`), else 0."""
+    failed = [a for e in episodes for a in e.attempts if a.stop_reason == "model_error"]
+    if not failed:
+        return 0
+    first = failed[0].error.splitlines()[0] if failed[0].error else "no detail"
+    print(
+        f"mulligan: {len(failed)} attempt(s) stopped with model_error; first: {first}",
+        file=sys.stderr,
+    )
+    return 1

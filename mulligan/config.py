@@ -38,6 +38,13 @@ class Settings(BaseModel):
     protocol: Literal["native", "text"] = "native"
     memory: str | None = None
     embedding: str = "minilm"
+    price_in: float | None = None
+    price_out: float | None = None
+    """US dollars per million prompt / completion tokens of the run's model."""
+    prices: dict[str, Any] = {}
+    """Model name -> {input, output}, dollars per million tokens (`[prices]` in mulligan.toml)."""
+    prices_file: str | None = None
+    """A JSON file of the same shape (MULLIGAN_PRICES), over `prices`."""
 
 
 ENVIRONMENT = {
@@ -49,6 +56,7 @@ ENVIRONMENT = {
     "protocol": ("MULLIGAN_PROTOCOL",),
     "memory": ("MULLIGAN_MEMORY",),
     "embedding": ("MULLIGAN_EMBEDDING",),
+    "prices_file": ("MULLIGAN_PRICES",),
 }
 
 

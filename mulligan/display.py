@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mulligan.schema import Attempt, Episode, Verdict
+from mulligan.schema import Attempt, Episode, Usage, Verdict, add_by_role
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -43,7 +43,7 @@ def trajectory(attempt: Attempt, max_result_chars: int = 600) -> str:
     lines.append(
         f"stop: {attempt.stop_reason}{' (forced final call)' if attempt.final_forced else ''} · "
         f"{len(attempt.steps)} steps · {usage.prompt_tokens}+{usage.completion_tokens} tokens · "
-        f"${usage.cost:.4f} · {attempt.seconds:.1f}s"
+        f"{usage.cost_text()} · {attempt.seconds:.1f}s"
     )
     if attempt.error:
         lines.append(f"error: {attempt.error}")
@@ -63,11 +63,11 @@ def run_summary(episodes: list[Episode]) -> str:
     passed = sum(e.passed for e in episodes)
     n = max(len(episodes), 1)
     steps = sum(len(a.steps) for a in attempts) / max(len(attempts), 1)
-    prompt = sum(a.usage.prompt_tokens for a in attempts)
-    completion = sum(a.usage.completion_tokens for a in attempts)
-    cost = sum(a.usage.cost for a in attempts)
+    usage = Usage.total(e.usage for e in episodes)
+    by_role = add_by_role(*(e.usage_by_role for e in episodes))
+    split = ", ".join(f"{role} {u.total_tokens}" for role, u in by_role.items())
     return (
         f"passed {passed}/{len(episodes)} ({100 * passed / n:.0f}%) · "
         f"{len(attempts)} attempts · {steps:.1f} steps per attempt · "
-        f"{prompt}+{completion} tokens · ${cost:.4f}"
+        f"{usage.prompt_tokens}+{usage.completion_tokens} tokens ({split}) · {usage.cost_text()}"
     )

@@ -18,3 +18,7 @@ class ModelError(AgentRunError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+class DeadlineExceeded(ModelError):
+    """A model call was cut off because the attempt's time budget (`max_seconds`) ran out."""

@@ -118,6 +118,7 @@ class Loop:
             written, replaces = reflection.lessons, reflection.replaces
         else:
             return []
+        attempt.charge("reflector", self.reflector.take_usage())
         kept = []
         for lesson in written:
             stored = self.memory.keep(lesson, persistent=memory_strategy) if self.memory else lesson

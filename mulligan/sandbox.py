@@ -364,7 +364,8 @@ def _run(
     drop = _dropping_privileges()
     uid = random.choice(SANDBOX_UIDS)
     if drop:
-        processes.become_subreaper()
+        if level == "rlimits":  # in a pid namespace, its init reaps; nothing reaches us
+            processes.become_subreaper()
         _give_to(scratch, uid)
         if cwd is not None and writable:
             _give_to(cwd, uid)
@@ -416,7 +417,7 @@ def _run(
             processes.kill_user(uid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
-        if drop:
+        if drop and level == "rlimits":
             processes.reap_group(process.pid)
         tree.close()
         process.stdout.close()

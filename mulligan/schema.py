@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,18 +20,44 @@ class Record(BaseModel):
 class Usage(Record):
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost: float = 0.0
+    cost: float | None = 0.0
+    """US dollars; None when the model's price is unknown (then any sum with it is unknown)."""
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost=self.cost + other.cost,
+            cost=cost,
         )
+
+    @staticmethod
+    def total(usages: Iterable[Usage]) -> Usage:
+        return sum(usages, Usage())
+
+    def cost_text(self) -> str:
+        return "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump() | {"total_tokens": self.total_tokens}
+
+
+Role = Literal["actor", "summariser", "reflector", "judge"]
+"""Who made a model call: the actor's turns, context compression, reflections and insights,
+llm_judge checks."""
+
+
+def add_by_role(*parts: dict[Role, Usage]) -> dict[Role, Usage]:
+    """Usage per role, summed over `parts`."""
+    merged: dict[Role, Usage] = {}
+    for part in parts:
+        for role, usage in part.items():
+            merged[role] = merged.get(role, Usage()) + usage
+    return merged
 
 
 class ToolCall(Record):
@@ -68,6 +95,8 @@ class Step(Record):
     feedback: str = ""
     """What the actor told the model after this turn besides tool results (format reminders)."""
     usage: Usage = Field(default_factory=Usage)
+    fold_usage: Usage = Field(default_factory=Usage)
+    """What folding older steps into the running summary cost just before this turn."""
     latency_s: float = 0.0
     finish_reason: str = ""
 
@@ -111,12 +140,20 @@ class Attempt(Record):
     """The answer came from the last call, made without tools because the budget ran out."""
     error: str = ""
     usage: Usage = Field(default_factory=Usage)
+    """Every model call this attempt caused (the sum of `usage_by_role`)."""
+    usage_by_role: dict[Role, Usage] = Field(default_factory=dict)
+    """The actor's and summariser's calls, the judge's on its verdict, the reflector's on it."""
     seconds: float = 0.0
     model: str = ""
     protocol: Literal["native", "text"] = "native"
     lesson_ids: list[str] = Field(default_factory=list)
     compressions: list[CompressionEvent] = Field(default_factory=list)
     workspace: str | None = None
+
+    def charge(self, role: Role, usage: Usage) -> None:
+        """Count a call made for this attempt (after it: judging it, reflecting on it)."""
+        self.usage_by_role = add_by_role(self.usage_by_role, {role: usage})
+        self.usage = self.usage + usage
 
 
 # ---------------------------------------------------------------- checks
@@ -312,3 +349,12 @@ class Episode(Record):
     verdicts: list[Verdict] = Field(default_factory=list)
     lessons_written: list[str] = Field(default_factory=list)
     passed: bool = False
+
+    @property
+    def usage(self) -> Usage:
+        """Every model call the episode caused, all roles."""
+        return Usage.total(a.usage for a in self.attempts)
+
+    @property
+    def usage_by_role(self) -> dict[Role, Usage]:
+        return add_by_role(*(a.usage_by_role for a in self.attempts))

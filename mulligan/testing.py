@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mulligan.actor.tokens import raw_estimate
+from mulligan.errors import DeadlineExceeded
 from mulligan.llm.base import ChatResponse, Message
 from mulligan.schema import ToolCall, Usage
 
@@ -56,6 +57,7 @@ class ReceivedCall:
     tools: list[dict[str, Any]] | None
     stop: list[str] | None
     max_tokens: int | None
+    timeout: float | None = None
 
 
 Reply = ChatResponse | str | BaseException
@@ -75,8 +77,11 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         policy: Policy | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.name = name
+        self.delay = delay
+        """Seconds every reply takes; a call whose `timeout` is shorter is cut off there."""
         self.replies: list[Reply | Policy] = list(replies)
         self.policy = policy
         self.calls: list[ReceivedCall] = []
@@ -89,10 +94,13 @@ class ScriptedModel:
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        timeout: float | None = None,
     ) -> ChatResponse:
         with self._lock:
             self.calls.append(
-                ReceivedCall(copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens)
+                ReceivedCall(
+                    copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens, timeout
+                )
             )
             if self.replies:
                 planned = self.replies.pop(0)
@@ -104,6 +112,11 @@ class ScriptedModel:
                     f"ScriptedModel {self.name!r}: unexpected call #{len(self.calls)}; "
                     f"last message: {str(last)[:300]!r}"
                 )
+        if self.delay:  # the reply is used up even when the caller stops waiting for it
+            if timeout is not None and timeout < self.delay:
+                time.sleep(max(timeout, 0.0))
+                raise DeadlineExceeded(f"ScriptedModel {self.name!r}: cut off after {timeout:.2f}s")
+            time.sleep(self.delay)
         if callable(planned) and not isinstance(planned, (ChatResponse, str, BaseException)):
             planned = planned(messages, tools)
         if isinstance(planned, BaseException):
@@ -151,6 +164,24 @@ class FakeReply:
     finish_reason: str | None = None
     raw_body: str | None = None
     """Send this text as the whole response body (malformed responses)."""
+    malformed: str | None = None
+    """A malformed 200 reply by name, one of MALFORMED_BODIES (`not_json`, `content_list`, ...)."""
+
+
+MALFORMED_BODIES = {
+    "not_json": "<html><body>upstream sent garbage</body></html>",
+    "empty": "",
+    "truncated": '{"id": "chatcmpl-1", "choices": [{"message": {"content": "hel',
+    "content_list": json.dumps(
+        {"choices": [{"message": {"role": "assistant", "content": [{"type": "text"}]}}]}
+    ),
+    "no_choices": json.dumps({"id": "chatcmpl-1", "object": "chat.completion"}),
+    "null_message": json.dumps({"choices": [{"message": None, "finish_reason": "stop"}]}),
+    "bad_tool_calls": json.dumps(
+        {"choices": [{"message": {"role": "assistant", "content": "", "tool_calls": [1]}}]}
+    ),
+}
+"""200 bodies that are not chat completions, as some servers and proxies send them."""
 
 
 FakePolicy = Callable[[dict[str, Any]], FakeReply]
@@ -184,9 +215,16 @@ def orphan_problems(messages: list[dict[str, Any]]) -> list[str]:
 class FakeOpenAIServer:
     """An OpenAI-compatible endpoint on 127.0.0.1 for tests; use as a context manager."""
 
-    def __init__(self, replies: Iterable[FakeReply] = (), policy: FakePolicy | None = None) -> None:
+    def __init__(
+        self,
+        replies: Iterable[FakeReply] = (),
+        policy: FakePolicy | None = None,
+        route_bodies: dict[str, str] | None = None,
+    ) -> None:
         self.replies = list(replies)
         self.policy = policy
+        self.route_bodies = route_bodies or {}
+        """Path ending ("/embeddings", "/models") -> a 200 body sent as it is (malformed)."""
         self.requests: list[dict[str, Any]] = []
         self.violations: list[str] = []
         self._lock = threading.Lock()
@@ -293,7 +331,16 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.wfile.flush()
 
+        def _scripted_body(self) -> bool:
+            for ending, text in server.route_bodies.items():
+                if self.path.rstrip("/").endswith(ending):
+                    self._send(200, text.encode())
+                    return True
+            return False
+
         def do_GET(self) -> None:
+            if self._scripted_body():
+                return
             if self.path.rstrip("/").endswith("/models"):
                 self._send(
                     200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
@@ -304,6 +351,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            if self._scripted_body():
+                return
             if self.path.endswith("/embeddings"):
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = [
@@ -326,7 +375,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             planned = server.next_reply(body)
             if planned.delay:
                 time.sleep(planned.delay)
-            if planned.raw_body is not None:
+            if planned.malformed is not None:
+                self._send(200, MALFORMED_BODIES[planned.malformed].encode())
+            elif planned.raw_body is not None:
                 self._send(planned.status, planned.raw_body.encode())
             elif planned.status != 200:
                 self._send(

@@ -102,9 +102,9 @@ def test_malformed_tool_arguments_reach_the_model_as_an_error() -> None:
 
 
 def test_broken_response_body_is_a_model_error() -> None:
-    replies = [FakeReply(raw_body='{"choices": []}')]
+    replies = [FakeReply(raw_body='{"choices": []}')] * 2
     with FakeOpenAIServer(replies) as server, pytest.raises(ModelError, match="no choices"):
-        client(server).chat([{"role": "user", "content": "hi"}])
+        client(server, max_retries=1).chat([{"role": "user", "content": "hi"}])
 
 
 def test_embeddings_and_model_list() -> None:

@@ -38,6 +38,7 @@ def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
+@pytest.mark.timeout(600)  # 656 boxed runs; a loaded machine needs longer than the default
 def test_humaneval_canonical_solutions_pass_and_empty_bodies_fail() -> None:
     tasks = load_suite("humaneval").tasks
     assert len(tasks) == 164
@@ -69,6 +70,7 @@ def test_humaneval_feedback_never_contains_hidden_tests() -> None:
 
 
 @needs_data
+@pytest.mark.timeout(600)  # 794 boxed runs
 def test_mbpp_loads_and_empty_bodies_fail() -> None:
     tasks = load_suite("mbpp", data=str(MBPP)).tasks
     assert len(tasks) == 397

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields, replace
 
-from mulligan.schema import BudgetOverrides, StopReason, Usage
+from mulligan.schema import BudgetOverrides, Role, Step, StopReason, Usage, add_by_role
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,36 @@ class Spend:
 
     budget: Budget
     calls: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage_by_role: dict[Role, Usage] = field(default_factory=dict)
     format_errors: int = 0
     """Consecutive format errors; reset by a well-formed turn."""
     started: float = field(default_factory=time.monotonic)
 
-    def record(self, usage: Usage) -> None:
-        self.calls += 1
-        self.usage = self.usage + usage
+    @property
+    def usage(self) -> Usage:
+        """Every call of the attempt so far: the actor's turns and the summariser's folds."""
+        return Usage.total(self.usage_by_role.values())
+
+    def record(self, usage: Usage, role: Role = "actor") -> None:
+        """A model call; only the actor's turns count as steps."""
+        if role == "actor":
+            self.calls += 1
+        self.usage_by_role = add_by_role(self.usage_by_role, {role: usage})
+
+    def resume(self, steps: list[Step]) -> None:
+        """Count what the logged steps of an interrupted attempt already spent."""
+        for step in steps:
+            self.record(step.usage)
+            if step.fold_usage != Usage():
+                self.record(step.fold_usage, "summariser")
+            self.started -= step.latency_s + sum(r.seconds for r in step.results)
+            self.format_errors = self.format_errors + 1 if step.kind == "format_error" else 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def seconds_left(self) -> float:
+        return self.budget.max_seconds - self.elapsed()
 
     def exhausted(self) -> StopReason | None:
         """The budget that forbids another model call, if any."""
@@ -56,7 +75,7 @@ class Spend:
             return "max_tokens"
         if self.elapsed() >= b.max_seconds:
             return "max_seconds"
-        if self.usage.cost >= b.max_cost:
+        if self.usage.cost is not None and self.usage.cost >= b.max_cost:
             return "max_cost"
         return None
 
@@ -72,6 +91,7 @@ class Spend:
             return "max_tokens"
         if self.elapsed() * (1 + 2 * per_call) >= b.max_seconds:
             return "max_seconds"
-        if self.usage.cost * (1 + 2 * per_call) >= b.max_cost and self.usage.cost > 0:
+        cost = self.usage.cost
+        if cost is not None and cost > 0 and cost * (1 + 2 * per_call) >= b.max_cost:
             return "max_cost"
         return None

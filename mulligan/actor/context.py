@@ -139,10 +139,12 @@ class Context:
         model: ChatModel,
         tools: list[dict[str, Any]] | None,
         tail: list[Message],
+        timeout: float | None = None,
     ) -> tuple[list[Message], tuple[CompressionEvent, Usage] | None]:
-        """The messages to send, folding old steps first when they would pass the threshold."""
+        """The messages to send, folding old steps first when they would pass the threshold;
+        `timeout` bounds the summarising call (the attempt's time left)."""
         messages = self.messages(steps, tail)
-        folded = self._fold_if_needed(steps, model, tools, tail, messages)
+        folded = self._fold_if_needed(steps, model, tools, tail, messages, timeout)
         return (self.messages(steps, tail) if folded else messages), folded
 
     def _fold_if_needed(
@@ -152,6 +154,7 @@ class Context:
         tools: list[dict[str, Any]] | None,
         tail: list[Message],
         messages: list[Message],
+        timeout: float | None = None,
     ) -> tuple[CompressionEvent, Usage] | None:
         """Fold the oldest whole steps into the summary when the view is over the threshold."""
         if not self.settings.enabled:
@@ -162,7 +165,7 @@ class Context:
             return None
         end = self._fold_end(steps, tools, tail, keep)
         folding = steps[self.folded : end]
-        summary, method, usage = self._summarise(folding, model)
+        summary, method, usage = self._summarise(folding, model, timeout)
         self.summary, self.folded = summary, end
         after = self.estimator.estimate(self.messages(steps, tail), tools)
         event = CompressionEvent(
@@ -198,7 +201,7 @@ class Context:
         return end
 
     def _summarise(
-        self, folding: list[Step], model: ChatModel
+        self, folding: list[Step], model: ChatModel, timeout: float | None = None
     ) -> tuple[str, Literal["model", "extractive"], Usage]:
         cap = self.settings.summary_max_tokens
         steps_text = "\n".join(s.as_text(self.settings.observation_max_chars) for s in folding)
@@ -210,7 +213,9 @@ class Context:
             max_words=int(cap * 0.7),
         )
         try:
-            response = model.chat([{"role": "user", "content": prompt}], max_tokens=cap)
+            response = model.chat(
+                [{"role": "user", "content": prompt}], max_tokens=cap, timeout=timeout
+            )
         except ModelError as exc:
             log.warning("summarising call failed (%s); folding extractively", exc)
             return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()

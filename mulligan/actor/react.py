@@ -19,7 +19,7 @@ from mulligan.actor.text_protocol import (
     strip_final_label,
 )
 from mulligan.actor.tools import Approver, Tool, ToolRegistry
-from mulligan.errors import ModelError
+from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.llm.base import ChatModel, ChatResponse, Message
 from mulligan.schema import Attempt, BudgetOverrides, Step, StopReason, ToolCall, ToolResult
 
@@ -84,25 +84,29 @@ class Actor:
             lesson_ids=lesson_ids or [],
             steps=list(resume or []),
         )
-        spend.calls = len(attempt.steps)
+        spend.resume(attempt.steps)
         seen = {_call_key(call) for step in attempt.steps for call in step.tool_calls}
         stop: StopReason | None
         while (stop := spend.exhausted()) is None:
             last = spend.last_call()
             tail = self._final_request() if last else []
             offered = None if last else schemas
-            messages, folded = context.view(attempt.steps, self.model, offered, tail)
+            messages, folded = context.view(
+                attempt.steps, self.model, offered, tail, spend.seconds_left()
+            )
             if folded:
                 attempt.compressions.append(folded[0])
-                spend.usage = spend.usage + folded[1]
+                spend.record(folded[1], "summariser")
             try:
-                response = self._chat(messages, offered)
-            except ModelError as exc:
-                stop, attempt.error = "model_error", str(exc)
+                response = self._chat(messages, offered, timeout=spend.seconds_left())
+            except ModelError as exc:  # cut off at the time budget, or the endpoint failed
+                timed_out = isinstance(exc, DeadlineExceeded)
+                stop, attempt.error = "max_seconds" if timed_out else "model_error", str(exc)
                 break
             spend.record(response.usage)
             context.estimator.calibrate(messages, offered, response.usage.prompt_tokens)
             step = self._read_turn(response, len(attempt.steps), registry, forced=bool(last))
+            step.fold_usage = folded[1] if folded else step.fold_usage
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
             if on_step and step.tool_calls:
                 on_step(step)  # logged before the tools run: a crash leaves calls to repair
@@ -118,7 +122,7 @@ class Actor:
                 stop = last
                 break
         attempt.stop_reason = stop
-        attempt.usage = spend.usage
+        attempt.usage, attempt.usage_by_role = spend.usage, dict(spend.usage_by_role)
         attempt.seconds = spend.elapsed()
         return attempt
 
@@ -137,9 +141,11 @@ class Actor:
         text = prompts.render("final_answer", protocol=self.settings.protocol)
         return [{"role": "user", "content": text}]
 
-    def _chat(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> ChatResponse:
+    def _chat(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, timeout: float
+    ) -> ChatResponse:
         stop = STOP_SEQUENCES if self.settings.protocol == "text" else None
-        return self.model.chat(messages, tools=tools, stop=stop)
+        return self.model.chat(messages, tools=tools, stop=stop, timeout=timeout)
 
     def _read_turn(
         self, response: ChatResponse, index: int, registry: ToolRegistry, forced: bool

@@ -11,6 +11,9 @@ from pathlib import Path
 from mulligan.bench import plots
 from mulligan.bench.stats import RunStats, StrategyStats, collect, wilson
 from mulligan.memory.log import EpisodeLog
+from mulligan.schema import Role, Usage
+
+ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
 
 GENERATED = "Generated at "
 
@@ -38,7 +41,7 @@ def summary_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
     header = ["strategy", "n"] + [f"solved by trial {t} (95% CI)" for t in range(1, trials + 1)]
     header += ["attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
-    header += ["cost/task ($)", "wall s/task", "tokens/success"]
+    header += ["cost/task ($)", "wall s/task", "tokens/success", "cost/success ($)"]
     rows = []
     for s in stats.strategies:
         row = [s.label, str(s.tasks)] + [_pct(k, s.tasks) for k in s.solved_by_trial]
@@ -47,12 +50,41 @@ def summary_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
             f"{s.per_task(s.steps):.1f}",
             f"{s.per_task(s.prompt_tokens):,.0f}",
             f"{s.per_task(s.completion_tokens):,.0f}",
-            f"{s.per_task(s.cost):.4f}",
+            "unknown" if s.cost is None else f"{s.per_task(s.cost):.4f}",
             f"{s.per_task(s.seconds):.2f}",
             f"{s.tokens_per_success:,.0f}" if s.tokens_per_success else "-",
+            "unknown" if s.cost is None else _maybe(s.cost_per_success, "{:.4f}"),
         ]
         rows.append(row)
     return header, rows
+
+
+def _maybe(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
+def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Tokens (and dollars) per task by role: what each strategy's extra calls cost.
+    Attempts logged before the split was kept show as `unsplit`."""
+    unsplit = {
+        s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
+    }
+    legacy = any(unsplit.values())
+    header = ["strategy"] + [f"{role} tok/task" for role in ROLES]
+    header += ["unsplit tok/task"] if legacy else []
+    header += [f"{role} $/task" for role in ROLES]
+    rows = []
+    for s in stats.strategies:
+        split = [s.by_role.get(role, Usage()) for role in ROLES]
+        row = [s.label] + [f"{s.per_task(u.total_tokens):,.0f}" for u in split]
+        row += [f"{s.per_task(unsplit[s.label]):,.0f}"] if legacy else []
+        row += ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
+        rows.append(row)
+    return header, rows
+
+
+def _split_tokens(s: StrategyStats) -> int:
+    return sum(u.total_tokens for u in s.by_role.values())
 
 
 def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
@@ -120,6 +152,12 @@ def markdown(stats: RunStats, generated_at: float) -> str:
         "",
         _markdown_table(*summary_rows(stats)),
         "",
+        "Tokens and cost count every model call an episode caused: the actor's turns, "
+        "context compression (summariser), reflections and insights (reflector) and "
+        "llm_judge checks (judge). By role:",
+        "",
+        _markdown_table(*role_rows(stats)),
+        "",
         "![success by trial](success_by_trial.png)",
         "",
         "![tokens per success](tokens_per_success.png)",
@@ -170,6 +208,8 @@ def html_page(stats: RunStats, generated_at: float) -> str:
         "<p>Solved by trial t is cumulative; brackets are Wilson 95% intervals; "
         "n is the number of tasks.</p>",
         _html_table(*summary_rows(stats)),
+        "<p>Tokens and cost count every model call an episode caused; by role:</p>",
+        _html_table(*role_rows(stats)),
         "<p><img src='success_by_trial.png' alt='success by trial'>"
         "<img src='tokens_per_success.png' alt='tokens per success'></p>",
     ]

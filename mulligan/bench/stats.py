@@ -9,6 +9,7 @@ from typing import Any
 
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.schema import Role, Usage, add_by_role
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -33,7 +34,10 @@ class StrategyStats:
     steps: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost: float = 0.0
+    cost: float | None = 0.0
+    """Dollars, every role; None when some call's price is unknown."""
+    by_role: dict[Role, Usage] = field(default_factory=dict)
+    """The same usage split by role (actor, summariser, reflector, judge)."""
     seconds: float = 0.0
     lessons: dict[str, int] = field(default_factory=dict)
     solved_at: dict[str, int | None] = field(default_factory=dict)
@@ -53,6 +57,17 @@ class StrategyStats:
     def tokens_per_success(self) -> float | None:
         total = self.prompt_tokens + self.completion_tokens
         return total / self.solved if self.solved else None
+
+    @property
+    def cost_per_success(self) -> float | None:
+        """None with no success or an unknown price."""
+        return self.cost / self.solved if self.solved and self.cost is not None else None
+
+    def add(self, usage: Usage, by_role: dict[Role, Usage]) -> None:
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cost = (Usage(cost=self.cost) + usage).cost
+        self.by_role = add_by_role(self.by_role, by_role)
 
 
 @dataclass
@@ -98,9 +113,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         for attempt in episode.attempts:
             stats.attempts += 1
             stats.steps += len(attempt.steps)
-            stats.prompt_tokens += attempt.usage.prompt_tokens
-            stats.completion_tokens += attempt.usage.completion_tokens
-            stats.cost += attempt.usage.cost
+            stats.add(attempt.usage, attempt.usage_by_role)
             stats.seconds += attempt.seconds
         stats.lessons["written"] = stats.lessons.get("written", 0) + len(episode.lessons_written)
         for event in events.get(episode.id, []):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mulligan.evaluator.checks import RUNNERS, CheckContext, result
-from mulligan.llm.base import ChatModel
+from mulligan.llm.base import ChatModel, Metered
 from mulligan.schema import Attempt, CheckResult, Task, Verdict
 
 
@@ -14,14 +14,19 @@ class Evaluator:
         self.judge = judge
 
     def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
-        """Only checks decide: an attempt that ran out of budget passes if its checks pass."""
-        ctx = CheckContext(task=task, attempt=attempt, workspace=workspace, judge=self.judge)
+        """Only checks decide: an attempt that ran out of budget passes if its checks pass.
+
+        The judge's calls (llm_judge checks) are charged to the attempt's usage."""
+        judge = Metered(self.judge) if self.judge else None
+        ctx = CheckContext(task=task, attempt=attempt, workspace=workspace, judge=judge)
         results = []
         for check in task.checks:
             try:
                 results.append(RUNNERS[check.type](check, ctx))
             except Exception as exc:  # a check that cannot run fails; the run goes on
                 results.append(result(check, False, f"cannot run: {type(exc).__name__}: {exc}"))
+        if judge and judge.calls:
+            attempt.charge("judge", judge.usage)
         if not results:
             return Verdict(passed=False, score=0.0, feedback="This task has no checks.")
         return Verdict(

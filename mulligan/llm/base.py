@@ -32,8 +32,37 @@ class ChatModel(Protocol):
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
-    ) -> ChatResponse: ...
+        timeout: float | None = None,
+    ) -> ChatResponse:
+        """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded."""
+        ...
 
 
 class EmbeddingModel(Protocol):
     def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class Metered:
+    """A ChatModel that adds up the usage of the calls made through it."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.name = model.name
+        self.calls = 0
+        self.usage = Usage()
+
+    def chat(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        stop: list[str] | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> ChatResponse:
+        response = self.model.chat(
+            messages, tools=tools, stop=stop, max_tokens=max_tokens, timeout=timeout
+        )
+        self.calls += 1
+        self.usage = self.usage + response.usage
+        return response

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mulligan.config import NO_ENDPOINT, Settings, endpoint_configured
 from mulligan.errors import ModelError, UserError
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.pricing import parse_prices, read_prices_file, resolve_price
 
 
 def connect(settings: Settings, *, default_temperature: float = 0.0) -> OpenAIChatModel:
@@ -19,7 +20,11 @@ def connect(settings: Settings, *, default_temperature: float = 0.0) -> OpenAICh
         temperature=default_temperature if temperature is None else temperature,
         timeout=settings.timeout,
     )
+    configured = parse_prices(settings.prices, "[prices] in mulligan.toml")
+    if settings.prices_file:
+        configured |= read_prices_file(settings.prices_file)
     if settings.model:
+        model.price = resolve_price(model.name, settings.price_in, settings.price_out, configured)
         return model
     if not settings.base_url:
         raise UserError("no model name: pass --model NAME or set MULLIGAN_MODEL")
@@ -32,4 +37,5 @@ def connect(settings: Settings, *, default_temperature: float = 0.0) -> OpenAICh
     if not served:
         raise UserError(f"{settings.base_url} serves no models; pass --model NAME")
     model.name = served[0]
+    model.price = resolve_price(model.name, settings.price_in, settings.price_out, configured)
     return model

@@ -7,13 +7,14 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import openai
 
-from mulligan.errors import ModelError
+from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.llm.base import ChatResponse, Message
-from mulligan.llm.pricing import cost_of
+from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
 from mulligan.schema import ToolCall, Usage
 
 log = logging.getLogger("mulligan")
@@ -35,12 +36,16 @@ class OpenAIChatModel:
         max_retries: int = 3,
         backoff: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        price: Price | None | Unset = UNSET,
     ) -> None:
         self.name = model
         self.temperature = temperature
         self.max_retries = max_retries
         self.backoff = backoff
         self._sleep = sleep
+        self.timeout = timeout
+        self.price = price_for(model) if price is UNSET else price
+        """US dollars per million tokens; None when unknown (costs are then unknown too)."""
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
@@ -53,7 +58,9 @@ class OpenAIChatModel:
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        timeout: float | None = None,
     ) -> ChatResponse:
+        """One completion; `timeout` bounds the whole call, retries included."""
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
         kwargs["temperature"] = self.temperature
         if tools:
@@ -62,31 +69,63 @@ class OpenAIChatModel:
             kwargs["stop"] = stop
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
+        deadline = None if timeout is None else time.monotonic() + timeout
         started = time.perf_counter()
-        completion = self._with_retries(lambda: self._post_chat(kwargs))
+        reply = self._with_retries(
+            lambda: read_completion(self._post_chat(kwargs, deadline)), deadline
+        )
         latency = time.perf_counter() - started
-        return self._parse(completion, latency)
+        return self._response(reply, latency)
 
-    def _post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> str:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).
 
         `chat.completions.create` walks every message through the SDK's TypedDict
         transform and builds its pydantic models for the reply, ~1 ms per call on a
-        long history; our messages are plain JSON already and the reply is read here.
+        long history; our messages are plain JSON already and the reply is read here,
+        from its text, so that a malformed body is a clear error and not a crash.
         """
-        reply = self._client.post("/chat/completions", body=body, cast_to=dict)
-        return reply if isinstance(reply, dict) else {}
+        options: dict[str, Any] = {}
+        if deadline is not None:
+            options["timeout"] = min(self.timeout, deadline - time.monotonic())
+            if options["timeout"] <= 0:
+                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        reply: str = self._client.post(
+            "/chat/completions", body=body, cast_to=str, options=cast(Any, options)
+        )
+        return reply
 
     def list_models(self) -> list[str]:
-        return [m.id for m in self._with_retries(lambda: self._client.models.list()).data]
+        def read(body: str) -> list[str]:
+            data = _json_field(body, "data", list)
+            if not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+                raise MalformedReply("a model in `data` has no id", body)
+            return [m["id"] for m in data]
+
+        served: list[str] = self._with_retries(
+            lambda: read(self._client.get("/models", cast_to=str))
+        )
+        return served
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        result = self._with_retries(
-            lambda: self._client.embeddings.create(model=self.name, input=texts)
-        )
-        return [list(item.embedding) for item in result.data]
+        def read(body: str) -> list[list[float]]:
+            data = _json_field(body, "data", list)
+            vectors = [item.get("embedding") if isinstance(item, dict) else None for item in data]
+            if len(vectors) != len(texts) or not all(
+                isinstance(v, list) and all(type(x) in (int, float) for x in v) for v in vectors
+            ):
+                raise MalformedReply(f"`data` is not {len(texts)} embeddings of numbers", body)
+            return [[float(x) for x in v or []] for v in vectors]
 
-    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        body = {"model": self.name, "input": texts, "encoding_format": "float"}
+        embedded: list[list[float]] = self._with_retries(
+            lambda: read(self._client.post("/embeddings", body=body, cast_to=str))
+        )
+        return embedded
+
+    def _with_retries(self, call: Callable[[], Any], deadline: float | None = None) -> Any:
+        """Transient faults (429, 5xx, timeouts, unreachable, malformed replies) are retried
+        with backoff; with a `deadline`, no try and no wait goes past it."""
         for attempt in range(self.max_retries + 1):
             try:
                 return call()
@@ -99,48 +138,152 @@ class OpenAIChatModel:
                         body=body,
                     ) from exc
                 wait = _retry_after(exc) or self.backoff * 2**attempt * (1 + random.random() / 4)
+                failure = f"HTTP {status}"
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                timed_out = isinstance(exc, openai.APITimeoutError)
+                if timed_out and deadline is not None and time.monotonic() >= deadline - 0.05:
+                    raise DeadlineExceeded(
+                        "the model call was cut off: the attempt's time budget ran out"
+                    ) from exc
                 if attempt == self.max_retries:
-                    kind = "timed out" if isinstance(exc, openai.APITimeoutError) else "unreachable"
+                    kind = "timed out" if timed_out else "unreachable"
                     raise ModelError(
                         f"endpoint {self.base_url} {kind} after {attempt + 1} tries: {exc}"
                     ) from exc
                 wait = self.backoff * 2**attempt
-            log.warning("model call failed (try %d), retrying in %.1fs", attempt + 1, wait)
+                failure = "timed out" if timed_out else "unreachable"
+            except (MalformedReply, json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+                problem, body = _malformed(exc)
+                if attempt == self.max_retries:
+                    raise ModelError(
+                        f"endpoint {self.base_url} sent a malformed reply after {attempt + 1} "
+                        f"tries: {problem}; body: {body[:200]!r}",
+                        status=200,
+                        body=body[:2000],
+                    ) from exc
+                wait = self.backoff * 2**attempt
+                failure = f"malformed reply ({problem})"
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise DeadlineExceeded(
+                    f"the attempt's time budget ran out while retrying a model call ({failure})"
+                )
+            log.warning(
+                "model call failed (try %d: %s), retrying in %.1fs", attempt + 1, failure, wait
+            )
             self._sleep(wait)
         raise AssertionError("unreachable")
 
-    def _parse(self, completion: dict[str, Any], latency: float) -> ChatResponse:
-        choices = completion.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            raise ModelError(f"endpoint returned no choices: {str(completion)[:300]}")
-        choice = choices[0]
-        message = choice.get("message") or {}
-        calls = [
-            ToolCall(
-                id=call.get("id") or f"call_{index}",
-                name=(call.get("function") or {}).get("name") or "",
-                arguments=_arguments_text((call.get("function") or {}).get("arguments")),
-            )
-            for index, call in enumerate(message.get("tool_calls") or [])
-        ]
-        usage = Usage()
-        reported = completion.get("usage") or {}
-        if reported:
-            prompt = int(reported.get("prompt_tokens") or 0)
-            reply = int(reported.get("completion_tokens") or 0)
-            usage = Usage(
-                prompt_tokens=prompt,
-                completion_tokens=reply,
-                cost=cost_of(self.name, prompt, reply),
-            )
+    def _response(self, reply: Completion, latency: float) -> ChatResponse:
+        usage = Usage(
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cost=cost_of(self.price, reply.prompt_tokens, reply.completion_tokens),
+        )
         return ChatResponse(
-            text=message.get("content") or "",
-            tool_calls=calls,
-            finish_reason=choice.get("finish_reason") or "stop",
+            text=reply.text,
+            tool_calls=reply.tool_calls,
+            finish_reason=reply.finish_reason,
             usage=usage,
             latency_s=latency,
         )
+
+
+class MalformedReply(Exception):
+    """A 200 response whose body is not a chat completion; retried like a transient fault."""
+
+    def __init__(self, problem: str, body: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.body = body
+
+
+@dataclass
+class Completion:
+    text: str
+    tool_calls: list[ToolCall]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def read_completion(body: str) -> Completion:
+    """The parts of a chat completion mulligan uses; `MalformedReply` for any other shape."""
+
+    def bad(problem: str) -> MalformedReply:
+        return MalformedReply(problem, body)
+
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise bad(f"the body is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise bad("the body is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise bad("no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise bad("choices[0].message is missing or not an object")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise bad(f"message content is a {type(content).__name__}, not text")
+    finish_reason = choices[0].get("finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise bad("finish_reason is not text")
+    usage = data.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise bad("usage is not an object")
+    tokens = [usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0]
+    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in tokens):
+        raise bad("usage token counts are not numbers")
+    return Completion(
+        text=content or "",
+        tool_calls=_tool_calls(message.get("tool_calls"), bad),
+        finish_reason=finish_reason or "stop",
+        prompt_tokens=int(tokens[0]),
+        completion_tokens=int(tokens[1]),
+    )
+
+
+def _json_field(body: str, name: str, kind: type) -> Any:
+    """`body`'s field `name`, which must be of `kind`; `MalformedReply` otherwise."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise MalformedReply(f"the body is not JSON ({exc})", body) from None
+    if not isinstance(data, dict) or not isinstance(data.get(name), kind):
+        raise MalformedReply(f"no `{name}` {kind.__name__} in the body", body)
+    return data[name]
+
+
+def _tool_calls(calls: Any, bad: Callable[[str], MalformedReply]) -> list[ToolCall]:
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise bad("tool_calls is not a list")
+    found = []
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise bad(f"tool_calls[{index}] has no function name")
+        call_id = call.get("id")
+        found.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
+                name=function["name"],
+                arguments=_arguments_text(function.get("arguments")),
+            )
+        )
+    return found
+
+
+def _malformed(exc: Exception) -> tuple[str, str]:
+    """What was wrong with a 200 response, and its body (for the error)."""
+    if isinstance(exc, MalformedReply):
+        return exc.problem, exc.body
+    if isinstance(exc, json.JSONDecodeError):
+        return f"the body is not JSON ({exc})", exc.doc
+    return f"unexpected shape ({exc})", str(getattr(exc, "body", ""))
 
 
 def _arguments_text(arguments: Any) -> str:

@@ -94,9 +94,16 @@ def _m002_reflection_state_and_stored_lessons(db: sqlite_utils.Database) -> None
     db.table("lessons").add_column("stored", int, not_null_default=0)
 
 
+def _m003_attempt_usage_by_role(db: sqlite_utils.Database) -> None:
+    """Usage per role (actor, summariser, reflector, judge) as JSON; the token and cost
+    columns hold the sum over every role from here on (before: the actor's and summariser's)."""
+    db.table("attempts").add_column("usage_by_role", str)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
+    ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
 ]
 """Append only: never edit or reorder an entry that has shipped."""
 
@@ -237,6 +244,9 @@ class EpisodeLog:
                     "prompt_tokens": attempt.usage.prompt_tokens,
                     "completion_tokens": attempt.usage.completion_tokens,
                     "cost": attempt.usage.cost,
+                    "usage_by_role": json.dumps(
+                        {role: u.model_dump() for role, u in attempt.usage_by_role.items()}
+                    ),
                     "seconds": attempt.seconds,
                     "lesson_ids": json.dumps(attempt.lesson_ids),
                     "record": attempt.model_dump_json(),

@@ -96,9 +96,12 @@ class Memory:
         self._change(given, event, count, episode_id=episode_id, trial=trial, once=bool(episode_id))
 
     def note_written(self, episode: Episode) -> None:
-        """Persist which lessons the episode wrote so far (a resume carries them over), and
-        that the reflection on its latest attempt is done."""
+        """Persist which lessons the episode wrote so far (a resume carries them over), the
+        last attempt again (now charged with the reflector's calls), and that the reflection
+        on it is done."""
         trial = episode.attempts[-1].trial if episode.attempts else 0
+        if episode.attempts:
+            self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
         self.log.reflection_done(episode.id, trial, episode.lessons_written)
 
     def finish_episode(self, episode: Episode) -> None:

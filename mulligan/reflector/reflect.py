@@ -61,6 +61,11 @@ class Reflector:
         self.max_lessons = max_lessons
         self.usage = Usage()
 
+    def take_usage(self) -> Usage:
+        """What the reflector's calls cost since the last time this was taken."""
+        usage, self.usage = self.usage, Usage()
+        return usage
+
     def reflect(
         self,
         task: Task,
