@@ -1402,3 +1402,32 @@ def test_filling_a_memory_backed_temp_directory_is_stopped(
     assert "started" in result.stdout, result.describe()
     assert "written MB 384" not in result.stdout, result.describe()
     assert not directory.exists()
+
+
+# ---------------------------------------------------------------- shadowing what the tests call
+
+
+def test_a_candidate_defining_a_builtin_the_tests_use_cannot_fool_them() -> None:
+    cheat = "def abs(x):\n    return 0\n\ndef half(x):\n    return 0.0\n"
+    tests = "assert abs(half(3.0) - 1.5) < 1e-9\n"
+    result = run_check(PythonTestsCheck(tests=tests, entry_point="half"), fenced(cheat))
+    assert not result.passed, result.detail
+    honest = "def half(x):\n    return x / 2\n"
+    assert run_check(PythonTestsCheck(tests=tests, entry_point="half"), fenced(honest)).passed
+
+
+@pytest.mark.parametrize("task_id", ["HumanEval/38", "HumanEval/50"])
+def test_a_candidate_replacing_the_tasks_own_helper_cannot_fool_its_tests(task_id: str) -> None:
+    """decode(encode(s)) == s holds for identity functions too, if the tests used the
+    candidate's encoder: they must use the task's own."""
+    from mulligan.tasks.suites import load_suite, select
+
+    task = select(load_suite("humaneval").tasks, ids=[task_id])[0]
+    entry = str(task.metadata["entry_point"])
+    helper = "encode_cyclic" if task_id.endswith("38") else "encode_shift"
+    cheat = f"def {helper}(s):\n    return s\n\ndef {entry}(s):\n    return s\n"
+    verdict = Evaluator().evaluate(task, Attempt(task_id=task.id, answer=fenced(cheat)))
+    assert not verdict.checks[-1].passed, verdict.checks[-1].detail
+    canonical = task.metadata["signature_prompt"] + task.metadata["canonical_solution"]
+    honest = Evaluator().evaluate(task, Attempt(task_id=task.id, answer=fenced(canonical)))
+    assert honest.passed, [c.detail for c in honest.checks]

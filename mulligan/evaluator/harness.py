@@ -265,7 +265,10 @@ def run_tests(
         }
     namespace: dict[str, Any] = {"__name__": "__tests__"}
     exec(compile(prelude, "<prelude>", "exec"), namespace)
-    namespace.update({name: proxy(candidate, name) for name in defined})
+    trusted = set(namespace) | set(dir(builtins))  # the task's helpers and Python's own
+    for name in defined:  # a candidate's `abs` or `encode_cyclic` never replaces the real one
+        if name == entry_point or name not in trusted:
+            namespace[name] = proxy(candidate, name)
     module = ast.parse(tests)
     defines_check = any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in module.body)
     if entry_point and defines_check:

@@ -33,14 +33,29 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def prelude_of(prompt: str) -> str:
-    """The prompt's imports, which a candidate may forget to repeat."""
+def prelude_of(prompt: str, entry_point: str = "") -> str:
+    """The prompt's imports and its finished helper functions (not the entry point).
+
+    The candidate may forget the imports; the tests call the helpers (HumanEval/38's
+    `encode_cyclic`, /32's `poly`), and must call the task's own, not the candidate's.
+    """
     try:
         tree = ast.parse(prompt)
     except SyntaxError:
         return ""
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return "\n".join(ast.unparse(n) for n in imports)
+    kept = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        or (isinstance(node, ast.FunctionDef) and node.name != entry_point and _finished(node))
+    ]
+    return "\n".join(ast.unparse(n) for n in kept)
+
+
+def _finished(function: ast.FunctionDef) -> bool:
+    """A function with a body beyond its docstring (the prompt's helpers, not stubs)."""
+    body = function.body[1:] if ast.get_docstring(function) is not None else function.body
+    return any(not isinstance(n, (ast.Pass, ast.Expr)) for n in body)
 
 
 _CALL_ARROW = re.compile(
@@ -143,7 +158,7 @@ def humaneval_tasks(path: Path | None = None) -> list[Task]:
     tasks = []
     for problem in read_jsonl(path or humaneval_path()):
         entry, prompt = problem["entry_point"], problem["prompt"]
-        prelude = prelude_of(prompt)
+        prelude = prelude_of(prompt, entry)
         checks: list[Check] = []
         examples = docstring_examples(prompt, entry)
         if examples:

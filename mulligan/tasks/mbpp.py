@@ -33,7 +33,7 @@ def mbpp_tasks(path: Path) -> list[Task]:
             raise UserError(
                 f"{path}:{line_number}: missing field {exc} (MultiPL-E format)"
             ) from exc
-        prelude = prelude_of(prompt)
+        prelude = prelude_of(prompt, entry)
         visible = asserts_of(test, entry)[:1]
         checks: list[Check] = []
         if visible:
