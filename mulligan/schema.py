@@ -117,6 +117,8 @@ class Attempt(Record):
     lesson_ids: list[str] = Field(default_factory=list)
     compressions: list[CompressionEvent] = Field(default_factory=list)
     workspace: str | None = None
+    changes: str = ""
+    """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
 
 
 # ---------------------------------------------------------------- checks
@@ -254,6 +256,8 @@ class Task(Record):
     budget: BudgetOverrides | None = None
     network: bool = False
     """Let the box reach the network (its tools and its checks); off by default."""
+    mcp: list[str] = Field(default_factory=list)
+    """Commands that start MCP servers (stdio) whose tools this task may use."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
