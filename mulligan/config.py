@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mulligan.errors import UserError
 
@@ -37,6 +37,8 @@ class Settings(BaseModel):
     protocol: Literal["native", "text"] = "native"
     memory: str | None = None
     embedding: str = "minilm"
+    mcp: list[str] = Field(default_factory=list)
+    """Commands that start MCP servers whose tools every task may use."""
 
 
 ENVIRONMENT = {
