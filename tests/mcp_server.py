@@ -1,9 +1,13 @@
-"""A tiny MCP server (stdio) for the tests: `python tests/mcp_server.py [--crash-on-call]`."""
+"""A tiny MCP server (stdio) for the tests.
+
+`python tests/mcp_server.py [--crash-on-call] [--hang-on-start]`
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import MCPServer as FastMCP
@@ -31,5 +35,14 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@server.tool()
+def wait(seconds: float) -> str:
+    """Sleep, then say so (a tool that may outlast its caller's patience)."""
+    time.sleep(seconds)
+    return f"slept {seconds}s"
+
+
 if __name__ == "__main__":
+    if "--hang-on-start" in sys.argv:
+        time.sleep(600)
     server.run()

@@ -224,20 +224,22 @@ class MCPServers:
             server.gone = True
 
     def close(self) -> None:
-        """Stop every server (each gets a few seconds) and the event loop."""
+        """Stop every server (a ready one is asked first, then cancelled) and the event loop."""
         loop = self._loop
         if loop is None:
             return
         for server in self.servers:
-            if server.stop is not None:
+            if server.task is None:
+                continue
+            if server.session is not None and server.stop is not None:
                 loop.call_soon_threadsafe(server.stop.set)
+            else:  # still starting: nothing to ask
+                loop.call_soon_threadsafe(server.task.cancel)
         for server in self.servers:
-            if server.task is not None:
-                done = asyncio.run_coroutine_threadsafe(_finished(server.task), loop)
-                try:
-                    done.result(timeout=10)
-                except (concurrent.futures.TimeoutError, Exception):
-                    log.warning("MCP server %s did not stop in time", server.name)
+            if server.task is not None and not _wait(loop, server.task, 8):
+                loop.call_soon_threadsafe(server.task.cancel)
+                if not _wait(loop, server.task, 5):
+                    log.warning("MCP server %s did not stop", server.name or server.spec)
             server.errlog.close()
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
@@ -289,8 +291,17 @@ class MCPServers:
         return text
 
 
-async def _finished(task: asyncio.Task[None]) -> None:
-    await asyncio.wait({task}, timeout=8)
+def _wait(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], seconds: float) -> bool:
+    """Whether the task (on `loop`) finished within `seconds`."""
+
+    async def finished() -> bool:
+        await asyncio.wait({task}, timeout=seconds)
+        return task.done()
+
+    try:
+        return asyncio.run_coroutine_threadsafe(finished(), loop).result(timeout=seconds + 2)
+    except (concurrent.futures.TimeoutError, RuntimeError):
+        return False
 
 
 def _server_name(info: Any, argv: list[str]) -> str:
