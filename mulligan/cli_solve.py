@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import display, prompts
@@ -22,8 +23,9 @@ from mulligan.config import Settings
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
 from mulligan.loop import STRATEGIES, Loop, LoopSettings
+from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.schema import CommandCheck, Episode, Task
+from mulligan.schema import Attempt, CommandCheck, Episode, Task, Verdict
 from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies, apply_diff
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
@@ -110,7 +112,7 @@ def cmd_solve(
         )
         loop = Loop(
             actor=Actor(model, actor_settings, approve=approve),
-            evaluator=ChangeRecordingEvaluator(copies, judge=model),
+            evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
             settings=LoopSettings(
                 strategy=args.strategy,
                 trials=args.trials,
@@ -149,11 +151,20 @@ def cmd_solve(
     return _report(episode, project, copies, args.apply, run_id)
 
 
+def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
+    """One line per attempt as it is judged, after the lessons it was given."""
+
+    def show(attempt: Attempt, verdict: Verdict) -> None:
+        for lesson in memory.lessons(attempt.lesson_ids):
+            print(f"attempt {attempt.trial} was given: {lesson.text}", file=sys.stderr)
+        print(display.verdict_line(f"attempt {attempt.trial}", verdict), file=sys.stderr)
+
+    return show
+
+
 def _report(
     episode: Episode, project: Project, copies: ProjectCopies, apply: bool, run_id: str
 ) -> int:
-    for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False):
-        print(display.verdict_line(f"attempt {attempt.trial}", verdict), file=sys.stderr)
     print(_summary(episode, run_id), file=sys.stderr)
     if not episode.passed:
         feedback = episode.verdicts[-1].feedback if episode.verdicts else ""

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,14 +233,23 @@ class ProjectCopies:
 class ChangeRecordingEvaluator(Evaluator):
     """Records what an attempt changed in its copy, before the checks run there."""
 
-    def __init__(self, copies: ProjectCopies, judge: ChatModel | None = None) -> None:
+    def __init__(
+        self,
+        copies: ProjectCopies,
+        judge: ChatModel | None = None,
+        on_verdict: Callable[[Attempt, Verdict], None] | None = None,
+    ) -> None:
         super().__init__(judge)
         self.copies = copies
+        self.on_verdict = on_verdict
 
     def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
         if workspace is not None and workspace in self.copies.copies:
             attempt.changes = self.copies.changes(workspace, attempt.trial)
-        return super().evaluate(task, attempt, workspace)
+        verdict = super().evaluate(task, attempt, workspace)
+        if self.on_verdict:
+            self.on_verdict(attempt, verdict)
+        return verdict
 
 
 # ---------------------------------------------------------------- diffs

@@ -230,7 +230,7 @@ def test_a_lesson_reaches_the_first_attempt_of_a_later_solve(tmp_path: Path) -> 
         second = solve(server, "1")
         assert knows_the_lesson(server.requests[0])
     assert second.returncode == 0, second.stderr
-    assert "PASS attempt 1" in second.stderr
+    assert f"attempt 1 was given: {LESSON}\nPASS attempt 1" in second.stderr
     assert (project / "calc.py").read_text() == BUGGY
 
 
