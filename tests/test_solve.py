@@ -288,3 +288,44 @@ def test_a_diff_that_does_not_match_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="b.txt: the diff does not apply"):
         apply_diff(diff, tmp_path)
     assert (tmp_path / "a.txt").read_text() == "one\n"  # all or nothing
+
+
+def test_a_killed_solve_resumes_where_it_stopped(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    project = make_project(tmp_path / "calc")
+    memory = tmp_path / "mem"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    base = solver(lambda body: False)
+
+    def stall_at_reflection(body: dict[str, Any]) -> FakeReply:
+        if "You review a failed attempt" in str(body["messages"][0]["content"]):
+            return FakeReply(content="{}", delay=60)  # attempt 1 is logged; killed here
+        return base(body)
+
+    with FakeOpenAIServer(policy=stall_at_reflection) as server:
+        argv = [sys.executable, "-m", "mulligan.cli", *solve_args(server, project, memory)]
+        killed = subprocess.Popen(
+            argv + ["--trials", "2"], stderr=subprocess.PIPE, text=True, env=env
+        )
+        deadline = time.monotonic() + 120
+        while not any("You review" in str(b["messages"][0]["content"]) for b in server.requests):
+            assert time.monotonic() < deadline and killed.poll() is None
+            time.sleep(0.1)
+        killed.send_signal(signal.SIGKILL)
+        _, err = killed.communicate()
+    run_id = err.split("run id: ")[1].split()[0]
+    with FakeOpenAIServer(policy=solver(lambda body: True)) as server:
+        argv = [sys.executable, "-m", "mulligan.cli", *solve_args(server, project, memory)]
+        resumed = subprocess.run(
+            argv + ["--trials", "2", "--resume", run_id],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "PASS attempt 2" in resumed.stderr and "attempt 1" not in resumed.stderr
+    assert "passed on attempt 2 · 2 attempt(s)" in resumed.stderr
+    assert "+    return a + b" in resumed.stdout
