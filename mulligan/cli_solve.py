@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import display, prompts
-from mulligan.actor import Actor, ActorSettings
+from mulligan.actor import Actor, ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
@@ -110,6 +110,7 @@ def cmd_solve(
         task = solve_task(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
+        build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
         loop = Loop(
             actor=Actor(model, actor_settings, approve=approve),
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),

@@ -207,3 +207,25 @@ def test_a_server_that_never_answers_is_stopped_and_reported(tmp_path: Path) -> 
     with pytest.raises(UserError, match="did not answer within 2s"):
         servers.start()
     assert running(tag) == []
+
+
+def test_bench_offers_mcp_tools_to_every_strategy(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        json.dumps({"id": "sum", "prompt": "2 + 3?", "checks": [{"type": "contains", "text": "5"}]})
+    )
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if body["messages"][-1]["role"] == "tool":
+            return FakeReply(content=body["messages"][-1]["content"])
+        return calls(("notes_add", {"a": 2, "b": 3}))
+
+    with FakeOpenAIServer(policy=policy) as server:
+        code = main(
+            ["bench", str(tasks), "--strategies", "react,retry", "--trials", "1", "--mcp", START]
+            + ["--out", str(tmp_path / "out"), "--base-url", server.base_url, "--embedding", "hash"]
+        )
+        tools = [{t["function"]["name"] for t in body.get("tools", [])} for body in server.requests]
+    assert code == 0
+    assert len(tools) == 4 and all("notes_add" in offered for offered in tools)
+    assert "| react" in (tmp_path / "out" / "report.md").read_text()

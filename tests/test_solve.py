@@ -329,3 +329,15 @@ def test_a_killed_solve_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert "PASS attempt 2" in resumed.stderr and "attempt 1" not in resumed.stderr
     assert "passed on attempt 2 · 2 attempt(s)" in resumed.stderr
     assert "+    return a + b" in resumed.stdout
+
+
+def test_an_unknown_tool_is_refused_before_any_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path / "calc")
+    with FakeOpenAIServer([]) as server:
+        code = main(solve_args(server, project, tmp_path / "mem", "--tools", "telepathy"))
+        assert server.requests == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "telepathy (unknown)" in err[-1]
+    assert (project / "calc.py").read_text() == BUGGY
