@@ -55,16 +55,18 @@ def _junk(relative: str) -> bool:
 
 
 def is_git_repository(directory: Path) -> bool:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "--show-prefix"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    """Inside a git working tree, and not in a part of it that git ignores."""
+
+    def git(*argv: str) -> int:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(directory), *argv], capture_output=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return -1
+        return done.returncode
+
+    return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
 
 
 def _git_files(directory: Path) -> list[str]:
@@ -127,13 +129,24 @@ class Project:
         ignored = {p for p in paths if _junk(p) or self._skipped(p)}
         rest = [p for p in paths if p not in ignored]
         if self.git and rest:
-            done = subprocess.run(
-                ["git", "-C", str(self.directory), "check-ignore", "--no-index", "-z", "--stdin"],
-                input="\0".join(rest).encode() + b"\0",
-                capture_output=True,
-                timeout=60,
-            )
-            ignored |= {p for p in done.stdout.decode().split("\0") if p}
+            try:
+                done = subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(self.directory),
+                        "check-ignore",
+                        "--no-index",
+                        "-z",
+                        "--stdin",
+                    ],
+                    input="\0".join(rest).encode() + b"\0",
+                    capture_output=True,
+                    timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return ignored  # shown in the diff rather than lost
+            ignored |= {p for p in done.stdout.decode(errors="replace").split("\0") if p}
         return ignored
 
 

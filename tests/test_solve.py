@@ -341,3 +341,16 @@ def test_an_unknown_tool_is_refused_before_any_attempt(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "telepathy (unknown)" in err[-1]
     assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_a_directory_a_parent_repository_ignores_is_copied_whole(tmp_path: Path) -> None:
+    from mulligan.solve import Project
+
+    (tmp_path / ".gitignore").write_text("*\n")  # e.g. a home directory kept in git
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    project = make_project(tmp_path / "calc")
+    assert sorted(Project(project).snapshot()) == ["calc.py", "test_calc.py"]
+    tracked = make_project(tmp_path / "repo", git=True)
+    (tracked / "build").mkdir()
+    (tracked / "build" / "x").write_text("ignored")
+    assert sorted(Project(tracked).snapshot()) == [".gitignore", "calc.py", "test_calc.py"]
