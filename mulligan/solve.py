@@ -180,6 +180,14 @@ def fingerprint(snapshot: Snapshot) -> str:
     return digest.hexdigest()
 
 
+def _mode(path: Path) -> int:
+    """The file's permission bits (executable scripts stay executable), writable by us."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode) | 0o600
+    except OSError:
+        return 0o644
+
+
 def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
     for relative, entry in snapshot.items():
         target = root / relative
@@ -213,9 +221,7 @@ class ProjectCopies:
     def __call__(self, task: Task) -> Iterator[Path]:
         base = self.project.snapshot()
         modes = {
-            p: stat.S_IMODE((self.project.directory / p).stat().st_mode) | 0o600
-            for p, entry in base.items()
-            if isinstance(entry, bytes)
+            p: _mode(self.project.directory / p) for p, e in base.items() if isinstance(e, bytes)
         }
         with sandbox.ScratchWorkspace({}) as workspace:
             assert workspace is not None

@@ -37,7 +37,7 @@ def test_a_servers_tools_are_offered_with_its_prefix_and_schema_and_called() -> 
         found = registry.run(
             ToolCall(id="3", name="notes_lookup_word", arguments='{"word": "mulligan"}')
         )
-    assert set(tools) == {"notes_add", "notes_lookup_word"}
+    assert set(tools) == {"notes_add", "notes_lookup_word", "notes_wait"}
     parameters = tools["notes_add"].schema()["function"]["parameters"]
     assert parameters["properties"]["a"]["type"] == "integer" and parameters["required"] == [
         "a",
@@ -133,7 +133,7 @@ def test_task_files_name_their_own_servers(
             + ["--memory", str(tmp_path / "mem"), "--embedding", "hash"]
         )
         offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
-    assert offered == {"notes_lookup_word", "notes_add"}
+    assert offered == {"notes_lookup_word", "notes_add", "notes_wait"}
     assert code == 0
     assert "PASS sum (trial 1)" in capsys.readouterr().out
 
@@ -177,6 +177,8 @@ def test_without_the_sdk_the_error_names_the_extra(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == ['mulligan: MCP servers need the mcp package: pip install "mulligan[mcp]"']
+    with FakeOpenAIServer([FakeReply(content="4")]) as server:  # no --mcp: no SDK needed
+        assert main(["attempt", "2 + 2?", "--base-url", server.base_url]) == 0
 
 
 def running(tag: str) -> list[str]:
