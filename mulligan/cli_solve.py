@@ -20,13 +20,14 @@ from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import open_memory, validity_rules
 from mulligan.config import Settings
+from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
 from mulligan.loop import STRATEGIES, Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Verdict
-from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies, apply_diff
+from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
 REPEATED_TEMPERATURE = 0.7
