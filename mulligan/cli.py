@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_bench, cli_doctor, cli_memory, cli_tasks, display
+from mulligan import cli_bench, cli_doctor, cli_mcp, cli_memory, cli_solve, cli_tasks, display
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -62,6 +62,7 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
     group.add_argument("--refute-after", type=int, default=3, help="hurts that refute")
     group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
+    cli_mcp.add_mcp_flag(parser)
     add_endpoint_flags(parser)
     add_budget_flags(parser)
 
@@ -111,11 +112,15 @@ def cmd_attempt(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     model = connect(settings)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
-    tools = build_tools(names, workspace=Path(args.workspace), network=args.network)
-    chosen = actor_settings(args, settings, Budget())
-    require_price_for_cost_budget(model.name, model.price, "max_cost" in chosen.forced, [])
-    actor = Actor(model, chosen, approve=cli_approver(args.yes))
-    attempt = actor.run("question", args.question, tools)
+    with cli_mcp.servers(settings.mcp) as mcp:
+        names += [t.name for t in mcp.tools]
+        tools = build_tools(
+            names, workspace=Path(args.workspace), network=args.network, extra=mcp.tools
+        )
+        chosen = actor_settings(args, settings, Budget())
+        require_price_for_cost_budget(model.name, model.price, "max_cost" in chosen.forced, [])
+        actor = Actor(model, chosen, approve=cli_approver(args.yes))
+        attempt = actor.run("question", args.question, tools)
     if args.json:
         print(attempt.model_dump_json(indent=2))
     else:
@@ -130,15 +135,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     model = connect(settings, default_temperature=0.7 if repeated else 0.0)
     budget = actor_settings(args, settings, Budget())
     require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
-    return cli_tasks.cmd_run(args, settings, model, budget, suite)
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return cli_tasks.cmd_run(args, settings, model, budget, suite)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)
-    return cli_bench.cmd_bench(
-        args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools
-    )
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return cli_bench.cmd_bench(
+            args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools
+        )
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    budget = actor_settings(args, settings, Budget())
+    return cli_solve.cmd_solve(args, settings, budget, cli_approver(args.yes))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--network", action="store_true", help="let the box reach the network (default: none)"
     )
     attempt.add_argument("--json", action="store_true", help="print the Attempt record")
+    cli_mcp.add_mcp_flag(attempt)
     add_endpoint_flags(attempt)
     add_budget_flags(attempt)
     attempt.set_defaults(handler=cmd_attempt)
@@ -167,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="one JSON object per task")
     add_run_flags(run, memory_default="~/.mulligan")
     run.set_defaults(handler=cmd_run)
+
+    solve = commands.add_parser("solve", help="the loop on your own project, attempts in copies")
+    cli_solve.add_flags(solve)
+    add_run_flags(solve, memory_default="~/.mulligan")
+    solve.set_defaults(handler=cmd_solve)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     cli_tasks.add_selection_flags(tasks)

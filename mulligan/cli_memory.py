@@ -98,6 +98,8 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         for lesson in memory.lessons(attempt.lesson_ids):
             print(f"lesson given: {lesson.id}: {lesson.text}")
         print(display.trajectory(attempt))
+        if attempt.changes:
+            print("changes:\n" + attempt.changes.rstrip("\n"))
         print(display.verdict_line(attempt.task_id, verdict))
         if verdict.feedback:
             print("feedback:\n" + "\n".join("  " + line for line in verdict.feedback.splitlines()))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mulligan import sandbox
 from mulligan.errors import UserError
@@ -45,6 +45,8 @@ class Settings(BaseModel):
     """Model name -> {input, output}, dollars per million tokens (`[prices]` in mulligan.toml)."""
     prices_file: str | None = None
     """A JSON file of the same shape (MULLIGAN_PRICES), over `prices`."""
+    mcp: list[str] = Field(default_factory=list)
+    """Commands that start MCP servers whose tools every task may use."""
 
 
 ENVIRONMENT = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class LoopSettings:
     """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
     retrieved_lessons: int = 3
     extra_tools: list[Tool] = field(default_factory=list)
+    workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
+    """Where each attempt works (default: a scratch directory laid out from the task)."""
 
 
 @dataclass
@@ -161,7 +164,9 @@ class Loop:
         """Steps of this trial logged before a crash, with orphan calls closed."""
         return self.memory.log.unfinished_steps(episode_id, trial) if self.memory else None
 
-    def _workspace(self, task: Task) -> sandbox.ScratchWorkspace:
+    def _workspace(self, task: Task) -> AbstractContextManager[Path | None]:
+        if self.settings.workspace_for:
+            return self.settings.workspace_for(task)
         needed = task.workspace is not None or bool(WORKSPACE_TOOLS & set(task.tools))
         return sandbox.ScratchWorkspace(task.workspace if needed else None, enabled=needed)
 

@@ -149,6 +149,8 @@ class Attempt(Record):
     lesson_ids: list[str] = Field(default_factory=list)
     compressions: list[CompressionEvent] = Field(default_factory=list)
     workspace: str | None = None
+    changes: str = ""
+    """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
 
     def charge(self, role: Role, usage: Usage) -> None:
         """Count a call made for this attempt (after it: judging it, reflecting on it)."""
@@ -291,6 +293,8 @@ class Task(Record):
     budget: BudgetOverrides | None = None
     network: bool = False
     """Let the box reach the network (its tools and its checks); off by default."""
+    mcp: list[str] = Field(default_factory=list)
+    """Commands that start MCP servers (stdio) whose tools this task may use."""
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -1,0 +1,51 @@
+"""`--mcp` on the commands: start the servers a run names, once, and give tasks their tools."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from mulligan.actor.mcp_tools import MCPServers
+from mulligan.actor.tools import Tool
+from mulligan.schema import Task
+from mulligan.tasks.suites import Suite
+
+
+def add_mcp_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        metavar="CMD",
+        help="start an MCP server (stdio) and offer its tools as SERVER_TOOL: 'python srv.py' "
+        "or 'NAME=python srv.py' (repeatable; replaces mulligan.toml's mcp list)",
+    )
+
+
+@contextlib.contextmanager
+def servers(commands: list[str], tasks: Sequence[Task] = ()) -> Iterator[MCPServers]:
+    """Every server the run names (`commands`) or a task names (its `mcp:`), started once."""
+    specs = list(commands) + [spec for task in tasks for spec in task.mcp]
+    with MCPServers(specs) as started:
+        yield started
+
+
+def tools_for(task: Task, started: MCPServers, commands: list[str]) -> Task:
+    """The task, naming the tools of the run's servers and of its own."""
+    found: list[Tool] = []
+    for spec in list(commands) + task.mcp:
+        found += started.tools_of.get(spec.strip(), [])
+    names = [t.name for t in found if t.name not in task.tools]
+    return task.model_copy(update={"tools": task.tools + list(dict.fromkeys(names))})
+
+
+@contextlib.contextmanager
+def suite_with_mcp(suite: Suite, commands: list[str]) -> Iterator[Suite]:
+    """The suite with its tasks given their servers' tools, for as long as the run lasts."""
+    if not commands and not any(task.mcp for task in suite.tasks):
+        yield suite
+        return
+    with servers(commands, suite.tasks) as started:
+        tasks = [tools_for(task, started, commands) for task in suite.tasks]
+        yield replace(suite, tasks=tasks, tools=suite.tools + started.tools)

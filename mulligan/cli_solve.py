@@ -1,0 +1,213 @@
+"""`mulligan solve`: the loop on the user's own project, each attempt in a copy of it.
+
+The diff of the passing attempt goes to standard output (so `> fix.patch` keeps it);
+progress, the summary and messages go to standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from mulligan import display, prompts
+from mulligan.actor import Actor, ActorSettings, build_tools
+from mulligan.actor.tools import Approver
+from mulligan.bench.runner import episode_id, manifest
+from mulligan.cli_mcp import servers
+from mulligan.cli_tasks import open_memory, validity_rules
+from mulligan.config import Settings
+from mulligan.diffs import apply_diff
+from mulligan.errors import UserError
+from mulligan.llm.connect import connect
+from mulligan.loop import STRATEGIES, Loop, LoopSettings
+from mulligan.memory import Memory
+from mulligan.reflector import Reflector
+from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
+from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
+
+PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
+REPEATED_TEMPERATURE = 0.7
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help='what to do, e.g. "make pytest -q pass"')
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="CMD",
+        help="a command that must exit 0 in the project's root, run in the box (repeatable)",
+    )
+    parser.add_argument("--dir", default=".", help="the project (default: .); never changed "
+                        "unless --apply")  # fmt: skip
+    parser.add_argument("--apply", action="store_true", help="apply the passing diff to --dir")
+    parser.add_argument("--strategy", default="reflexion-memory", help=", ".join(STRATEGIES))
+    parser.add_argument("--family", help="lessons are kept under this name (default: dir name)")
+    parser.add_argument("--tools", default="", help="more tools by name, comma-separated")
+    parser.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check")
+    parser.add_argument("--yes", action="store_true", help="approve every tool that asks (shell)")
+    parser.add_argument(
+        "--network", action="store_true", help="let the box reach the network (default: none)"
+    )
+
+
+def slug(text: str, limit: int = 48) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return "-".join(words)[:limit].strip("-") or "task"
+
+
+def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """The directory and checks, or a UserError before anything is started."""
+    checks = [c for c in args.check if c.strip()]
+    if not checks:
+        raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
+    directory = Path(args.dir).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"--dir {args.dir}: not a directory")
+    if args.strategy not in STRATEGIES:
+        raise UserError(f"--strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    if args.trials < 1:
+        raise UserError("--trials must be at least 1")
+    if not args.task.strip():
+        raise UserError("solve needs a TASK: what the attempts should do")
+    return directory, checks
+
+
+def solve_task(
+    text: str,
+    project: Project,
+    family: str,
+    checks: list[str],
+    tools: list[str],
+    args: argparse.Namespace,
+) -> Task:
+    return Task(
+        id=f"solve-{slug(text)}",
+        family=family,
+        prompt=prompts.render("solve", task=text, project=project.directory.name, checks=checks),
+        tools=list(dict.fromkeys(PROJECT_TOOLS + tools)),
+        checks=[CommandCheck(command=c, name=c, timeout=args.check_timeout) for c in checks],
+        network=args.network,
+    )
+
+
+def cmd_solve(
+    args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
+) -> int:
+    directory, checks = _validated(args)
+    extra = [n.strip() for n in args.tools.split(",") if n.strip()]
+    repeated = args.strategy != "react" and args.trials > 1
+    model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
+    memory = open_memory(settings, model, validity_rules(args))
+    project = Project(directory, skip=[memory.directory.resolve()])
+    family = args.family or project.directory.name or "project"
+    copies = ProjectCopies(project)
+    run_id = args.resume or uuid.uuid4().hex[:10]
+    with servers(settings.mcp) as started:
+        task = solve_task(
+            args.task, project, family, checks, extra + [t.name for t in started.tools], args
+        )
+        build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
+        loop = Loop(
+            actor=Actor(model, actor_settings, approve=approve),
+            evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
+            settings=LoopSettings(
+                strategy=args.strategy,
+                trials=args.trials,
+                extra_tools=started.tools,
+                workspace_for=copies,
+            ),
+            reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
+            memory=memory,
+            run_id=run_id,
+        )
+        if not args.resume:
+            memory.log.start_run(
+                run_id,
+                manifest(
+                    command="solve",
+                    directory=str(project.directory),
+                    task=args.task,
+                    checks=checks,
+                    family=family,
+                    model=model.name,
+                    endpoint=settings.base_url or "api.openai.com",
+                    strategies=[args.strategy],
+                    trials=args.trials,
+                    budget=vars(actor_settings.budget),
+                    mcp=settings.mcp,
+                ),
+            )
+        print(f"run id: {run_id} · {project.directory} · family {family}", file=sys.stderr)
+        try:
+            episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
+        except KeyboardInterrupt:
+            memory.log.end_run(run_id, "interrupted")
+            print(f"interrupted; continue with --resume {run_id}", file=sys.stderr)
+            raise
+    memory.log.end_run(run_id)
+    return _report(episode, project, copies, args.apply, run_id)
+
+
+def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
+    """One line per attempt as it is judged, after the lessons it was given."""
+
+    def show(attempt: Attempt, verdict: Verdict) -> None:
+        for lesson in memory.lessons(attempt.lesson_ids):
+            print(f"attempt {attempt.trial} was given: {lesson.text}", file=sys.stderr)
+        print(display.verdict_line(f"attempt {attempt.trial}", verdict), file=sys.stderr)
+
+    return show
+
+
+def _report(
+    episode: Episode, project: Project, copies: ProjectCopies, apply: bool, run_id: str
+) -> int:
+    print(_summary(episode, run_id), file=sys.stderr)
+    if not episode.passed:
+        feedback = episode.verdicts[-1].feedback if episode.verdicts else ""
+        if feedback:
+            print("last checks said:\n" + _tail(feedback), file=sys.stderr)
+        return 1
+    attempt = episode.attempts[-1]
+    if not attempt.changes:
+        print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
+        return 0
+    sys.stdout.write(attempt.changes)
+    sys.stdout.flush()
+    if apply:
+        if copies.unchanged_since(attempt.trial) is False:
+            raise UserError(
+                f"{project.directory} changed since attempt {attempt.trial} began; not applied "
+                "(the diff is on standard output: check it, then `git apply` it)"
+            )
+        applied, skipped = apply_diff(attempt.changes, project.directory)
+        print(f"applied to {project.directory}: {', '.join(applied) or 'nothing'}", file=sys.stderr)
+        if skipped:
+            print(f"not applied (binary): {', '.join(skipped)}", file=sys.stderr)
+    else:
+        print("not applied (pass --apply to apply it)", file=sys.stderr)
+    return 0
+
+
+def _summary(episode: Episode, run_id: str) -> str:
+    attempts = episode.attempts
+    usage = Usage.total(a.usage for a in attempts)
+    last = episode.verdicts[-1] if episode.verdicts else None
+    checks = f"{sum(c.passed for c in last.checks)}/{len(last.checks)} checks" if last else ""
+    outcome = f"passed on attempt {attempts[-1].trial}" if episode.passed else "no attempt passed"
+    return (
+        f"{outcome} · {len(attempts)} attempt(s) · last: {checks} passed · "
+        f"{usage.prompt_tokens}+{usage.completion_tokens} tokens · {usage.cost_text()} · "
+        f"run id {run_id}"
+    )
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    kept = text.strip().splitlines()
+    cut = f"  [... {len(kept) - lines} lines]\n" if len(kept) > lines else ""
+    return cut + "\n".join("  " + line for line in kept[-lines:])

@@ -1,0 +1,259 @@
+"""`solve` below the command line: a copy of the project per attempt, and what each changed.
+
+Each attempt works in a fresh copy of the user's directory that mulligan makes (so the box
+may write there); the directory itself is only read (`diffs.apply_diff` alone writes it).
+A git repository is copied as its working tree shows it, minus what `.gitignore` ignores;
+any other directory whole. Caches and virtual environments (JUNK) are never copied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mulligan import sandbox
+from mulligan.diffs import Link, Snapshot, unified_diff
+from mulligan.errors import UserError
+from mulligan.evaluator import Evaluator
+from mulligan.llm.base import ChatModel
+from mulligan.schema import Attempt, Task, Verdict
+
+JUNK_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+    | {".tox", ".nox", ".venv", "venv", "node_modules"}
+)
+JUNK_SUFFIXES = (".pyc", ".pyo")
+UNREADABLE = b"\0(unreadable)"
+"""Stands for a file of an attempt's copy that cannot be read: shown as binary."""
+
+
+def _junk(relative: str) -> bool:
+    parts = relative.split("/")
+    return (
+        any(p in JUNK_DIRS for p in parts[:-1])
+        or parts[-1] in JUNK_DIRS
+        or (relative.endswith(JUNK_SUFFIXES))
+    )
+
+
+def is_git_repository(directory: Path) -> bool:
+    """Inside a git working tree, and not in a part of it that git ignores."""
+
+    def git(*argv: str) -> int:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(directory), *argv], capture_output=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return -1
+        return done.returncode
+
+    return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
+
+
+def _git_files(directory: Path) -> list[str]:
+    done = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(directory),
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise UserError(f"{directory}: git ls-files failed: {done.stderr.decode().strip()}")
+    return sorted({p for p in done.stdout.decode().split("\0") if p})
+
+
+def _walk_files(directory: Path) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if d not in JUNK_DIRS)
+        base = Path(root).relative_to(directory)
+        found += [(base / name).as_posix() for name in files]
+        # symlinked directories are listed as entries, not entered
+        found += [(base / d).as_posix() for d in dirs if (Path(root) / d).is_symlink()]
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+    return sorted(found)
+
+
+@dataclass
+class Project:
+    """The user's directory, read but never written (except by `apply_diff`)."""
+
+    directory: Path
+    skip: list[Path] = field(default_factory=list)
+    """Directories inside the project that are not part of it (mulligan's own memory)."""
+
+    def __post_init__(self) -> None:
+        self.directory = self.directory.resolve()
+        self.git = is_git_repository(self.directory)
+
+    def files(self) -> list[str]:
+        listed = _git_files(self.directory) if self.git else _walk_files(self.directory)
+        return [p for p in listed if not _junk(p) and not self._skipped(p)]
+
+    def _skipped(self, relative: str) -> bool:
+        path = self.directory / relative
+        return any(path == s or path.is_relative_to(s) for s in self.skip)
+
+    def snapshot(self) -> Snapshot:
+        return read_tree(self.directory, self.files())
+
+    def ignored(self, paths: list[str]) -> set[str]:
+        """Which of these (new) paths the project ignores: junk, or .gitignore'd in a repo."""
+        ignored = {p for p in paths if _junk(p) or self._skipped(p)}
+        rest = [p for p in paths if p not in ignored]
+        if self.git and rest:
+            try:
+                done = subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(self.directory),
+                        "check-ignore",
+                        "--no-index",
+                        "-z",
+                        "--stdin",
+                    ],
+                    input="\0".join(rest).encode() + b"\0",
+                    capture_output=True,
+                    timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                return ignored  # shown in the diff rather than lost
+            ignored |= {p for p in done.stdout.decode(errors="replace").split("\0") if p}
+        return ignored
+
+
+def read_tree(root: Path, files: list[str], strict: bool = True) -> Snapshot:
+    """The files' contents; an unreadable one is an error (`strict`) or shown as binary."""
+    snapshot: Snapshot = {}
+    for relative in files:
+        path = root / relative
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # tracked but deleted in the working tree
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            snapshot[relative] = Link(os.readlink(path))
+        elif stat.S_ISREG(info.st_mode):
+            try:
+                snapshot[relative] = path.read_bytes()
+            except PermissionError as exc:
+                if strict:
+                    raise UserError(f"{path}: cannot read it ({exc.strerror})") from exc
+                snapshot[relative] = UNREADABLE
+    return snapshot
+
+
+def fingerprint(snapshot: Snapshot) -> str:
+    digest = hashlib.sha256()
+    for relative in sorted(snapshot):
+        entry = snapshot[relative]
+        content = entry if isinstance(entry, bytes) else f"link:{entry.target}".encode()
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
+    return digest.hexdigest()
+
+
+def _mode(path: Path) -> int:
+    """The file's permission bits (executable scripts stay executable), writable by us."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode) | 0o600
+    except OSError:
+        return 0o644
+
+
+def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
+    for relative, entry in snapshot.items():
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(entry, Link):
+            target.symlink_to(entry.target)
+        else:
+            target.write_bytes(entry)
+            target.chmod(modes.get(relative, 0o644))
+
+
+# ---------------------------------------------------------------- copies per attempt
+
+
+@dataclass
+class Copy:
+    base: Snapshot
+    fingerprint: str
+
+
+class ProjectCopies:
+    """A workspace factory for the loop: each attempt gets a fresh copy of the project."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.copies: dict[Path, Copy] = {}
+        self.started: dict[int, str] = {}
+        """Trial -> fingerprint of the project when that attempt's copy was made."""
+
+    @contextlib.contextmanager
+    def __call__(self, task: Task) -> Iterator[Path]:
+        base = self.project.snapshot()
+        modes = {
+            p: _mode(self.project.directory / p) for p, e in base.items() if isinstance(e, bytes)
+        }
+        with sandbox.ScratchWorkspace({}) as workspace:
+            assert workspace is not None
+            write_tree(workspace, base, modes)
+            self.copies[workspace] = Copy(base, fingerprint(base))
+            try:
+                yield workspace
+            finally:
+                del self.copies[workspace]
+
+    def changes(self, workspace: Path, trial: int) -> str:
+        """The unified diff from the copy's start to its present state."""
+        copy = self.copies[workspace]
+        self.started[trial] = copy.fingerprint
+        present = read_tree(workspace, _walk_files(workspace), strict=False)
+        new = [p for p in present if p not in copy.base]
+        for ignored in self.project.ignored(new):
+            del present[ignored]
+        return unified_diff(copy.base, present)
+
+    def unchanged_since(self, trial: int) -> bool | None:
+        """Whether the project is as it was when this trial began (None: not known here)."""
+        if trial not in self.started:
+            return None
+        return fingerprint(self.project.snapshot()) == self.started[trial]
+
+
+class ChangeRecordingEvaluator(Evaluator):
+    """Records what an attempt changed in its copy, before the checks run there."""
+
+    def __init__(
+        self,
+        copies: ProjectCopies,
+        judge: ChatModel | None = None,
+        on_verdict: Callable[[Attempt, Verdict], None] | None = None,
+    ) -> None:
+        super().__init__(judge)
+        self.copies = copies
+        self.on_verdict = on_verdict
+
+    def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
+        if workspace is not None and workspace in self.copies.copies:
+            attempt.changes = self.copies.changes(workspace, attempt.trial)
+        verdict = super().evaluate(task, attempt, workspace)
+        if self.on_verdict:
+            self.on_verdict(attempt, verdict)
+        return verdict
