@@ -10,9 +10,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from mulligan import cli_bench, cli_doctor, cli_memory, cli_tasks, display
+from mulligan import cli_bench, cli_doctor, cli_memory, cli_tasks, display, validate
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -55,6 +55,12 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    parser.add_argument(
+        "--carried-reflections",
+        type=int,
+        default=3,
+        help="reflections carried (reflexion; 0: none)",
+    )
     group = parser.add_argument_group("lesson validity")
     group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
     group.add_argument("--refute-after", type=int, default=3, help="hurts that refute")
@@ -135,8 +141,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (exit 2) instead of the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
@@ -195,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
+        validate.check_flags(args)
         return handler(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)

@@ -122,9 +122,11 @@ def cmd_bench(
         seed=args.seed,
         passes=args.passes,
         concurrency=args.concurrency,
+        carried_reflections=args.carried_reflections,
         extra_tools=extra,
         info={
             "suite": args.suite,
+            "carried_reflections": args.carried_reflections,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
         },

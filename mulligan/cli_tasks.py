@@ -116,6 +116,7 @@ def cmd_run(
                 budget=vars(actor_settings.budget),
                 strategies=[args.strategy],
                 trials=args.trials,
+                carried_reflections=args.carried_reflections,
                 seed=args.seed,
                 tasks=[t.id for t in suite.tasks],
             ),
@@ -135,7 +136,12 @@ def cmd_run(
         lambda: make_loop(
             model,
             actor_settings,
-            LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
+            LoopSettings(
+                strategy=args.strategy,
+                trials=args.trials,
+                carried_reflections=args.carried_reflections,
+                extra_tools=suite.tools,
+            ),
             memory,
             run_id,
         ),

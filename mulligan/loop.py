@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mulligan import sandbox
 from mulligan.actor import Actor, Tool, build_tools
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
@@ -35,6 +36,10 @@ class LoopSettings:
     """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
     retrieved_lessons: int = 3
     extra_tools: list[Tool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.carried_reflections < 0 or self.retrieved_lessons < 0:
+            raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
 
 
 @dataclass
@@ -86,7 +91,7 @@ class Loop:
         if not s.strategy.startswith("reflexion"):
             return []
         carried = [r for r in reflections if r.validity.status in ("candidate", "validated")]
-        lessons = carried[-s.carried_reflections :]
+        lessons = carried[-s.carried_reflections :] if s.carried_reflections > 0 else []
         if s.strategy == "reflexion-memory" and self.memory:
             known = {lesson.id for lesson in lessons}
             found = self.memory.retrieve(task, s.retrieved_lessons, known, episode_id, trial)

@@ -127,13 +127,23 @@ Visibility = Literal["feedback", "hidden"]
 class CheckBase(Record):
     visibility: Visibility = "feedback"
     name: str = ""
+    reveal: bool = False
+    """Whether a failure's detail may name the expected value (an answer handed over in
+    feedback makes the next trial worthless as evidence, so only where the task says so)."""
+
+
+def _compiles(pattern: str | None) -> str | None:
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
+    return pattern
 
 
 class ExactMatchCheck(CheckBase):
     type: Literal["exact_match"] = "exact_match"
     answer: str | list[str]
-    reveal: bool = True
-    """Whether a failure's detail names the expected answer."""
 
 
 class ContainsCheck(CheckBase):
@@ -147,14 +157,7 @@ class RegexCheck(CheckBase):
     pattern: str
     flags: str = ""
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
-        return pattern
+    _pattern_compiles = field_validator("pattern")(_compiles)
 
 
 class NumericCheck(CheckBase):
@@ -187,6 +190,8 @@ class FileCheck(CheckBase):
     path: str
     contains: str | None = None
     matches: str | None = None
+
+    _matches_compiles = field_validator("matches")(_compiles)
 
 
 class LLMJudgeCheck(CheckBase):

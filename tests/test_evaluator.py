@@ -39,9 +39,9 @@ def test_hotpotqa_normalisation_and_f1() -> None:
 def test_exact_match_pass_fail_and_reveal() -> None:
     ok = verdict([ExactMatchCheck(answer=["1922", "in 1922"])], "In 1922.")
     assert ok.passed and "F1 1.00" in ok.checks[0].detail
-    bad = verdict([ExactMatchCheck(answer="Paris")], "London")
+    bad = verdict([ExactMatchCheck(answer="Paris", reveal=True)], "London")
     assert not bad.passed and "expected 'Paris'" in bad.checks[0].detail
-    secret = verdict([ExactMatchCheck(answer="Paris", reveal=False)], "London")
+    secret = verdict([ExactMatchCheck(answer="Paris")], "London")
     assert "Paris" not in secret.feedback
 
 
@@ -63,7 +63,8 @@ def test_numeric_pulls_numbers_from_text() -> None:
     assert verdict([NumericCheck(value=1234567)], "about 1,234,567 people").passed
     assert verdict([NumericCheck(value=100, rel_tol=0.05)], "roughly 103").passed
     last = verdict([NumericCheck(value=28.5, pick="last")], "31 vs 28.5, so 2.5")
-    assert not last.passed and last.checks[0].detail.endswith("answer has 2.5")
+    assert not last.passed and "last number is 2.5" in last.checks[0].detail
+    assert "28.5" not in last.checks[0].detail
     assert "no number" in verdict([NumericCheck(value=1)], "none").checks[0].detail
 
 

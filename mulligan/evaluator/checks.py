@@ -73,9 +73,10 @@ def check_contains(check: ContainsCheck, ctx: CheckContext) -> CheckResult:
     if not check.case_sensitive:
         haystack, needle = haystack.lower(), needle.lower()
     found = needle in haystack
-    return result(
-        check, found, f"answer {'contains' if found else 'does not contain'} {check.text!r}"
-    )
+    if found:
+        return result(check, True, f"answer contains {check.text!r}")
+    expected = repr(check.text) if check.reveal else "the expected text"
+    return result(check, False, f"answer does not contain {expected}")
 
 
 def check_regex(check: RegexCheck, ctx: CheckContext) -> CheckResult:
@@ -88,7 +89,8 @@ def check_regex(check: RegexCheck, ctx: CheckContext) -> CheckResult:
         return result(check, False, f"cannot run: bad regex {check.pattern!r}: {exc}")
     if match:
         return result(check, True, f"matched {match.group(0)[:100]!r}")
-    return result(check, False, f"answer does not match /{check.pattern}/")
+    expected = f"/{check.pattern}/" if check.reveal else "the expected pattern"
+    return result(check, False, f"answer does not match {expected}")
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -119,7 +121,21 @@ def check_numeric(check: NumericCheck, ctx: CheckContext) -> CheckResult:
     if close:
         return result(check, True, f"found {close[0]:g}, expected {check.value:g}")
     seen = ", ".join(f"{n:g}" for n in found) or "no number"
-    return result(check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}")
+    if check.reveal:
+        return result(
+            check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
+        )
+    if not found:
+        return result(check, False, "answer has no number; the expected value is a number")
+    if check.pick == "any":
+        return result(
+            check, False, f"answer has {seen}: none is within tolerance of the expected value"
+        )
+    return result(
+        check,
+        False,
+        f"answer's {check.pick} number is {seen}: not within tolerance of the expected value",
+    )
 
 
 def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckResult:
@@ -223,7 +239,15 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
         return result(
             check, False, f'cannot run: judge reply is not {{"pass": bool, ...}}: {reply[:200]!r}'
         )
-    return result(check, verdict["pass"], str(verdict.get("reason", ""))[:500])
+    reason = str(verdict.get("reason", ""))[:500]
+    if verdict["pass"] or check.reveal:
+        return result(check, verdict["pass"], reason)
+    return result(
+        check,
+        False,
+        "the judge found the rubric not met (its reason may name the "
+        "expected answer, so it is shown only with reveal: true)",
+    )
 
 
 def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:
