@@ -8,9 +8,9 @@ import sys
 import uuid
 from typing import Any
 
-from mulligan import display
+from mulligan import display, validate
 from mulligan.bench.runner import make_loop, manifest, run_tasks
-from mulligan.config import Settings
+from mulligan.config import Settings, load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.loop import STRATEGIES, LoopSettings
@@ -39,6 +39,7 @@ def selected(args: argparse.Namespace) -> Suite:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    load_settings(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
     for task in suite.tasks:
         kinds = ", ".join(f"{c.type}{'*' if c.visibility == 'hidden' else ''}" for c in task.checks)
@@ -55,6 +56,7 @@ def open_memory(
 ) -> Memory:
     """The memory the settings name: a directory, or a chroma URL with the log in `default`."""
     location = settings.memory or default
+    validate.memory_directory(location if settings.memory else default)
     spec = settings.embedding
 
     def embedder() -> Any:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mulligan.errors import UserError
+from mulligan.validate import embedding_problem, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,11 +34,19 @@ class Settings(BaseModel):
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
-    temperature: float | None = None
-    timeout: float = 120.0
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     protocol: Literal["native", "text"] = "native"
     memory: str | None = None
     embedding: str = "minilm"
+
+    @field_validator("embedding")
+    @classmethod
+    def _known_embedding(cls, spec: str) -> str:
+        problem = embedding_problem(spec)
+        if problem:
+            raise ValueError(problem)
+        return spec
 
 
 ENVIRONMENT = {
@@ -58,7 +68,7 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
     for key, names in ENVIRONMENT.items():
         for name in names:
             if os.environ.get(name):
-                merged[key] = os.environ[name]
+                merged[key] = _checked(key, os.environ[name], f"environment variable {name}")
                 break
     merged.update({k: v for k, v in flags.items() if v is not None and k in Settings.model_fields})
     try:
@@ -69,15 +79,37 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """mulligan.toml, each problem named by file, line and key."""
+    text = read_text(path, "settings file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: {exc}") from exc
-    unknown = sorted(set(data) - set(Settings.model_fields))
-    if unknown:
-        known = ", ".join(Settings.model_fields)
-        raise UserError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {known}")
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    for key, value in data.items():
+        where = f"{path}:{_line_of_key(text, key)}"
+        if key not in Settings.model_fields:
+            known = ", ".join(Settings.model_fields)
+            raise UserError(f"{where}: unknown key {key!r} (remove it); known keys: {known}")
+        _checked(key, value, f"{where}: key {key!r}")
     return data
+
+
+def _line_of_key(text: str, key: str) -> int | str:
+    pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return "?"
+
+
+def _checked(key: str, value: Any, where: str) -> Any:
+    """One setting on its own, so a bad value is named by where it came from."""
+    try:
+        Settings.model_validate({key: value})
+    except ValidationError as exc:
+        problem = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise UserError(f"{where}: {problem} (got {value!r:.60})") from exc
+    return value
 
 
 def endpoint_configured(settings: Settings) -> bool:

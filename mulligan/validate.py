@@ -25,19 +25,23 @@ class Bound:
     minimum: float
     maximum: float = math.inf
     what: str = "a whole number"
+    above_minimum: bool = False
+    """The minimum itself is not allowed (a positive number of seconds)."""
 
     def problem(self, value: float) -> str | None:
         if isinstance(value, float) and not math.isfinite(value):
-            return f"must be a finite {self.what}"
-        if value < self.minimum or value > self.maximum:
+            return f"must be a finite {self.what.removeprefix('a ')}"
+        low = value <= self.minimum if self.above_minimum else value < self.minimum
+        if low or value > self.maximum:
+            least = "above" if self.above_minimum else "at least"
             upper = "" if math.isinf(self.maximum) else f" and at most {self.maximum:g}"
-            return f"must be {self.what} of at least {self.minimum:g}{upper}"
+            return f"must be {self.what} {least} {self.minimum:g}{upper}"
         return None
 
 
 POSITIVE_INT = Bound(1)
 NON_NEGATIVE_INT = Bound(0)
-POSITIVE = Bound(1e-9, what="a number above 0")
+POSITIVE = Bound(0, what="a number", above_minimum=True)
 NON_NEGATIVE = Bound(0, what="a number")
 
 FLAG_BOUNDS: dict[str, Bound] = {
@@ -88,14 +92,27 @@ def check_flags(args: argparse.Namespace) -> None:
             raise UserError(f"--embedding {args.embedding}: {problem}")
     if getattr(args, "command", None) in ("bench", "report", "demo"):
         output_directory(Path(args.out), "--out")
+    if getattr(args, "command", None) == "attempt":
+        attempt_tools(args.tools or "", Path(args.workspace))
+
+
+def attempt_tools(names: str, workspace: Path) -> None:
+    from mulligan.actor.builtin_tools import BUILTIN_TOOLS
+
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        if name not in BUILTIN_TOOLS or name in ("search", "lookup"):
+            usable = ", ".join(t for t in BUILTIN_TOOLS if t not in ("search", "lookup"))
+            raise UserError(f"--tools: {name!r} is not a tool `attempt` can use; use {usable}")
+    if not workspace.is_dir():
+        raise UserError(f"--workspace {workspace}: not a directory; pass an existing directory")
 
 
 def strategies(names: Iterable[str], flag: str) -> list[str]:
     chosen = [n.strip() for n in names if n.strip()]
     unknown = [n for n in chosen if n not in STRATEGY_NAMES]
     if unknown or not chosen:
-        named = ", ".join(repr(n) for n in unknown) if unknown else "none given"
-        raise UserError(f"{flag}: unknown strategy {named}: use {', '.join(STRATEGY_NAMES)}")
+        named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
+        raise UserError(f"{flag}: {named}; use {', '.join(STRATEGY_NAMES)}")
     return chosen
 
 
@@ -176,14 +193,14 @@ def memory_directory(location: str) -> None:
         )
     _creatable(path, "--memory")
     sqlite_file(path / "episodes.db", "the episode log")
-    sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store (chroma)")
+    sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store")
 
 
 def sqlite_file(path: Path, what: str) -> None:
     """Refuse a database that is not SQLite, is cut short, or cannot be read."""
     if not path.exists():
         return
-    fix = f"restore it from a backup or move it away and pass another --memory ({what})"
+    fix = f"{what}: restore it from a backup, or move it away (or pass another --memory)"
     if not path.is_file():
         raise UserError(f"{path}: is not a file; {fix}")
     size = path.stat().st_size
@@ -207,3 +224,32 @@ def sqlite_file(path: Path, what: str) -> None:
             connection.close()
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot be read as SQLite ({exc}); {fix}") from exc
+
+
+def lesson_lines(path: Path) -> list[str]:
+    """The lines of a lesson export (JSON lines), each checked to be a lesson record."""
+    import json
+
+    import pydantic
+
+    from mulligan.schema import Lesson
+
+    text = read_text(path, "lesson file (JSON lines)")
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            Lesson.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UserError(
+                f"{path}:{number}: not a JSON line ({exc.msg}); nothing was imported"
+            ) from exc
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(map(str, first["loc"])) or "(the record)"
+            raise UserError(
+                f"{path}:{number}: not a lesson record: {field}: {first['msg']}; "
+                "nothing was imported (use a file from `mulligan memory export`)"
+            ) from exc
+    return lines

@@ -44,6 +44,7 @@ def a_memory(tmp: Path, name: str = "mem") -> Path:
     memory = Memory(directory, HashEmbedding())
     lesson = Lesson(id="l1", text="Check the units first.", scope=LessonScope(family="demo"))
     memory.keep(lesson, persistent=True)
+    memory.log.db.conn.close()  # as a finished process leaves it
     return directory
 
 
@@ -73,10 +74,9 @@ def _empty_task(tmp: Path) -> list[str]:
     return ["tasks", str(task_file(tmp, ""))]
 
 
-def _dir_named_like_a_task_file(tmp: Path) -> list[str]:
+def _dir_without_task_files(tmp: Path) -> list[str]:
     (tmp / "suite").mkdir()
-    task_file(tmp / "suite", GOOD_TASK)
-    (tmp / "suite" / "odd.yaml").mkdir()
+    (tmp / "suite" / "odd.yaml").mkdir()  # a directory named like a task file is not one
     return ["tasks", str(tmp / "suite")]
 
 
@@ -247,16 +247,16 @@ CASES = [
     Case("binary task file", _binary_task, ["bin.yaml", "UTF-8"]),
     Case("non-UTF-8 task file", _latin1_task, ["t.yaml", "UTF-8"]),
     Case("empty task file", _empty_task, ["tasks.yaml"]),
-    Case("directory named like a task file", _dir_named_like_a_task_file, ["odd.yaml"]),
+    Case("directory without task files", _dir_without_task_files, ["suite", "no task files"]),
     Case("duplicate ids across files", _duplicate_ids_across_files, ["a.yaml:1", "b.yaml:2"]),
     Case("unknown tool", _unknown_tool, ["tasks.yaml:3", "teleport", "calculator"]),
     Case("search without documents", _search_without_documents, ["tasks.yaml:3", "documents"]),
     Case("workspace path leaves the workspace", _workspace_escapes, ["tasks.yaml", "outside"]),
     Case("absolute workspace path", _workspace_absolute, ["tasks.yaml", "/etc/evil"]),
     Case("tests do not parse", _tests_do_not_parse, ["tasks.yaml:7", "tests", "parse"]),
-    Case("callable does not import", _callable_does_not_import, ["tasks.yaml:7", "import"]),
+    Case("callable does not import", _callable_does_not_import, ["tasks.yaml:6", "import"]),
     Case("callable has no such function", _callable_without_function, ["no_such_function"]),
-    Case("file check with a bad regex", _file_check_bad_regex, ["tasks.yaml:7", "regex"]),
+    Case("file check with a bad regex", _file_check_bad_regex, ["tasks.yaml:6", "regex"]),
     # selection
     Case("unknown --ids", _flags("tasks", "examples", "--ids", "nope"), ["--ids", "nope"]),
     Case("--sample above the suite", _flags("tasks", "examples", "--sample", "999"), ["--sample"]),
@@ -361,13 +361,31 @@ CASES = [
 ]
 
 
+def content_hash(path: Path) -> str:
+    """Bytes, or for an SQLite database its rows (with its write-ahead log, read-only)."""
+    data = path.read_bytes()
+    if data.startswith(b"SQLite format 3\x00"):
+        try:
+            connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                data = "\n".join(connection.iterdump()).encode()
+            finally:
+                connection.close()
+        except sqlite3.Error:
+            pass
+    return hashlib.sha256(data).hexdigest()
+
+
 def tree_hashes(root: Path) -> dict[str, str]:
-    """Every file under the case's directory (the user's files), by content hash."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and "mulligan.toml" not in path.name:
-            found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+    """Every file under the case's directory (the user's files), by content.
+
+    SQLite's -wal and -shm files are part of their database's content, not files of their own.
+    """
+    return {
+        str(path.relative_to(root)): content_hash(path)
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.name.endswith(("-wal", "-shm", "mulligan.toml"))
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -94,6 +94,8 @@ def _task_items(path: Path, data: Any, root: yaml.Node | None) -> tuple[list[Any
     if isinstance(data, list):
         nodes = root.value if isinstance(root, yaml.SequenceNode) else [None] * len(data)
         return data, list(nodes)
+    if data is None:
+        raise UserError(f"{path}: empty; write a task (a mapping) or a list of tasks in it")
     raise UserError(
         f"{path}: expected a task (a mapping) or a list of tasks, found {type(data).__name__}"
     )
@@ -138,7 +140,7 @@ def _expected(error: Any) -> str:
         return "missing (this field is required)"
     if kind == "union_tag_invalid":
         return f"{message}"
-    return f"{message} (got {error.get('input')!r:.80})"
+    return f"{message.removeprefix('Value error, ')} (got {error.get('input')!r:.80})"
 
 
 def load_task_path(path: Path) -> list[Task]:
