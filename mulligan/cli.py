@@ -121,7 +121,7 @@ def cmd_attempt(args: argparse.Namespace) -> int:
         print(attempt.model_dump_json(indent=2))
     else:
         print(display.trajectory(attempt))
-    return 0 if attempt.stop_reason != "model_error" else 1
+    return 0 if attempt.answer is not None and attempt.stop_reason != "model_error" else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:

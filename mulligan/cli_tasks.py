@@ -158,4 +158,4 @@ def cmd_run(
     if not args.json:
         print(display.run_summary(episodes))
     print(f"run id: {run_id}", file=sys.stderr)
-    return 0
+    return 0 if all(episode.passed for episode in episodes) else 1
