@@ -40,6 +40,13 @@ class Settings(BaseModel):
     memory: str | None = None
     embedding: str = "minilm"
 
+    @field_validator("base_url")
+    @classmethod
+    def _is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("the endpoint must be an http:// or https:// URL")
+        return url
+
     @field_validator("embedding")
     @classmethod
     def _known_embedding(cls, spec: str) -> str:
@@ -70,7 +77,13 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
             if os.environ.get(name):
                 merged[key] = _checked(key, os.environ[name], f"environment variable {name}")
                 break
-    merged.update({k: v for k, v in flags.items() if v is not None and k in Settings.model_fields})
+    merged.update(
+        {
+            k: _checked(k, v, "--" + k.replace("_", "-"))
+            for k, v in flags.items()
+            if v is not None and k in Settings.model_fields
+        }
+    )
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:

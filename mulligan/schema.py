@@ -162,9 +162,9 @@ class RegexCheck(CheckBase):
 
 class NumericCheck(CheckBase):
     type: Literal["numeric"] = "numeric"
-    value: float
-    abs_tol: float = 1e-6
-    rel_tol: float = 0.0
+    value: float = Field(allow_inf_nan=False)
+    abs_tol: float = Field(default=1e-6, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     pick: Literal["any", "first", "last"] = "any"
     """Which number of the answer must match."""
 
@@ -176,13 +176,13 @@ class PythonTestsCheck(CheckBase):
     file: str | None = None
     """Take the candidate from this workspace file instead of the answer's last code block."""
     prelude: str = ""
-    timeout: float = 10.0
+    timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
 class CommandCheck(CheckBase):
     type: Literal["command"] = "command"
     command: str
-    timeout: float = 30.0
+    timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 class FileCheck(CheckBase):

@@ -184,6 +184,7 @@ def memory_directory(location: str) -> None:
     Nothing is created or written here; damaged files are reported, never repaired.
     """
     if location.startswith(("http://", "https://")):
+        chroma_url(location)
         return
     path = Path(location).expanduser()
     if path.exists() and not path.is_dir():
@@ -192,12 +193,31 @@ def memory_directory(location: str) -> None:
             "(it holds episodes.db and the lesson store)"
         )
     _creatable(path, "--memory")
-    sqlite_file(path / "episodes.db", "the episode log")
-    sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store")
+    if (path / "lessons").exists() and not (path / "lessons").is_dir():
+        raise UserError(
+            f"{path / 'lessons'}: is a file, but the lesson store is a directory there; "
+            "move the file away or pass another --memory"
+        )
+    sqlite_file(path / "episodes.db", "the episode log", "migrations")
+    sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store", "collections")
 
 
-def sqlite_file(path: Path, what: str) -> None:
-    """Refuse a database that is not SQLite, is cut short, or cannot be read."""
+def chroma_url(location: str) -> None:
+    from urllib.parse import urlparse
+
+    try:
+        url = urlparse(location)
+        url.port  # noqa: B018 (parsing the port is the check)
+    except ValueError as exc:
+        raise UserError(f"--memory {location}: not a chroma server URL ({exc})") from exc
+    if not url.hostname:
+        raise UserError(f"--memory {location}: no host; use e.g. http://127.0.0.1:8000")
+
+
+def sqlite_file(path: Path, what: str, own_table: str) -> None:
+    """Refuse a database that is not SQLite, is cut short, cannot be read, or is someone
+    else's (it has tables but not `own_table`, so mulligan would write into a stranger's file).
+    """
     if not path.exists():
         return
     fix = f"{what}: restore it from a backup, or move it away (or pass another --memory)"
@@ -219,11 +239,16 @@ def sqlite_file(path: Path, what: str) -> None:
     try:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
         finally:
             connection.close()
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot be read as SQLite ({exc}); {fix}") from exc
+    if tables and own_table not in tables:
+        raise UserError(
+            f"{path}: an SQLite database, but not {what} of mulligan (no {own_table} table); "
+            "mulligan will not write into it: pass another --memory"
+        )
 
 
 def lesson_lines(path: Path) -> list[str]:

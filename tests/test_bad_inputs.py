@@ -125,6 +125,39 @@ def _file_check_bad_regex(tmp: Path) -> list[str]:
     return ["tasks", str(task_file(tmp, body))]
 
 
+def _foreign_database(where: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        directory = a_memory(tmp)
+        path = directory / where
+        path.unlink()
+        connection = sqlite3.connect(path)
+        connection.execute("CREATE TABLE notes (text)")
+        connection.commit()
+        connection.close()
+        return ["memory", "list", "--memory", str(directory), "--embedding", "hash"]
+
+    return setup
+
+
+def _lessons_is_a_file(tmp: Path) -> list[str]:
+    directory = tmp / "mem"
+    directory.mkdir()
+    (directory / "lessons").write_text("my notes")
+    return ["memory", "list", "--memory", str(directory), "--embedding", "hash"]
+
+
+def _jsonl(suite: str, line: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        (tmp / "data.jsonl").write_text(line + "\n")
+        return ["tasks", suite, "--data", str(tmp / "data.jsonl")]
+
+    return setup
+
+
+def _check_line(line: str) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["tasks", str(task_file(tmp, GOOD_TASK + line))]
+
+
 def _hash_memory_then(argv: list[str]) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         directory = a_memory(tmp)
@@ -257,6 +290,18 @@ CASES = [
     Case("callable does not import", _callable_does_not_import, ["tasks.yaml:6", "import"]),
     Case("callable has no such function", _callable_without_function, ["no_such_function"]),
     Case("file check with a bad regex", _file_check_bad_regex, ["tasks.yaml:6", "regex"]),
+    Case(
+        "task without checks",
+        lambda tmp: ["tasks", str(task_file(tmp, "id: x\nprompt: p\n", "x.yaml"))],
+        ["x.yaml:1", "no checks"],
+    ),
+    Case("numeric value nan", _check_line("    - {type: numeric, value: .nan}\n"), [":6"]),
+    Case(
+        "negative tolerance", _check_line("    - {type: numeric, value: 1, abs_tol: -1}\n"), [":6"]
+    ),
+    Case(
+        "command timeout 0", _check_line("    - {type: command, command: x, timeout: 0}\n"), [":6"]
+    ),
     # selection
     Case("unknown --ids", _flags("tasks", "examples", "--ids", "nope"), ["--ids", "nope"]),
     Case("--sample above the suite", _flags("tasks", "examples", "--sample", "999"), ["--sample"]),
@@ -267,6 +312,12 @@ CASES = [
     Case("hotpotqa data is binary", _data("hotpotqa", bytes(range(256))), ["data.file"]),
     Case("mbpp data is garbage", _data("mbpp", b"{not json\n"), ["data.file"]),
     Case("mbpp data is binary", _data("mbpp", bytes(range(256))), ["data.file"]),
+    Case("humaneval data not HumanEval", _jsonl("humaneval", '{"a": 1}'), ["data.jsonl:1"]),
+    Case(
+        "mbpp tests do not parse",
+        _jsonl("mbpp", '{"entry_point": "f", "prompt": "def f(): pass", "test": "def check(:"}'),
+        ["data.jsonl:1", "parse"],
+    ),
     # numeric flags (caught before connecting: the endpoint here does not exist)
     Case("--max-steps 0", _run("--max-steps", "0"), ["--max-steps"]),
     Case("--max-steps negative", _run("--max-steps", "-2"), ["--max-steps"]),
@@ -305,6 +356,12 @@ CASES = [
     Case("bogus --embedding", _run("--embedding", "word2vec"), ["--embedding", "word2vec"]),
     Case("bad hash size", _run("--embedding", "hash:lots"), ["--embedding", "hash:lots"]),
     Case("minilm dir missing", _run("--embedding", "minilm:/no/such/dir"), ["/no/such/dir"]),
+    Case("--base-url not a URL", _run("--base-url", "localhost:8080"), ["--base-url", "http://"]),
+    Case(
+        "chroma URL with a bad port",
+        _flags("memory", "list", "--memory", "http://host:port", "--embedding", "hash"),
+        ["--memory", "http://host:port"],
+    ),
     Case("attempt unknown tool", _flags("attempt", "q", "--tools", "teleport"), ["teleport"]),
     # mulligan.toml and the environment
     Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml", "line 2"], "a = 1\nb = \n"),
@@ -347,6 +404,13 @@ CASES = [
     Case("corrupt episodes.db", _corrupt_episode_log, ["episodes.db"]),
     Case("truncated episodes.db", _truncated_episode_log, ["episodes.db"]),
     Case("corrupt chroma files", _corrupt_chroma, ["chroma"]),
+    Case("someone else's episodes.db", _foreign_database("episodes.db"), ["episodes.db"]),
+    Case(
+        "someone else's chroma.sqlite3",
+        _foreign_database("lessons/chroma/chroma.sqlite3"),
+        ["chroma.sqlite3"],
+    ),
+    Case("lessons is a file", _lessons_is_a_file, ["lessons", "--memory"]),
     Case("store built with another embedding", _other_embedding, ["hash-512", "--embedding"]),
     Case("import garbage", _import(b"\x00\x01garbage\xff\n"), ["in.jsonl"]),
     Case("import half garbage", _import(GOOD_LESSON + b"\n{oops\n"), ["in.jsonl:2"]),

@@ -160,7 +160,11 @@ def _parses(code: str) -> bool:
 
 def humaneval_tasks(path: Path | None = None) -> list[Task]:
     tasks = []
-    for problem in read_jsonl(path or humaneval_path()):
+    source = path or humaneval_path()
+    for number, problem in enumerate(read_jsonl(source), start=1):
+        missing = [k for k in ("task_id", "prompt", "entry_point", "test") if k not in problem]
+        if missing:
+            raise UserError(f"{source}:{number}: missing {', '.join(missing)} (HumanEval format)")
         entry, prompt = problem["entry_point"], problem["prompt"]
         prelude = prelude_of(prompt)
         checks: list[Check] = []

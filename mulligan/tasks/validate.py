@@ -20,7 +20,11 @@ DOCUMENT_TOOLS = ("search", "lookup")
 
 
 def task_problems(task: Task, extra_tools: Iterable[str] = ()) -> list[Problem]:
+    no_checks: list[Problem] = [
+        (("checks",), "the task has no checks, so no attempt could ever pass; add one")
+    ]
     return [
+        *(no_checks if not task.checks else []),
         *_tool_problems(task, set(BUILTIN_TOOLS) | set(extra_tools)),
         *_workspace_problems(task),
         *_check_problems(task),
