@@ -56,13 +56,14 @@ def open_memory(
 ) -> Memory:
     """The memory the settings name: a directory, or a chroma URL with the log in `default`."""
     location = settings.memory or default
-    validate.memory_directory(location if settings.memory else default)
     spec = settings.embedding
 
     def embedder() -> Any:
         return make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
+    validate.memory_directory(location)
     if location.startswith(("http://", "https://")):
+        validate.memory_directory(default)
         return Memory(default, embedder, store=location, rules=rules)
     return Memory(location, embedder, rules=rules)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -146,12 +147,17 @@ def output_file(path: Path, flag: str) -> None:
 
 
 def _creatable(path: Path, flag: str, target: Path | None = None) -> None:
+    shown = target or path
     for ancestor in [path, *path.parents]:
         if ancestor.exists():
             if not ancestor.is_dir():
-                shown = target or path
                 raise UserError(
                     f"{flag} {shown}: cannot be created, {ancestor} is a file; pass another path"
+                )
+            if ancestor != path and not os.access(ancestor, os.W_OK | os.X_OK):
+                raise UserError(
+                    f"{flag} {shown}: cannot be created, no permission to write in {ancestor}; "
+                    "pass another path"
                 )
             return
 

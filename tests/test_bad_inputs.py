@@ -263,6 +263,11 @@ def _report_unknown_run(tmp: Path) -> list[str]:
     return ["report", "nosuchrun", "--out", str(tmp / "rep"), "--memory", str(directory)]
 
 
+def _report_corrupt_log(tmp: Path) -> list[str]:
+    argv = _corrupt_episode_log(tmp)
+    return ["report", "somerun", "--out", str(tmp / "rep"), "--memory", argv[-1]]
+
+
 def _data(suite: str, content: bytes | None) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         path = tmp / "data.file"
@@ -418,6 +423,7 @@ CASES = [
     Case("import a directory", _import_a_directory, ["in.jsonl"]),
     Case("export into a directory", _export_to_a_directory, ["out"]),
     Case("report: unknown run", _report_unknown_run, ["nosuchrun"]),
+    Case("report: corrupt episodes.db", _report_corrupt_log, ["episodes.db"]),
     # output directories
     Case("bench --out is a file", _out_is_a_file("bench"), ["--out", "out"]),
     Case("report --out is a file", _out_is_a_file("report"), ["--out", "out"]),

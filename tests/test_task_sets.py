@@ -15,7 +15,10 @@ from mulligan.tasks.files import load_task_path
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 ONE = "- id: same\n  prompt: What is 2 + 2?\n  checks: [{type: numeric, value: 4}]\n"
-OTHER = "# a different task with the same id\n- id: same\n  prompt: Name a colour.\n"
+OTHER = (
+    "# a different task with the same id\n- id: same\n  prompt: Name a colour.\n"
+    "  checks: [{type: contains, text: red}]\n"
+)
 
 
 def test_duplicate_ids_across_files_name_both_places(
@@ -33,10 +36,10 @@ def test_duplicate_ids_across_files_name_both_places(
 
 
 def test_duplicate_ids_in_one_file_name_each_line(tmp_path: Path) -> None:
-    (tmp_path / "dup.yaml").write_text(ONE + "- id: same\n  prompt: again\n")
+    (tmp_path / "dup.yaml").write_text(ONE + OTHER)
     with pytest.raises(UserError) as caught:
         load_task_path(tmp_path / "dup.yaml")
-    assert "dup.yaml:1" in str(caught.value) and "dup.yaml:4" in str(caught.value)
+    assert "dup.yaml:1" in str(caught.value) and "dup.yaml:5" in str(caught.value)
 
 
 def test_carried_reflections_must_not_be_negative() -> None:
