@@ -127,6 +127,8 @@ def cmd_attempt(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)  # a bad suite or file is reported before connecting
+    if args.strategy == "reflexion-memory":
+        validate.embedding_available(settings.embedding)
     repeated = args.strategy != "react" and args.trials > 1
     model = connect(settings, default_temperature=0.7 if repeated else 0.0)
     budget = actor_settings(args, settings, Budget())
@@ -136,6 +138,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)
+    if "reflexion-memory" in args.strategies:
+        validate.embedding_available(settings.embedding)
     return cli_bench.cmd_bench(
         args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools
     )

@@ -16,8 +16,6 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 
-STRATEGY_NAMES = ("react", "retry", "reflexion", "reflexion-memory")
-"""The same names as mulligan.loop.STRATEGIES (kept here so this module imports nothing heavy)."""
 MAX_CONCURRENCY = 256
 
 
@@ -109,11 +107,13 @@ def attempt_tools(names: str, workspace: Path) -> None:
 
 
 def strategies(names: Iterable[str], flag: str) -> list[str]:
+    from mulligan.loop import STRATEGIES
+
     chosen = [n.strip() for n in names if n.strip()]
-    unknown = [n for n in chosen if n not in STRATEGY_NAMES]
+    unknown = [n for n in chosen if n not in STRATEGIES]
     if unknown or not chosen:
         named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
-        raise UserError(f"{flag}: {named}; use {', '.join(STRATEGY_NAMES)}")
+        raise UserError(f"{flag}: {named}; use {', '.join(STRATEGIES)}")
     return chosen
 
 
@@ -131,6 +131,24 @@ def embedding_problem(spec: str) -> str | None:
     if kind == "openai":
         return None
     return "unknown embedding; use minilm, minilm:DIR, openai, openai:MODEL or hash"
+
+
+def embedding_available(spec: str) -> None:
+    """Before a run that will use the lesson store: its embedding model can be loaded."""
+    import importlib.util
+
+    kind, _, argument = spec.partition(":")
+    if kind != "minilm":
+        return
+    from mulligan.memory.embeddings import find_minilm
+
+    find_minilm(argument or None)
+    for package in ("onnxruntime", "tokenizers"):
+        if importlib.util.find_spec(package) is None:
+            raise UserError(
+                f"the minilm embedding needs the {package} package: pip install "
+                "'mulligan[minilm]', or pick --embedding hash or --embedding openai"
+            )
 
 
 def output_directory(path: Path, flag: str) -> None:

@@ -258,6 +258,17 @@ def _bench(*flags: str) -> Callable[[Path], list[str]]:
     return lambda tmp: ["bench", "examples", "--base-url", "http://127.0.0.1:9/v1", *flags]
 
 
+def _minilm_missing(command: str) -> Callable[[Path], list[str]]:
+    def setup(tmp: Path) -> list[str]:
+        (tmp / "empty").mkdir()
+        flags = ["--embedding", f"minilm:{tmp / 'empty'}", "--memory", str(tmp / "mem")]
+        if command == "run":
+            return _run("--strategy", "reflexion-memory", *flags)(tmp)
+        return _bench("--out", str(tmp / "out"), *flags)(tmp)
+
+    return setup
+
+
 def _report_unknown_run(tmp: Path) -> list[str]:
     directory = a_memory(tmp)
     return ["report", "nosuchrun", "--out", str(tmp / "rep"), "--memory", str(directory)]
@@ -367,6 +378,8 @@ CASES = [
         _flags("memory", "list", "--memory", "http://host:port", "--embedding", "hash"),
         ["--memory", "http://host:port"],
     ),
+    Case("run: no minilm model", _minilm_missing("run"), ["model.onnx", "--embedding hash"]),
+    Case("bench: no minilm model", _minilm_missing("bench"), ["model.onnx", "--embedding hash"]),
     Case("attempt unknown tool", _flags("attempt", "q", "--tools", "teleport"), ["teleport"]),
     # mulligan.toml and the environment
     Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml", "line 2"], "a = 1\nb = \n"),
