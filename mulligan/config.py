@@ -121,7 +121,8 @@ def _checked(key: str, value: Any, where: str) -> Any:
         Settings.model_validate({key: value})
     except ValidationError as exc:
         problem = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        raise UserError(f"{where}: {problem} (got {value!r:.60})") from exc
+        shown = "" if key == "api_key" else f" (got {value!r:.60})"  # never print a secret
+        raise UserError(f"{where}: {problem}{shown}") from exc
     return value
 
 

@@ -540,3 +540,22 @@ def test_good_inputs_still_pass(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert json.loads(GOOD_LESSON)["id"] in {
         lesson.id for lesson in Memory(directory, HashEmbedding()).store.all()
     }
+
+
+def test_every_numeric_flag_has_a_bound() -> None:
+    """A numeric flag added later without a bound would let 0 or -1 through again."""
+    import argparse
+
+    from mulligan.cli import build_parser
+    from mulligan.validate import FLAG_BOUNDS
+
+    unbounded = set()
+    parsers = [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += list(action.choices.values())
+            elif action.type in (int, float) and action.dest not in {"seed", *FLAG_BOUNDS}:
+                unbounded.add(action.dest)
+    assert not unbounded, f"add these to mulligan.validate.FLAG_BOUNDS: {sorted(unbounded)}"
