@@ -56,7 +56,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "concurrency": Bound(1, MAX_CONCURRENCY),
     "validate_after": POSITIVE_INT,
     "refute_after": POSITIVE_INT,
-    "lesson_ttl_days": POSITIVE,
+    "lesson_ttl_days": Bound(0, 36500, "a number of days", above_minimum=True),
     "compress_at": POSITIVE_INT,
     "keep_recent": NON_NEGATIVE_INT,
     "summary_cap": POSITIVE_INT,
@@ -258,7 +258,8 @@ def sqlite_file(path: Path, what: str, own_table: str) -> None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
     header_is_current = header[24:28] == header[92:96]
-    if header_is_current and pages and size < pages * page_size:
+    in_use = Path(f"{path}-wal").exists()  # a writer may be checkpointing: sizes can lag
+    if header_is_current and pages and size < pages * page_size and not in_use:
         raise UserError(f"{path}: truncated ({size} of {pages * page_size} bytes); {fix}")
     try:
         connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -351,6 +351,7 @@ CASES = [
     Case("--validate-after 0", _run("--validate-after", "0"), ["--validate-after"]),
     Case("--refute-after 0", _run("--refute-after", "0"), ["--refute-after"]),
     Case("--lesson-ttl-days 0", _run("--lesson-ttl-days", "0"), ["--lesson-ttl-days"]),
+    Case("--lesson-ttl-days huge", _run("--lesson-ttl-days", "1e306"), ["--lesson-ttl-days"]),
     Case("--compress-at 0", _run("--compress-at", "0"), ["--compress-at"]),
     Case("--keep-recent negative", _run("--keep-recent", "-1"), ["--keep-recent"]),
     Case("--summary-cap 0", _run("--summary-cap", "0"), ["--summary-cap"]),
@@ -380,6 +381,11 @@ CASES = [
     ),
     Case("run: no minilm model", _minilm_missing("run"), ["model.onnx", "--embedding hash"]),
     Case("bench: no minilm model", _minilm_missing("bench"), ["model.onnx", "--embedding hash"]),
+    Case(
+        "attempt --workspace a file",
+        lambda tmp: ["attempt", "q", "--workspace", str(task_file(tmp, "x", "notes.txt"))],
+        ["--workspace", "notes.txt"],
+    ),
     Case("attempt unknown tool", _flags("attempt", "q", "--tools", "teleport"), ["teleport"]),
     # mulligan.toml and the environment
     Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml", "line 2"], "a = 1\nb = \n"),
