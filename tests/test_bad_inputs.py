@@ -506,33 +506,33 @@ def test_bad_input_is_one_clear_line_exit_2_and_changes_nothing(
     assert tree_hashes(tmp_path) == before, "the user's files changed"
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["tasks", "BIN"],
-        ["run", "examples", "--trials", "0"],
-        ["episodes", "list", "--memory", "DB"],
-    ],
-)
-def test_a_real_process_shows_no_traceback(tmp_path: Path, argv: list[str]) -> None:
+def test_real_processes_show_no_traceback(tmp_path: Path) -> None:
+    """The console path (`python -m mulligan.cli`), three bad inputs at once."""
     (tmp_path / "bin.yaml").write_bytes(bytes(range(256)))
     (tmp_path / "mem").mkdir()
     (tmp_path / "mem" / "episodes.db").write_bytes(b"garbage" * 100)
-    argv = [
-        {"BIN": str(tmp_path / "bin.yaml"), "DB": str(tmp_path / "mem")}.get(a, a) for a in argv
+    commands = [
+        ["tasks", str(tmp_path / "bin.yaml")],
+        ["run", "examples", "--trials", "0"],
+        ["episodes", "list", "--memory", str(tmp_path / "mem")],
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "mulligan.cli", *argv],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr + done.stdout
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mulligan.cli", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+        for argv in commands
+    ]
+    for argv, process in zip(commands, processes, strict=True):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 2, (argv, err)
+        assert "Traceback" not in out + err
+        assert len(err.strip().splitlines()) == 1, err
 
 
 def test_good_inputs_still_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
