@@ -296,6 +296,7 @@ CASES = [
     Case("binary task file", _binary_task, ["bin.yaml", "UTF-8"]),
     Case("non-UTF-8 task file", _latin1_task, ["t.yaml", "UTF-8"]),
     Case("empty task file", _empty_task, ["tasks.yaml"]),
+    Case("endless device as task file", _flags("tasks", "/dev/zero"), ["/dev/zero", "regular"]),
     Case("directory without task files", _dir_without_task_files, ["suite", "no task files"]),
     Case("duplicate ids across files", _duplicate_ids_across_files, ["a.yaml:1", "b.yaml:2"]),
     Case("unknown tool", _unknown_tool, ["tasks.yaml:3", "teleport", "calculator"]),

@@ -161,4 +161,6 @@ def load_task_path(path: Path) -> list[Task]:
         return [task for task, _ in placed]
     if not path.exists():
         raise UserError(f"{path}: no such file or suite")
+    if not path.is_file():
+        raise UserError(f"{path}: not a regular file; give a task file or a directory of them")
     return load_task_file(path)
