@@ -10,9 +10,18 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from mulligan import cli_bench, cli_doctor, cli_mcp, cli_memory, cli_solve, cli_tasks, display
+from mulligan import (
+    cli_bench,
+    cli_doctor,
+    cli_mcp,
+    cli_memory,
+    cli_solve,
+    cli_tasks,
+    display,
+    validate,
+)
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -58,6 +67,12 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    parser.add_argument(
+        "--carried-reflections",
+        type=int,
+        default=3,
+        help="reflections carried (reflexion; 0: none)",
+    )
     group = parser.add_argument_group("lesson validity")
     group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
     group.add_argument("--refute-after", type=int, default=3, help="hurts that refute")
@@ -125,12 +140,14 @@ def cmd_attempt(args: argparse.Namespace) -> int:
         print(attempt.model_dump_json(indent=2))
     else:
         print(display.trajectory(attempt))
-    return 0 if attempt.stop_reason != "model_error" else 1
+    return 0 if attempt.answer is not None and attempt.stop_reason != "model_error" else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)  # a bad suite or file is reported before connecting
+    if args.strategy == "reflexion-memory":
+        validate.embedding_available(settings.embedding)
     repeated = args.strategy != "react" and args.trials > 1
     model = connect(settings, default_temperature=0.7 if repeated else 0.0)
     budget = actor_settings(args, settings, Budget())
@@ -142,6 +159,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)
+    if "reflexion-memory" in args.strategies:
+        validate.embedding_available(settings.embedding)
     with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
         return cli_bench.cmd_bench(
             args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools
@@ -154,8 +173,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return cli_solve.cmd_solve(args, settings, budget, cli_approver(args.yes))
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (exit 2) instead of the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
@@ -223,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
+        validate.check_flags(args)
         return handler(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mulligan import validate
 from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.report import write_report
@@ -126,9 +127,11 @@ def cmd_bench(
         seed=args.seed,
         passes=args.passes,
         concurrency=args.concurrency,
+        carried_reflections=args.carried_reflections,
         extra_tools=extra,
         info={
             "suite": args.suite,
+            "carried_reflections": args.carried_reflections,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
         },
@@ -142,7 +145,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.memory) if args.memory else out / "memory"
     if not (directory / "episodes.db").exists():
         raise UserError(f"no episode log at {directory / 'episodes.db'}; pass --memory DIR")
-    stats = write_report(Memory(directory).log, args.run_id, out)
+    validate.memory_directory(str(directory))
+    log = Memory(directory).log
+    if log.run(args.run_id) is None:
+        known = ", ".join(run["id"] for run in log.runs()[-5:]) or "none"
+        raise UserError(f"no run {args.run_id!r} in {directory / 'episodes.db'} (latest: {known})")
+    stats = write_report(log, args.run_id, out)
     for line in _summary_lines(stats):
         print(line)
     print(f"report: {out / 'report.md'} and {out / 'report.html'}")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from mulligan import display
+from mulligan import display, validate
 from mulligan.cli_tasks import open_memory
 from mulligan.config import load_settings
 from mulligan.errors import UserError
@@ -29,8 +29,12 @@ def lesson_line(lesson: Lesson) -> str:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    memory = _memory(args)
     action = args.action
+    if action == "import":  # every line checked before the memory is even opened
+        lines = validate.lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
+    if action == "export" and args.out:
+        validate.output_file(Path(args.out), "--out")
+    memory = _memory(args)
     if action == "list":
         for lesson in memory.store.all():
             print(lesson_line(lesson))
@@ -53,10 +57,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         if args.out:
             out.close()
     elif action == "import":
-        path = Path(_need(args.query, "import FILE.jsonl"))
-        if not path.exists():
-            raise UserError(f"{path}: no such file")
-        count = memory.import_jsonl(path.read_text().splitlines(), trust=args.trust)
+        count = memory.import_jsonl(lines, trust=args.trust)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
     elif action == "stats":

@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mulligan import display
+from mulligan import display, validate
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
-from mulligan.config import Settings
+from mulligan.config import Settings, load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.loop import STRATEGIES, LoopSettings
@@ -45,6 +45,7 @@ def selected(args: argparse.Namespace) -> Suite:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    load_settings(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
     for task in suite.tasks:
         kinds = ", ".join(f"{c.type}{'*' if c.visibility == 'hidden' else ''}" for c in task.checks)
@@ -66,7 +67,9 @@ def open_memory(
     def embedder() -> Any:
         return make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
+    validate.memory_directory(location)
     if location.startswith(("http://", "https://")):
+        validate.memory_directory(default)
         return Memory(default, embedder, store=location, rules=rules)
     return Memory(location, embedder, rules=rules)
 
@@ -136,6 +139,7 @@ def cmd_run(
         budget=vars(actor_settings.budget),
         strategies=[args.strategy],
         trials=args.trials,
+        carried_reflections=args.carried_reflections,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
     )
@@ -162,7 +166,12 @@ def cmd_run(
             lambda: make_loop(
                 model,
                 actor_settings,
-                LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
+                LoopSettings(
+                    strategy=args.strategy,
+                    trials=args.trials,
+                    carried_reflections=args.carried_reflections,
+                    extra_tools=suite.tools,
+                ),
                 memory,
                 run_id,
             ),
@@ -182,11 +191,12 @@ def cmd_run(
     if not args.json:
         print(display.run_summary(episodes))
     print(f"run id: {run_id}", file=sys.stderr)
-    return endpoint_failures(episodes)
+    failed_endpoint = endpoint_failures(episodes)
+    return 1 if failed_endpoint or not all(episode.passed for episode in episodes) else 0
 
 
 def endpoint_failures(episodes: list[Episode]) -> int:
-    """1 when an attempt stopped because the endpoint failed (as `mulligan attempt`), else 0."""
+    """1 when an attempt stopped because the endpoint failed (and say so), else 0."""
     failed = [a for e in episodes for a in e.attempts if a.stop_reason == "model_error"]
     if not failed:
         return 0

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mulligan import sandbox
 from mulligan.errors import UserError
+from mulligan.validate import embedding_problem, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,8 +35,8 @@ class Settings(BaseModel):
     base_url: str | None = None
     api_key: str | None = None
     model: str | None = None
-    temperature: float | None = None
-    timeout: float = 120.0
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     protocol: Literal["native", "text"] = "native"
     memory: str | None = None
     embedding: str = "minilm"
@@ -47,6 +49,21 @@ class Settings(BaseModel):
     """A JSON file of the same shape (MULLIGAN_PRICES), over `prices`."""
     mcp: list[str] = Field(default_factory=list)
     """Commands that start MCP servers whose tools every task may use."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("the endpoint must be an http:// or https:// URL")
+        return url
+
+    @field_validator("embedding")
+    @classmethod
+    def _known_embedding(cls, spec: str) -> str:
+        problem = embedding_problem(spec)
+        if problem:
+            raise ValueError(problem)
+        return spec
 
 
 ENVIRONMENT = {
@@ -71,9 +88,15 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
     for key, names in ENVIRONMENT.items():
         for name in names:
             if os.environ.get(name):
-                merged[key] = os.environ[name]
+                merged[key] = _checked(key, os.environ[name], f"environment variable {name}")
                 break
-    merged.update({k: v for k, v in flags.items() if v is not None and k in Settings.model_fields})
+    merged.update(
+        {
+            k: _checked(k, v, "--" + k.replace("_", "-"))
+            for k, v in flags.items()
+            if v is not None and k in Settings.model_fields
+        }
+    )
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
@@ -82,15 +105,38 @@ def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Set
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """mulligan.toml, each problem named by file, line and key."""
+    text = read_text(path, "settings file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: {exc}") from exc
-    unknown = sorted(set(data) - set(Settings.model_fields))
-    if unknown:
-        known = ", ".join(Settings.model_fields)
-        raise UserError(f"{path}: unknown key(s) {', '.join(unknown)}; known keys: {known}")
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    for key, value in data.items():
+        where = f"{path}:{_line_of_key(text, key)}"
+        if key not in Settings.model_fields:
+            known = ", ".join(Settings.model_fields)
+            raise UserError(f"{where}: unknown key {key!r} (remove it); known keys: {known}")
+        _checked(key, value, f"{where}: key {key!r}")
     return data
+
+
+def _line_of_key(text: str, key: str) -> int | str:
+    pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return "?"
+
+
+def _checked(key: str, value: Any, where: str) -> Any:
+    """One setting on its own, so a bad value is named by where it came from."""
+    try:
+        Settings.model_validate({key: value})
+    except ValidationError as exc:
+        problem = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        shown = "" if key == "api_key" else f" (got {value!r:.60})"  # never print a secret
+        raise UserError(f"{where}: {problem}{shown}") from exc
+    return value
 
 
 def endpoint_configured(settings: Settings) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mulligan import sandbox
 from mulligan.actor import Actor, Tool, build_tools
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
@@ -38,6 +39,10 @@ class LoopSettings:
     extra_tools: list[Tool] = field(default_factory=list)
     workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
     """Where each attempt works (default: a scratch directory laid out from the task)."""
+
+    def __post_init__(self) -> None:
+        if self.carried_reflections < 0 or self.retrieved_lessons < 0:
+            raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
 
 
 @dataclass
@@ -97,7 +102,7 @@ class Loop:
         if not s.strategy.startswith("reflexion"):
             return []
         carried = [r for r in reflections if r.validity.status in ("candidate", "validated")]
-        lessons = carried[-s.carried_reflections :]
+        lessons = carried[-s.carried_reflections :] if s.carried_reflections > 0 else []
         if s.strategy == "reflexion-memory" and self.memory:
             known = {lesson.id for lesson in lessons}
             found = self.memory.retrieve(task, s.retrieved_lessons, known, episode_id, trial)

@@ -223,11 +223,17 @@ def run_shell(
 
 
 def run_tests(
-    candidate: str, tests: str, entry_point: str | None, prelude: str, limits: Limits
+    candidate: str,
+    tests: str,
+    entry_point: str | None,
+    prelude: str,
+    limits: Limits,
+    reveal: bool = True,
 ) -> RunResult:
-    """Run `tests` against `candidate` in the two-process harness; `report` holds its verdict."""
+    """Run `tests` against `candidate` in the two-process harness; `report` holds its verdict.
+    Without `reveal`, failures name tests by number, never by their source."""
     frames = _frame({"candidate": candidate, "prelude": prelude}) + _frame(
-        {"tests": tests, "entry_point": entry_point, "prelude": prelude}
+        {"tests": tests, "entry_point": entry_point, "prelude": prelude, "reveal": reveal}
     )
     with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
         script = Path(scratch) / "harness.py"

@@ -166,13 +166,23 @@ Visibility = Literal["feedback", "hidden"]
 class CheckBase(Record):
     visibility: Visibility = "feedback"
     name: str = ""
+    reveal: bool = False
+    """Whether a failure's detail may name the expected value (an answer handed over in
+    feedback makes the next trial worthless as evidence, so only where the task says so)."""
+
+
+def _compiles(pattern: str | None) -> str | None:
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
+    return pattern
 
 
 class ExactMatchCheck(CheckBase):
     type: Literal["exact_match"] = "exact_match"
     answer: str | list[str]
-    reveal: bool = True
-    """Whether a failure's detail names the expected answer."""
 
 
 class ContainsCheck(CheckBase):
@@ -186,21 +196,14 @@ class RegexCheck(CheckBase):
     pattern: str
     flags: str = ""
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"bad regex {pattern!r}: {exc}") from exc
-        return pattern
+    _pattern_compiles = field_validator("pattern")(_compiles)
 
 
 class NumericCheck(CheckBase):
     type: Literal["numeric"] = "numeric"
-    value: float
-    abs_tol: float = 1e-6
-    rel_tol: float = 0.0
+    value: float = Field(allow_inf_nan=False)
+    abs_tol: float = Field(default=1e-6, ge=0, allow_inf_nan=False)
+    rel_tol: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     pick: Literal["any", "first", "last"] = "any"
     """Which number of the answer must match."""
 
@@ -212,13 +215,13 @@ class PythonTestsCheck(CheckBase):
     file: str | None = None
     """Take the candidate from this workspace file instead of the answer's last code block."""
     prelude: str = ""
-    timeout: float = 10.0
+    timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
 class CommandCheck(CheckBase):
     type: Literal["command"] = "command"
     command: str
-    timeout: float = 30.0
+    timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 class FileCheck(CheckBase):
@@ -226,6 +229,8 @@ class FileCheck(CheckBase):
     path: str
     contains: str | None = None
     matches: str | None = None
+
+    _matches_compiles = field_validator("matches")(_compiles)
 
 
 class LLMJudgeCheck(CheckBase):

@@ -39,9 +39,9 @@ def test_hotpotqa_normalisation_and_f1() -> None:
 def test_exact_match_pass_fail_and_reveal() -> None:
     ok = verdict([ExactMatchCheck(answer=["1922", "in 1922"])], "In 1922.")
     assert ok.passed and "F1 1.00" in ok.checks[0].detail
-    bad = verdict([ExactMatchCheck(answer="Paris")], "London")
+    bad = verdict([ExactMatchCheck(answer="Paris", reveal=True)], "London")
     assert not bad.passed and "expected 'Paris'" in bad.checks[0].detail
-    secret = verdict([ExactMatchCheck(answer="Paris", reveal=False)], "London")
+    secret = verdict([ExactMatchCheck(answer="Paris")], "London")
     assert "Paris" not in secret.feedback
 
 
@@ -63,7 +63,8 @@ def test_numeric_pulls_numbers_from_text() -> None:
     assert verdict([NumericCheck(value=1234567)], "about 1,234,567 people").passed
     assert verdict([NumericCheck(value=100, rel_tol=0.05)], "roughly 103").passed
     last = verdict([NumericCheck(value=28.5, pick="last")], "31 vs 28.5, so 2.5")
-    assert not last.passed and last.checks[0].detail.endswith("answer has 2.5")
+    assert not last.passed and "last number is 2.5" in last.checks[0].detail
+    assert "28.5" not in last.checks[0].detail
     assert "no number" in verdict([NumericCheck(value=1)], "none").checks[0].detail
 
 
@@ -82,7 +83,8 @@ def test_python_tests_pass_and_fail_with_details() -> None:
     ok = verdict([PythonTestsCheck(tests="assert add(2, 2) == 4\nassert add(0, 0) == 0")], CODE)
     assert ok.passed, ok.checks[0].detail  # the model's own wrong assert was dropped
     assert ok.checks[0].detail == "2/2 tests passed"
-    bad = verdict([PythonTestsCheck(tests="assert add(2, 2) == 5\nassert add(1, 1) == 2")], CODE)
+    tests = "assert add(2, 2) == 5\nassert add(1, 1) == 2"
+    bad = verdict([PythonTestsCheck(tests=tests, reveal=True)], CODE)
     check = bad.checks[0]
     assert not check.passed and check.score == 0.5
     assert "FAILED: assert add(2, 2) == 5 -- got 4" in check.detail
@@ -92,7 +94,8 @@ def test_python_tests_with_check_function_and_traceback() -> None:
     tests = (
         "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 5\n"
     )
-    result = verdict([PythonTestsCheck(tests=tests, entry_point="add")], CODE).checks[0]
+    check = PythonTestsCheck(tests=tests, entry_point="add", reveal=True)
+    result = verdict([check], CODE).checks[0]
     assert not result.passed
     assert "FAILED" in result.detail and "line 3: assert candidate(2, 2) == 5" in result.detail
 

@@ -310,8 +310,9 @@ def test_unknown_price_is_null_in_json_and_unknown_in_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with FakeOpenAIServer(policy=capital_policy) as server:
-        assert main([*run_cli(server, tmp_path, "--json"), "--model", "m"]) == 0
-        assert main([*run_cli(server, tmp_path), "--model", "m"]) == 0
+        # react answers Sydney: the run works and the task fails (exit 1)
+        assert main([*run_cli(server, tmp_path, "--json"), "--model", "m"]) == 1
+        assert main([*run_cli(server, tmp_path), "--model", "m"]) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert json.loads(out[0])["usage"]["cost"] is None
     assert "cost unknown" in out[-1] and "$0.0000" not in out[-1]
@@ -345,7 +346,7 @@ def test_max_cost_is_enforced_with_a_price_from_mulligan_toml(
     with FakeOpenAIServer(policy=keeps_calculating) as server:
         args = [*run_cli(server, tmp_path, "--model", "m", "--json", "--max-cost", "0.5")]
         args[1] = str(tasks)
-        assert main(args) == 0
+        assert main(args) == 1  # stopped by the cost budget: the task fails
         assert len(server.requests) == 1
     line = json.loads(capsys.readouterr().out.strip())
     # 100 prompt tokens at $1 each: the first call spends the budget
@@ -360,7 +361,7 @@ def test_prices_from_a_mulligan_prices_file(
     prices.write_text(json.dumps({"m": {"input": 2.0, "output": 4.0}}))
     monkeypatch.setenv("MULLIGAN_PRICES", str(prices))
     with FakeOpenAIServer(policy=capital_policy) as server:
-        assert main([*run_cli(server, tmp_path, "--json"), "--model", "m"]) == 0
+        assert main([*run_cli(server, tmp_path, "--json"), "--model", "m"]) == 1  # Sydney
     line = json.loads(capsys.readouterr().out.strip())
     assert line["usage"]["cost"] == pytest.approx((100 * 2 + 10 * 4) / 1e6)
 

@@ -144,7 +144,7 @@ def test_mcp_servers_come_from_the_config_file_too(tmp_path: Path) -> None:
     assert load_settings({}, config).mcp == [START]
     assert load_settings({"mcp": ["other"]}, config).mcp == ["other"]  # the flag wins
     config.write_text('mcp = "python srv.py"\n')
-    with pytest.raises(UserError, match="mcp: Input should be a valid list"):
+    with pytest.raises(UserError, match="key .mcp.: Input should be a valid list"):
         load_settings({}, config)
 
 

@@ -192,7 +192,7 @@ def test_resume_with_an_unknown_run_id_is_refused_and_nothing_is_written(
         assert not out.exists()
         assert "nosuchrun" in capsys.readouterr().err
         used = tmp_path / "used"
-        assert main(command(server, used, "run", tasks)) == 0
+        assert main(command(server, used, "run", tasks)) == 1  # ran; the task failed
         before = logged(used)
         capsys.readouterr()
         assert main(command(server, used, "run", tasks, "--resume", "nosuchrun")) == 2
@@ -229,7 +229,7 @@ def test_resume_with_other_arguments_than_the_run_is_refused_naming_the_field(
     mem = tmp_path / "mem"
     base = ["--strategy", "reflexion", "--trials", "3", "--model", "fake-model"]
     with FakeOpenAIServer(policy=answer) as server:
-        assert main(command(server, mem, "run", tasks, *base)) == 0
+        assert main(command(server, mem, "run", tasks, *base)) == 1  # ran; the task failed
         run_id = run_id_of(capsys.readouterr().err)
         asked = len(server.requests)
         before = logged(mem)
@@ -240,7 +240,7 @@ def test_resume_with_other_arguments_than_the_run_is_refused_naming_the_field(
         assert len(server.requests) == asked
         assert logged(mem) == before
         # the same arguments resume (a finished run: nothing left to do)
-        assert main(command(server, mem, "run", tasks, *base, "--resume", run_id)) == 0
+        assert main(command(server, mem, "run", tasks, *base, "--resume", run_id)) == 1
         assert len(server.requests) == asked
 
 

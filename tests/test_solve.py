@@ -242,8 +242,11 @@ def test_a_lesson_reaches_the_first_attempt_of_a_later_solve(tmp_path: Path) -> 
             ["fix it", "--check", "true", "--dir", "no/such/dir"],
             "--dir no/such/dir: not a directory",
         ),
-        (["fix it", "--check", "true", "--strategy", "best"], "--strategy 'best'"),
-        (["fix it", "--check", "true", "--trials", "0"], "--trials must be at least 1"),
+        (["fix it", "--check", "true", "--strategy", "best"], "unknown strategy 'best'"),
+        (
+            ["fix it", "--check", "true", "--trials", "0"],
+            "--trials 0: must be a whole number at least 1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -129,11 +129,11 @@ def test_run_humaneval_limit_3_against_the_fake_server(
     common = ["--base-url", "", "--memory", str(tmp_path / "mem"), "--embedding", "hash"]
     with FakeOpenAIServer(policy=policy) as server:
         common[1] = server.base_url
-        assert main(["run", "humaneval", "--limit", "3", *common]) == 0
+        assert main(["run", "humaneval", "--limit", "3", *common]) == 1  # one task failed
         out = capsys.readouterr().out
         assert "PASS HumanEval/0" in out and "PASS HumanEval/1" in out and "FAIL HumanEval/2" in out
         assert "passed 2/3" in out
-        assert main(["run", "humaneval", "--limit", "3", "--json", *common]) == 0
+        assert main(["run", "humaneval", "--limit", "3", "--json", *common]) == 1
         assert server.violations == []
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["passed"] for line in lines] == [True, True, False]

@@ -85,7 +85,8 @@ def test_yaml_and_json_syntax_errors(tmp_path: Path) -> None:
 
 
 def test_duplicate_ids(tmp_path: Path) -> None:
-    text = "- {id: a, prompt: p}\n- {id: a, prompt: q}\n"
+    check = "checks: [{type: contains, text: x}]"
+    text = f"- {{id: a, prompt: p, {check}}}\n- {{id: a, prompt: q, {check}}}\n"
     assert "task id 'a' is used 2 times" in problems(write(tmp_path, "dup.yaml", text))
 
 

@@ -30,6 +30,7 @@ class Study:
     seed: int = 0
     passes: int = 1
     concurrency: int = 1
+    carried_reflections: int = 3
     extra_tools: list[Tool] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     """Extra manifest fields: suite, endpoint, temperature, labels."""
@@ -95,7 +96,12 @@ class Study:
         return make_loop(
             self.model_for(strategy),
             self.actor_settings,
-            LoopSettings(strategy=strategy, trials=self.trials, extra_tools=self.extra_tools),
+            LoopSettings(
+                strategy=strategy,
+                trials=self.trials,
+                carried_reflections=self.carried_reflections,
+                extra_tools=self.extra_tools,
+            ),
             self.memory,
             run_id,
         )

@@ -75,9 +75,10 @@ def check_contains(check: ContainsCheck, ctx: CheckContext) -> CheckResult:
     if not check.case_sensitive:
         haystack, needle = haystack.lower(), needle.lower()
     found = needle in haystack
-    return result(
-        check, found, f"answer {'contains' if found else 'does not contain'} {check.text!r}"
-    )
+    if found:
+        return result(check, True, f"answer contains {check.text!r}")
+    expected = repr(check.text) if check.reveal else "the expected text"
+    return result(check, False, f"answer does not contain {expected}")
 
 
 def check_regex(check: RegexCheck, ctx: CheckContext) -> CheckResult:
@@ -90,7 +91,8 @@ def check_regex(check: RegexCheck, ctx: CheckContext) -> CheckResult:
         return result(check, False, f"cannot run: bad regex {check.pattern!r}: {exc}")
     if match:
         return result(check, True, f"matched {match.group(0)[:100]!r}")
-    return result(check, False, f"answer does not match /{check.pattern}/")
+    expected = f"/{check.pattern}/" if check.reveal else "the expected pattern"
+    return result(check, False, f"answer does not match {expected}")
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -121,7 +123,21 @@ def check_numeric(check: NumericCheck, ctx: CheckContext) -> CheckResult:
     if close:
         return result(check, True, f"found {close[0]:g}, expected {check.value:g}")
     seen = ", ".join(f"{n:g}" for n in found) or "no number"
-    return result(check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}")
+    if check.reveal:
+        return result(
+            check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
+        )
+    if not found:
+        return result(check, False, "answer has no number; the expected value is a number")
+    if check.pick == "any":
+        return result(
+            check, False, f"answer has {seen}: none is within tolerance of the expected value"
+        )
+    return result(
+        check,
+        False,
+        f"answer's {check.pick} number is {seen}: not within tolerance of the expected value",
+    )
 
 
 def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckResult:
@@ -152,6 +168,7 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         check.entry_point,
         check.prelude,
         sandbox.Limits(timeout=check.timeout, network=ctx.task.network),
+        reveal=check.reveal,
     )
     report = harness_report(run.report or "")
     if report is None:
@@ -219,12 +236,12 @@ def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
     except Unreadable as exc:
         return result(check, False, str(exc))
     if check.contains is not None and check.contains not in text:
-        shown = f" {check.contains!r}" if getattr(check, "reveal", False) else " the expected text"
+        shown = f" {check.contains!r}" if check.reveal else " the expected text"
         return result(check, False, f"{check.path} does not contain{shown}")
     if check.matches is not None:
         try:
             if not re.search(check.matches, text, re.M):
-                shown = f" /{check.matches}/" if getattr(check, "reveal", False) else " the pattern"
+                shown = f" /{check.matches}/" if check.reveal else " the pattern"
                 return result(check, False, f"{check.path} does not match{shown}")
         except re.error as exc:
             return result(check, False, f"cannot run: bad regex {check.matches!r}: {exc}")
@@ -248,7 +265,15 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
         return result(
             check, False, f'cannot run: judge reply is not {{"pass": bool, ...}}: {reply[:200]!r}'
         )
-    return result(check, verdict["pass"], str(verdict.get("reason", ""))[:500])
+    reason = str(verdict.get("reason", ""))[:500]
+    if verdict["pass"] or check.reveal:
+        return result(check, verdict["pass"], reason)
+    return result(
+        check,
+        False,
+        "the judge found the rubric not met (its reason may name the "
+        "expected answer, so it is shown only with reveal: true)",
+    )
 
 
 def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:

@@ -11,35 +11,60 @@ import yaml
 
 from mulligan.errors import UserError
 from mulligan.schema import Check, Task
+from mulligan.tasks.validate import task_problems
+from mulligan.validate import read_text
 
 TASK_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def load_task_file(path: Path) -> list[Task]:
     """All tasks of a file; one UserError lists every problem with file, line, task and field."""
-    text = path.read_text()
+    placed = _load_placed(path)
+    _refuse_duplicates(placed)
+    return [task for task, _ in placed]
+
+
+def _load_placed(path: Path) -> list[tuple[Task, str]]:
+    """The file's tasks, each with its place (`file:line`); a UserError lists every problem."""
+    text = read_text(path, "task file")
     data, root = _parse(path, text)
     items, nodes = _task_items(path, data, root)
-    tasks, problems = [], []
+    placed, problems = [], []
     for position, (item, node) in enumerate(zip(items, nodes, strict=False), start=1):
         label = f"task {position}"
         if isinstance(item, dict) and isinstance(item.get("id"), str):
             label += f" (id {item['id']!r})"
         try:
-            tasks.append(Task.model_validate(item))
+            task = Task.model_validate(item)
         except pydantic.ValidationError as exc:
             for error in exc.errors():
                 loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
                 line = _line_of(node, error["loc"])
                 field = ".".join(loc) or "(the task itself)"
                 problems.append(f"{path}:{line}: {label}: {field}: {_expected(error)}")
-    seen: dict[str, int] = {}
-    for task in tasks:
-        seen[task.id] = seen.get(task.id, 0) + 1
-    problems += [f"{path}: task id {tid!r} is used {n} times" for tid, n in seen.items() if n > 1]
+            continue
+        for where, problem in task_problems(task):
+            line = _line_of(node, where)
+            problems.append(f"{path}:{line}: {label}: {'.'.join(map(str, where))}: {problem}")
+        placed.append((task, f"{path}:{_line_of(node, ())}"))
     if problems:
         raise UserError(f"{len(problems)} problem(s) in task files:\n" + "\n".join(problems))
-    return tasks
+    return placed
+
+
+def _refuse_duplicates(placed: list[tuple[Task, str]]) -> None:
+    """Two tasks with one id would share one episode (and one verdict): name every place."""
+    places: dict[str, list[str]] = {}
+    for task, place in placed:
+        places.setdefault(task.id, []).append(place)
+    problems = [
+        f"task id {tid!r} is used {len(where)} times: at {', '.join(where)}; "
+        "give each task its own id"
+        for tid, where in places.items()
+        if len(where) > 1
+    ]
+    if problems:
+        raise UserError(f"{len(problems)} problem(s) in task files:\n" + "\n".join(problems))
 
 
 def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
@@ -69,6 +94,8 @@ def _task_items(path: Path, data: Any, root: yaml.Node | None) -> tuple[list[Any
     if isinstance(data, list):
         nodes = root.value if isinstance(root, yaml.SequenceNode) else [None] * len(data)
         return data, list(nodes)
+    if data is None:
+        raise UserError(f"{path}: empty; write a task (a mapping) or a list of tasks in it")
     raise UserError(
         f"{path}: expected a task (a mapping) or a list of tasks, found {type(data).__name__}"
     )
@@ -113,24 +140,27 @@ def _expected(error: Any) -> str:
         return "missing (this field is required)"
     if kind == "union_tag_invalid":
         return f"{message}"
-    return f"{message} (got {error.get('input')!r:.80})"
+    return f"{message.removeprefix('Value error, ')} (got {error.get('input')!r:.80})"
 
 
 def load_task_path(path: Path) -> list[Task]:
     """A task file, or every task file under a directory (sorted by path)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in TASK_SUFFIXES)
+        files = sorted(p for p in path.rglob("*") if p.suffix in TASK_SUFFIXES and p.is_file())
         if not files:
             raise UserError(f"{path}: no task files (*.yaml, *.yml, *.json) in this directory")
-        problems, tasks = [], []
+        problems, placed = [], []
         for file in files:
             try:
-                tasks += load_task_file(file)
+                placed += _load_placed(file)
             except UserError as exc:
                 problems.append(str(exc))
         if problems:
             raise UserError("\n".join(problems))
-        return tasks
+        _refuse_duplicates(placed)
+        return [task for task, _ in placed]
     if not path.exists():
         raise UserError(f"{path}: no such file or suite")
+    if not path.is_file():
+        raise UserError(f"{path}: not a regular file; give a task file or a directory of them")
     return load_task_file(path)

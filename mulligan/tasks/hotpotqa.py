@@ -8,6 +8,7 @@ from typing import Literal
 
 from mulligan.errors import UserError
 from mulligan.schema import ExactMatchCheck, Task
+from mulligan.validate import read_text
 
 INSTRUCTIONS = (
     "Answer the question. Use search[entity] to open a paragraph by its title and "
@@ -18,14 +19,14 @@ INSTRUCTIONS = (
 
 def hotpotqa_tasks(path: Path, feedback: Literal["em", "hidden"] = "em") -> list[Task]:
     """`em`: success or failure is shown (the Reflexion paper's setting); `hidden`: nothing."""
+    if not path.exists():
+        raise UserError(f"{path}: no such file; hotpotqa needs the official JSON (--data PATH)")
     try:
-        rows = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise UserError(
-            f"{path}: no such file; hotpotqa needs the official JSON (--data PATH)"
-        ) from exc
+        rows = json.loads(read_text(path, "HotpotQA JSON file"))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if not isinstance(rows, list):
+        raise UserError(f"{path}: expected a JSON list of HotpotQA questions")
     tasks = []
     for position, row in enumerate(rows):
         try:

@@ -15,7 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mulligan.errors import UserError
 from mulligan.schema import Check, PythonTestsCheck, Task
+from mulligan.validate import read_text
 
 CODE_INSTRUCTIONS = (
     "Complete the following Python function. Reply with the complete function "
@@ -28,9 +30,26 @@ def humaneval_path() -> Path:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:  # type: ignore[operator]
-        return [json.loads(line) for line in handle if line.strip()]
+    """One JSON object per line; a bad file is a UserError naming the file and line."""
+    if path.suffix == ".gz":
+        try:
+            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: not a gzip file of UTF-8 JSON lines ({exc})") from exc
+    else:
+        text = read_text(path, "JSON-lines data file")
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object per line")
+        rows.append(row)
+    return rows
 
 
 def prelude_of(prompt: str, entry_point: str = "") -> str:
@@ -156,7 +175,11 @@ def _parses(code: str) -> bool:
 
 def humaneval_tasks(path: Path | None = None) -> list[Task]:
     tasks = []
-    for problem in read_jsonl(path or humaneval_path()):
+    source = path or humaneval_path()
+    for number, problem in enumerate(read_jsonl(source), start=1):
+        missing = [k for k in ("task_id", "prompt", "entry_point", "test") if k not in problem]
+        if missing:
+            raise UserError(f"{source}:{number}: missing {', '.join(missing)} (HumanEval format)")
         entry, prompt = problem["entry_point"], problem["prompt"]
         prelude = prelude_of(prompt, entry)
         checks: list[Check] = []
@@ -168,6 +191,7 @@ def humaneval_tasks(path: Path | None = None) -> list[Task]:
                     tests="\n".join(examples),
                     prelude=prelude,
                     visibility="feedback",
+                    reveal=True,  # the examples are in the prompt already
                 )
             )
         checks.append(

@@ -34,7 +34,10 @@ def mbpp_tasks(path: Path) -> list[Task]:
                 f"{path}:{line_number}: missing field {exc} (MultiPL-E format)"
             ) from exc
         prelude = prelude_of(prompt, entry)
-        visible = asserts_of(test, entry)[:1]
+        try:
+            visible = asserts_of(test, entry)[:1]
+        except (SyntaxError, TypeError) as exc:
+            raise UserError(f"{path}:{line_number}: the tests do not parse ({exc})") from exc
         checks: list[Check] = []
         if visible:
             checks.append(PythonTestsCheck(name="first test", tests=visible[0], prelude=prelude))

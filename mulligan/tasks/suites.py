@@ -82,10 +82,19 @@ def select(
         by_id = {t.id: t for t in tasks}
         missing = [i for i in ids if i not in by_id]
         if missing:
-            raise UserError(f"unknown task id(s): {', '.join(missing)}")
+            known = ", ".join(list(by_id)[:5]) + (", ..." if len(by_id) > 5 else "")
+            raise UserError(
+                f"--ids: unknown task id(s) {', '.join(missing)}; this suite has {known} "
+                "(list them with `mulligan tasks`)"
+            )
         tasks = [by_id[i] for i in ids]
     if sample is not None:
-        tasks = random.Random(seed).sample(tasks, min(sample, len(tasks)))
+        if sample > len(tasks):
+            raise UserError(
+                f"--sample {sample}: larger than the {len(tasks)} tasks selected; "
+                f"pass --sample {len(tasks)} or fewer"
+            )
+        tasks = random.Random(seed).sample(tasks, sample)
     if limit is not None:
         tasks = tasks[:limit]
     return tasks

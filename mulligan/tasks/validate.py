@@ -1,0 +1,99 @@
+"""What a task file can get wrong beyond its shape: found when it loads, not when a run fails.
+
+Each problem is (path inside the task, message); the loader turns the path into a line.
+A task whose tests do not parse or whose callable check does not import would otherwise
+be scored as the model's failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import posixpath
+from collections.abc import Iterable
+
+from mulligan.actor.builtin_tools import BUILTIN_TOOLS
+from mulligan.schema import CallableCheck, PythonTestsCheck, Task
+
+Problem = tuple[tuple[str | int, ...], str]
+DOCUMENT_TOOLS = ("search", "lookup")
+
+
+def task_problems(task: Task, extra_tools: Iterable[str] = ()) -> list[Problem]:
+    no_checks: list[Problem] = [
+        (("checks",), "the task has no checks, so no attempt could ever pass; add one")
+    ]
+    return [
+        *(no_checks if not task.checks else []),
+        *_tool_problems(task, set(BUILTIN_TOOLS) | set(extra_tools)),
+        *_workspace_problems(task),
+        *_check_problems(task),
+    ]
+
+
+def _tool_problems(task: Task, known: set[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    for position, name in enumerate(task.tools):
+        if name not in known:
+            problems.append(
+                (
+                    ("tools", position),
+                    f"unknown tool {name!r}; use one of {', '.join(sorted(known))}",
+                )
+            )
+        elif name in DOCUMENT_TOOLS and task.documents is None:
+            problems.append(
+                (("tools", position), f"{name} needs documents: add `documents:` (title: text)")
+            )
+    return problems
+
+
+def _workspace_problems(task: Task) -> list[Problem]:
+    problems: list[Problem] = []
+    for relative in task.workspace or {}:
+        normal = posixpath.normpath(relative.replace("\\", "/"))
+        if relative.startswith(("/", "\\")) or normal == ".." or normal.startswith("../"):
+            problems.append(
+                (
+                    ("workspace", relative),
+                    f"{relative!r} would lie outside the workspace; use a path inside it",
+                )
+            )
+        elif normal in ("", "."):
+            problems.append((("workspace", relative), "a workspace file needs a file name"))
+    return problems
+
+
+def _check_problems(task: Task) -> list[Problem]:
+    problems: list[Problem] = []
+    for position, check in enumerate(task.checks):
+        if isinstance(check, PythonTestsCheck):
+            try:
+                ast.parse(check.tests)
+                ast.parse(check.prelude)
+            except SyntaxError as exc:
+                problems.append(
+                    (
+                        ("checks", position, "tests"),
+                        f"the tests do not parse: {exc.msg} (line {exc.lineno} of the tests)",
+                    )
+                )
+        elif isinstance(check, CallableCheck):
+            problem = callable_problem(check.function)
+            if problem:
+                problems.append((("checks", position, "function"), problem))
+    return problems
+
+
+def callable_problem(spec: str) -> str | None:
+    """Why `module:function` cannot be called, or None."""
+    module_name, colon, function_name = spec.partition(":")
+    if not colon or not module_name or not function_name:
+        return f"{spec!r} is not module:function"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any failure to import is the task file's problem
+        return f"cannot import {module_name}: {type(exc).__name__}: {exc}"
+    if not callable(getattr(module, function_name, None)):
+        return f"{module_name} has no function {function_name!r}"
+    return None
