@@ -13,7 +13,7 @@ from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
-from mulligan.bench.study import Study
+from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.cli_tasks import open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.errors import UserError
@@ -123,6 +123,9 @@ def cmd_bench(
         passes=args.passes,
         concurrency=args.concurrency,
         extra_tools=extra,
+        design=args.design,
+        carry=args.carry,
+        min_similarity=args.min_similarity,
         info={
             "suite": args.suite,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
@@ -156,17 +159,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 
+    strategies = list(STRATEGIES)
+    source = first_attempt_source(strategies, "paired")
+
     def model_for(strategy: str) -> ChatModel:
         if strategy not in models:
-            models[strategy] = OpenAIChatModel(
-                demo.DEMO_MODEL, base_url=endpoints.url_for(strategy), temperature=0.7
-            )
+            branched = strategy != source and shares_first_attempt(strategy)
+            url = endpoints.url_for(strategy, tried_once=branched)
+            models[strategy] = OpenAIChatModel(demo.DEMO_MODEL, base_url=url, temperature=0.7)
         return models[strategy]
 
     memory = Memory(out / "memory", HashEmbedding())
     study = Study(
         tasks=demo.demo_tasks(),
-        strategies=list(STRATEGIES),
+        strategies=strategies,
         model_for=model_for,
         memory=memory,
         actor_settings=ActorSettings(budget=Budget(max_steps=4)),

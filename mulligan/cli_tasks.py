@@ -121,6 +121,8 @@ def cmd_run(
                 budget=vars(actor_settings.budget),
                 strategies=[args.strategy],
                 trials=args.trials,
+                carry=args.carry,
+                min_similarity=args.min_similarity,
                 seed=args.seed,
                 tasks=[t.id for t in suite.tasks],
             ),
@@ -140,7 +142,13 @@ def cmd_run(
         lambda: make_loop(
             model,
             actor_settings,
-            LoopSettings(strategy=args.strategy, trials=args.trials, extra_tools=suite.tools),
+            LoopSettings(
+                strategy=args.strategy,
+                trials=args.trials,
+                extra_tools=suite.tools,
+                carry=args.carry,
+                min_similarity=args.min_similarity,
+            ),
             memory,
             run_id,
         ),

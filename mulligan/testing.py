@@ -56,6 +56,7 @@ class ReceivedCall:
     tools: list[dict[str, Any]] | None
     stop: list[str] | None
     max_tokens: int | None
+    response_format: dict[str, Any] | None = None
 
 
 Reply = ChatResponse | str | BaseException
@@ -89,10 +90,13 @@ class ScriptedModel:
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
         with self._lock:
             self.calls.append(
-                ReceivedCall(copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens)
+                ReceivedCall(
+                    copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens, response_format
+                )
             )
             if self.replies:
                 planned = self.replies.pop(0)

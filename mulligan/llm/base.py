@@ -32,7 +32,11 @@ class ChatModel(Protocol):
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
-    ) -> ChatResponse: ...
+        response_format: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        """`response_format` asks for structured output (a JSON schema) where the endpoint
+        accepts it; a model that cannot honour it answers in plain text instead."""
+        ...
 
 
 class EmbeddingModel(Protocol):

@@ -45,6 +45,8 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
         self.base_url = str(self._client.base_url)
+        self.accepts_response_format = True
+        """Until the endpoint answers a request with response_format by HTTP 400."""
 
     def chat(
         self,
@@ -53,6 +55,7 @@ class OpenAIChatModel:
         tools: list[dict[str, Any]] | None = None,
         stop: list[str] | None = None,
         max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
         kwargs["temperature"] = self.temperature
@@ -63,9 +66,26 @@ class OpenAIChatModel:
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
         started = time.perf_counter()
-        completion = self._with_retries(lambda: self._post_chat(kwargs))
+        completion = self._structured(kwargs, response_format)
         latency = time.perf_counter() - started
         return self._parse(completion, latency)
+
+    def _structured(
+        self, body: dict[str, Any], response_format: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Ask with `response_format` unless this endpoint rejected it (HTTP 400) before;
+        on the first rejection, remember it and ask once more in plain text."""
+        if response_format and self.accepts_response_format:
+            try:
+                return self._with_retries(
+                    lambda: self._post_chat({**body, "response_format": response_format})
+                )
+            except ModelError as exc:
+                if exc.status != 400:
+                    raise
+                self.accepts_response_format = False
+                log.warning("endpoint rejected response_format (HTTP 400); asking in plain text")
+        return self._with_retries(lambda: self._post_chat(body))
 
     def _post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).

@@ -100,8 +100,12 @@ class Memory:
         exclude: set[str] | None = None,
         episode_id: str = "",
         trial: int = 0,
+        *,
+        min_similarity: float = 0.0,
     ) -> list[Lesson]:
-        found = self.store.search(task.prompt, k, family=task.family, exclude=exclude)
+        found = self.store.search(
+            task.prompt, k, family=task.family, exclude=exclude, min_similarity=min_similarity
+        )
         lessons = []
         for lesson, score in found:
             lesson.validity.retrieved += 1

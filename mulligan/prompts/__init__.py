@@ -23,15 +23,23 @@ def _search_path() -> list[str]:
     return [override, str(PACKAGE_DIR)] if override else [str(PACKAGE_DIR)]
 
 
+def quoted(text: object) -> str:
+    """Every line behind "> ", so quoted data cannot break out of its block."""
+    lines = str(text).strip().splitlines() or [""]
+    return "\n".join(f"> {line}".rstrip() for line in lines)
+
+
 @functools.lru_cache(maxsize=8)
 def _environment_for(search_path: tuple[str, ...]) -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(list(search_path)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,
         auto_reload=True,  # an edited prompt file is picked up
     )
+    environment.filters["quoted"] = quoted
+    return environment
 
 
 def _environment() -> jinja2.Environment:
