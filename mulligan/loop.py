@@ -75,7 +75,7 @@ class Loop:
             if episode.passed:
                 break
             lessons = self._lessons_for(task, reflections, episode, trial)
-            texts, carried = carry_over(task, episode, lessons, s.carry)
+            texts, carried = carry_over(task, episode, lessons, s.carry, s.strategy)
             if first and trial == 1 and not lessons:
                 attempt, verdict = first[0].model_copy(deep=True), first[1].model_copy(deep=True)
             else:
