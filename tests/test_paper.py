@@ -27,7 +27,7 @@ from mulligan.bench.study import Study
 from mulligan.carry import carried_answer
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import MIN_SIMILARITY, Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import (
@@ -195,39 +195,53 @@ def test_another_task_retrieves_general_lessons_above_the_similarity_floor(
         memory.keep(
             Lesson(id=lesson_id, text=text, scope=LessonScope(family="capitals")), persistent=True
         )
-    task = Task(id="capital-nz", family="capitals", prompt="Name the capital city of New Zealand.")
+    task = Task(
+        id="capital-nz", family="capitals", prompt="Name the capital city of New Zealand.",
+        checks=[ExactMatchCheck(answer="Wellington")],
+    )  # fmt: skip
     similarity = {lesson.id: score for lesson, score in memory.store.similar(task.prompt, 5)}
-    assert similarity["far"] < 0.25 <= similarity["near"]
+    assert similarity["far"] < MIN_SIMILARITY <= similarity["near"]
     assert {lesson.id for lesson in memory.retrieve(task, 3)} == {"near", "far"}  # no floor
-    assert [lesson.id for lesson in memory.retrieve(task, 3, min_similarity=0.25)] == ["near"]
+    model = ScriptedModel(policy=lambda messages, tools: "Wellington")
+    loop = reflexion_loop(model, memory, strategy="reflexion-memory")  # the default floor
+    episode = loop.run_episode(task)
+    assert episode.attempts[0].lesson_ids == ["near"]
+    assert "i = 5" not in json.dumps(model.calls[0].messages)
 
 
-def test_the_reflector_asks_for_json_schema_and_falls_back_once_on_http_400() -> None:
+def test_the_reflector_asks_for_json_schema_and_falls_back_once_when_rejected() -> None:
     reflection = {"diagnosis": DIAGNOSIS, "lesson": "", "tags": [], "replaces": []}
-
-    def rejecting(body: dict[str, Any]) -> FakeReply:
-        if "response_format" in body:
-            return FakeReply(status=400, error="response_format is not supported")
-        return FakeReply(content=json.dumps(reflection))
+    answer = FakeReply(content=json.dumps(reflection))
 
     def accepting(body: dict[str, Any]) -> FakeReply:
-        return FakeReply(content=json.dumps(reflection))
+        return answer
 
-    attempt_task = capital_task()
-    for policy, sent in [(accepting, [True, True]), (rejecting, [True, False, False])]:
+    def rejecting(body: dict[str, Any]) -> FakeReply:  # an endpoint without structured output
+        if "response_format" in body:
+            return FakeReply(status=400, error="response_format is not supported")
+        return answer
+
+    def json_object_only(body: dict[str, Any]) -> FakeReply:  # as llama-cpp-python's server
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return FakeReply(status=422, error="type: unexpected value")
+        return answer
+
+    task = capital_task()
+    attempt = Attempt(task_id=task.id, trial=1, answer="Sydney")
+    for policy, sent in [
+        (accepting, ["json_schema", "json_schema"]),
+        (rejecting, ["json_schema", "json_object", None, None]),
+        (json_object_only, ["json_schema", "json_object", "json_object"]),
+    ]:
         with FakeOpenAIServer(policy=policy) as server:
             reflector = Reflector(OpenAIChatModel("m", base_url=server.base_url))
-            attempt = Attempt(task_id=attempt_task.id, trial=1, answer="Sydney")
             for _ in range(2):
-                made = reflector.reflect(
-                    attempt_task, attempt, Verdict(passed=False, score=0.0), []
-                )
+                made = reflector.reflect(task, attempt, Verdict(passed=False, score=0.0), [])
                 assert made.diagnosis is not None and made.diagnosis.text == DIAGNOSIS
-            asked = ["response_format" in body for body in server.requests]
-        assert asked == sent  # the rejection is remembered: one plain retry, then plain text
-        if policy is accepting:
-            schema = server.requests[0]["response_format"]["json_schema"]["schema"]
-            assert schema["required"] == ["diagnosis", "lesson", "tags", "replaces"]
+            asked = [(body.get("response_format") or {}).get("type") for body in server.requests]
+        assert asked == sent, policy.__name__  # a rejection is remembered: asked once only
+        schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+        assert schema["required"] == ["diagnosis", "lesson", "tags", "replaces"]
 
 
 def test_no_prompt_holds_an_example_sentence_a_small_model_could_parrot() -> None:

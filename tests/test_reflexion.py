@@ -152,7 +152,9 @@ def plant(memory: Memory, text: str, family: str = "capitals") -> Lesson:
 
 def test_a_lesson_that_keeps_hurting_is_refuted_and_no_longer_retrieved(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(refute_after=3))
-    plant(memory, "For capital questions about Australia, answer with the largest city.")
+    plant(
+        memory, "For questions about the capital city of Australia, answer with the largest city."
+    )
     task = Task(
         id="capital-au", family="capitals", prompt="What is the capital city of Australia?",
         checks=[ExactMatchCheck(answer="Canberra")],
@@ -462,14 +464,14 @@ def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_
     tmp_path: Path,
 ) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
-    plant(memory, "Answer capital city questions with the largest city.")
+    plant(memory, "Answer questions about the capital city with the largest city.")
     replacing = json.dumps({"diagnosis": "Sydney is not it.", "lesson": LESSON, "replaces": [1]})
     insight = json.dumps({"lesson": "Check capitals against a list, not city size."})
 
     def policy(messages: list[dict[str, Any]], tools: Any) -> str:
         first = messages[0]["content"]
         if "You review a failed attempt" in first:
-            assert "1. Answer capital city questions with the largest city." in first
+            assert "1. Answer questions about the capital city with the largest city." in first
             return replacing
         if "then solved it" in first:
             return insight

@@ -28,7 +28,7 @@ from mulligan.schema import ExactMatchCheck, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 DEMO_MODEL = "scripted-demo (not a language model)"
-UNITS_LESSON = "Asked how many metres long a length in km is, multiply the km by 1000."
+UNITS_LESSON = "How many metres long is a length in km? Multiply the km by 1000."
 UNITS_DIAGNOSIS = (
     "The answer gave the length in km; the check wanted metres: multiply the km by 1000."
 )
@@ -115,7 +115,7 @@ class DemoPolicy:
         right = (
             task.kind == "easy"
             or (task.kind == "flaky" and tries >= 2)
-            or (task.kind == "units" and RIGHT_WHEN in text)
+            or (task.kind == "units" and RIGHT_WHEN in text.lower())
         )
         return FakeReply(content=task.answer if right else task.wrong)
 

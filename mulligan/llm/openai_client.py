@@ -45,8 +45,8 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
         self.base_url = str(self._client.base_url)
-        self.accepts_response_format = True
-        """Until the endpoint answers a request with response_format by HTTP 400."""
+        self.rejected_formats = 0
+        """How many forms of response_format this endpoint rejected (see `_structured`)."""
 
     def chat(
         self,
@@ -73,18 +73,25 @@ class OpenAIChatModel:
     def _structured(
         self, body: dict[str, Any], response_format: dict[str, Any] | None
     ) -> dict[str, Any]:
-        """Ask with `response_format` unless this endpoint rejected it (HTTP 400) before;
-        on the first rejection, remember it and ask once more in plain text."""
-        if response_format and self.accepts_response_format:
+        """Ask with `response_format` in the first form this endpoint has not rejected.
+
+        OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
+        server takes `json_object` with a `schema` and answers the other with HTTP 422. A form
+        rejected (HTTP 400 or 422) is remembered and not sent again; when every form was
+        rejected the request goes in plain text.
+        """
+        for form in _format_forms(response_format)[self.rejected_formats :]:
             try:
                 return self._with_retries(
-                    lambda: self._post_chat({**body, "response_format": response_format})
+                    lambda form=form: self._post_chat({**body, "response_format": form})  # type: ignore[misc]
                 )
             except ModelError as exc:
-                if exc.status != 400:
+                if exc.status not in (400, 422):
                     raise
-                self.accepts_response_format = False
-                log.warning("endpoint rejected response_format (HTTP 400); asking in plain text")
+                self.rejected_formats += 1
+                log.warning(
+                    "endpoint rejected response_format %s (HTTP %s)", form["type"], exc.status
+                )
         return self._with_retries(lambda: self._post_chat(body))
 
     def _post_chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +168,17 @@ class OpenAIChatModel:
             usage=usage,
             latency_s=latency,
         )
+
+
+def _format_forms(response_format: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The forms to try, most standard first."""
+    if not response_format:
+        return []
+    forms = [response_format]
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    if response_format.get("type") == "json_schema" and schema:
+        forms.append({"type": "json_object", "schema": schema})
+    return forms
 
 
 def _arguments_text(arguments: Any) -> str:
