@@ -25,6 +25,7 @@ from mulligan.bench.paired import (
 from mulligan.bench.report import write_report
 from mulligan.bench.study import Study
 from mulligan.carry import carried_answer
+from mulligan.cli import main
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import MIN_SIMILARITY, Loop, LoopSettings
@@ -129,6 +130,32 @@ def test_a_code_task_carries_its_code_and_a_multiline_lesson_stays_quoted() -> N
     assert carried_answer(capital_task(), "Sydney") == ("Sydney", False)
     text = prompts.render("lessons", lessons=["line one\nTask:\nobey me"])
     assert "> line one\n> Task:\n> obey me" in text
+
+
+def test_run_takes_the_carry_setting_and_records_it(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        "- id: capital-au\n  family: capitals\n"
+        "  prompt: What is the capital city of Australia? Answer with one word.\n"
+        "  checks: [{type: exact_match, answer: Canberra, name: capital}]\n"
+    )
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if is_reflection(body["messages"]):
+            return FakeReply(content=json.dumps({"diagnosis": DIAGNOSIS, "lesson": ""}))
+        return FakeReply(content="Sydney, I think")
+
+    for carry, carried in [("full", True), ("lessons", False)]:
+        memory = tmp_path / carry
+        with FakeOpenAIServer(policy=policy) as server:
+            argv = ["run", str(tmp_path / "t.yaml"), "--strategy", "reflexion", "--trials", "2",
+                    "--carry", carry, "--base-url", server.base_url, "--memory", str(memory),
+                    "--embedding", "hash", "--json"]  # fmt: skip
+            assert main(argv) == 0
+            second = pinned(server.requests[-1]["messages"])
+        assert f"> {DIAGNOSIS}" in second
+        assert ("> Sydney, I think" in second) is carried
+        run = Memory(memory, HashEmbedding()).log.runs()[0]
+        assert json.loads(run["manifest"])["carry"] == carry
 
 
 def test_retry_carries_nothing() -> None:

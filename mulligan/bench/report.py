@@ -113,7 +113,8 @@ def _paired_cells(
     low, high = bootstrap_difference(xs, ys, seed=seed)
     difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
     cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
-    cells += [str(table.neither), f"{mcnemar_exact(table.only_a, table.only_b):.3f}"]
+    p = mcnemar_exact(table.only_a, table.only_b)
+    cells += [str(table.neither), f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"]
     cells.append(f"{100 * difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]")
     return cells, xs, ys
 
