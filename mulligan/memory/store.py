@@ -296,8 +296,8 @@ class LessonStore:
                 if is_usable(lesson, now) and lesson.id not in exclude
                 if similarity >= min_similarity and lesson.kind != "diagnosis"
             ]
-            if len(ranked) >= k or len(pool) < wanted:
-                break
+            if len(ranked) >= k or len(pool) < wanted or pool[-1][1] < min_similarity:
+                break  # (the pool runs most similar first: past the floor, no more to find)
             wanted *= 4  # many unusable neighbours: look further
         ranked.sort(key=lambda pair: pair[1], reverse=True)
         return ranked[:k]
