@@ -3,8 +3,9 @@
 Strategies differ only in what they carry from one attempt to the next:
   react             one attempt
   retry             up to N attempts, nothing carried over
-  reflexion         up to N attempts, this episode's reflections carried over
-  reflexion-memory  as reflexion, plus lessons from and into the persistent store
+  reflexion         up to N attempts; the previous answer, its visible feedback and the
+                    episode's diagnoses carried over (mulligan/carry.py)
+  reflexion-memory  as reflexion, plus general lessons from and into the persistent store
 """
 
 from __future__ import annotations
