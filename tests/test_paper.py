@@ -327,6 +327,22 @@ def test_the_shared_trial_1_is_made_once_and_every_strategy_continues_from_it(
     assert manifest["first_attempt_from"] == ("react" if design == "paired" else None)
 
 
+@pytest.mark.parametrize(("design", "requests"), [("paired", 2), ("independent", 3)])
+def test_bench_takes_the_design_flag(tmp_path: Path, design: str, requests: int) -> None:
+    (tmp_path / "t.yaml").write_text(
+        "- id: hard\n  prompt: Say yes.\n  checks: [{type: exact_match, answer: never}]\n"
+    )
+    out = tmp_path / design
+    with FakeOpenAIServer(policy=lambda body: FakeReply(content="maybe")) as server:
+        argv = ["bench", str(tmp_path / "t.yaml"), "--strategies", "react,retry", "--trials", "2",
+                "--design", design, "--base-url", server.base_url, "--out", str(out),
+                "--embedding", "hash"]  # fmt: skip
+        assert main(argv) == 0
+        assert len(server.requests) == requests  # paired: retry's trial 1 is react's
+    run = Memory(out / "memory", HashEmbedding()).log.runs()[0]
+    assert json.loads(run["manifest"])["design"] == design
+
+
 def test_reflexion_memory_makes_its_own_first_attempt(tmp_path: Path) -> None:
     model = study_model()
     memory = Memory(tmp_path / "mem", HashEmbedding())
