@@ -24,11 +24,13 @@ from mulligan import (
 )
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
+from mulligan.bench.study import DESIGNS
+from mulligan.carry import CARRY_MODES
 from mulligan.config import Settings, load_settings
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import require_price_for_cost_budget
-from mulligan.loop import STRATEGIES
+from mulligan.loop import MIN_SIMILARITY, STRATEGIES
 from mulligan.schema import ToolCall
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -60,6 +62,17 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--context-window", type=int, help="the model's context, in tokens")
 
 
+def similarity(text: str) -> float:
+    """A cosine similarity floor: a number from -1 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not -1.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cosine similarity from -1 to 1")
+    return value
+
+
 def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     """What `run` and `bench` share: trials, memory, resume, concurrency, endpoint, budget."""
     parser.add_argument("--trials", type=int, default=3, help="attempts per task (not for react)")
@@ -72,6 +85,20 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
         type=int,
         default=3,
         help="reflections carried (reflexion; 0: none)",
+    )
+    parser.add_argument(
+        "--carry",
+        choices=CARRY_MODES,
+        default="full",
+        help="what reflexion gives the next attempt: full (previous answer, visible feedback, "
+        "reflections; default) or lessons (reflections only)",
+    )
+    parser.add_argument(
+        "--min-similarity",
+        type=similarity,
+        default=MIN_SIMILARITY,
+        help="a stored lesson less similar to the task is not retrieved "
+        f"({MIN_SIMILARITY}; solve: 0, as its lessons are the project's own)",
     )
     group = parser.add_argument_group("lesson validity")
     group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
@@ -211,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     solve = commands.add_parser("solve", help="the loop on your own project, attempts in copies")
     cli_solve.add_flags(solve)
     add_run_flags(solve, memory_default="~/.mulligan")
-    solve.set_defaults(handler=cmd_solve)
+    # a project's lessons are stored under its own family: no similarity floor within it
+    solve.set_defaults(handler=cmd_solve, min_similarity=0.0)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     cli_tasks.add_selection_flags(tasks)
@@ -223,6 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--strategies", default="react,retry,reflexion,reflexion-memory")
     bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
+    bench.add_argument(
+        "--design",
+        choices=DESIGNS,
+        default="paired",
+        help="paired (default): trial 1 made once per task and shared by the strategies that "
+        "start without lessons; independent: each strategy makes its own",
+    )
     add_run_flags(bench, memory_default="OUT/memory")
     bench.set_defaults(handler=cmd_bench)
 

@@ -14,7 +14,7 @@ from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
-from mulligan.bench.study import Study
+from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.cli_tasks import log_to_resume, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.errors import UserError
@@ -129,6 +129,9 @@ def cmd_bench(
         concurrency=args.concurrency,
         carried_reflections=args.carried_reflections,
         extra_tools=extra,
+        design=args.design,
+        carry=args.carry,
+        min_similarity=args.min_similarity,
         info={
             "suite": args.suite,
             "carried_reflections": args.carried_reflections,
@@ -168,11 +171,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 
+    strategies = list(STRATEGIES)
+    source = first_attempt_source(strategies, "paired")
+
     def model_for(strategy: str) -> ChatModel:
         if strategy not in models:
+            branched = strategy != source and shares_first_attempt(strategy)
             models[strategy] = OpenAIChatModel(
                 demo.DEMO_MODEL,
-                base_url=endpoints.url_for(strategy),
+                base_url=endpoints.url_for(strategy, tried_once=branched),
                 temperature=0.7,
                 price=Price(0.0, 0.0),  # a script on this machine: free, and known to be
             )
@@ -181,7 +188,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     memory = Memory(out / "memory", HashEmbedding())
     study = Study(
         tasks=demo.demo_tasks(),
-        strategies=list(STRATEGIES),
+        strategies=strategies,
         model_for=model_for,
         memory=memory,
         actor_settings=ActorSettings(budget=Budget(max_steps=4)),

@@ -118,8 +118,11 @@ def cmd_solve(
             settings=LoopSettings(
                 strategy=args.strategy,
                 trials=args.trials,
+                carried_reflections=args.carried_reflections,
                 extra_tools=started.tools,
                 workspace_for=copies,
+                carry=args.carry,
+                min_similarity=args.min_similarity,
             ),
             reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
             memory=memory,

@@ -140,6 +140,8 @@ def cmd_run(
         strategies=[args.strategy],
         trials=args.trials,
         carried_reflections=args.carried_reflections,
+        carry=args.carry,
+        min_similarity=args.min_similarity,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
     )
@@ -171,6 +173,8 @@ def cmd_run(
                     trials=args.trials,
                     carried_reflections=args.carried_reflections,
                     extra_tools=suite.tools,
+                    carry=args.carry,
+                    min_similarity=args.min_similarity,
                 ),
                 memory,
                 run_id,

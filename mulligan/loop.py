@@ -3,8 +3,9 @@
 Strategies differ only in what they carry from one attempt to the next:
   react             one attempt
   retry             up to N attempts, nothing carried over
-  reflexion         up to N attempts, this episode's reflections carried over
-  reflexion-memory  as reflexion, plus lessons from and into the persistent store
+  reflexion         up to N attempts; the previous answer, its visible feedback and the
+                    episode's diagnoses carried over (mulligan/carry.py)
+  reflexion-memory  as reflexion, plus general lessons from and into the persistent store
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ from pathlib import Path
 
 from mulligan import sandbox
 from mulligan.actor import Actor, Tool, build_tools
+from mulligan.carry import Carry, carry_over, unseen
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.schema import Episode, Lesson, Step, Task
+from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
 
 log = logging.getLogger("mulligan")
 STRATEGIES = ("react", "retry", "reflexion", "reflexion-memory")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
+MIN_SIMILARITY = 0.35
+"""Below this cosine similarity to the task, a stored lesson is not retrieved: with MiniLM it
+kept 88% of related lessons and 5% of unrelated ones (benchmarks/similarity_floor.py)."""
 
 
 @dataclass
@@ -36,6 +41,10 @@ class LoopSettings:
     carried_reflections: int = 3
     """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
     retrieved_lessons: int = 3
+    min_similarity: float = MIN_SIMILARITY
+    carry: Carry = "full"
+    """Reflexion's carry-over: `full` (previous answer, visible feedback, reflections) or
+    `lessons` (the reflections only)."""
     extra_tools: list[Tool] = field(default_factory=list)
     workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
     """Where each attempt works (default: a scratch directory laid out from the task)."""
@@ -58,8 +67,16 @@ class Loop:
         if self.memory:  # past verdicts and hidden details are no business of the box
             sandbox.hide(self.memory.directory)
 
-    def run_episode(self, task: Task, episode_id: str | None = None, position: int = 0) -> Episode:
-        """One task under the strategy; an episode id already in the log is resumed."""
+    def run_episode(
+        self,
+        task: Task,
+        episode_id: str | None = None,
+        position: int = 0,
+        first: tuple[Attempt, Verdict] | None = None,
+    ) -> Episode:
+        """One task under the strategy; an episode id already in the log is resumed.
+
+        `first`: a trial 1 already made without lessons (a paired study shares it)."""
         s = self.settings
         trials = 1 if s.strategy == "react" else s.trials
         episode = self._resumed(task, episode_id, position)
@@ -71,17 +88,21 @@ class Loop:
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.passed:
                 break
-            lessons = self._lessons_for(task, reflections, episode.id, trial)
-            with self._workspace(task) as workspace:
-                attempt = self.actor.run(
-                    task.id, task.prompt, self._tools(task, workspace),
-                    lessons=[lesson.text for lesson in lessons],
-                    lesson_ids=[lesson.id for lesson in lessons], trial=trial,
-                    budget=self.actor.settings.budget_for(task.budget),
-                    on_step=self._step_logger(episode.id, trial),
-                    resume=self._unfinished(episode.id, trial),
-                )  # fmt: skip
-                verdict = self.evaluator.evaluate(task, attempt, workspace)
+            lessons = self._lessons_for(task, reflections, episode, trial)
+            texts, carried = carry_over(task, episode, lessons, s.carry, s.strategy)
+            if first and trial == 1 and not lessons:
+                attempt, verdict = first[0].model_copy(deep=True), first[1].model_copy(deep=True)
+            else:
+                with self._workspace(task) as workspace:
+                    attempt = self.actor.run(
+                        task.id, task.prompt, self._tools(task, workspace),
+                        lessons=texts, carried=carried,
+                        lesson_ids=[lesson.id for lesson in lessons], trial=trial,
+                        budget=self.actor.settings.budget_for(task.budget),
+                        on_step=self._step_logger(episode.id, trial),
+                        resume=self._unfinished(episode.id, trial),
+                    )  # fmt: skip
+                    verdict = self.evaluator.evaluate(task, attempt, workspace)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = verdict.passed
@@ -96,24 +117,29 @@ class Loop:
     # ------------------------------------------------------------ what differs
 
     def _lessons_for(
-        self, task: Task, reflections: list[Lesson], episode_id: str, trial: int
+        self, task: Task, reflections: list[Lesson], episode: Episode, trial: int
     ) -> list[Lesson]:
+        """The episode's last few diagnoses; with memory, general lessons from the store first."""
         s = self.settings
         if not s.strategy.startswith("reflexion"):
             return []
         carried = [r for r in reflections if r.validity.status in ("candidate", "validated")]
-        lessons = carried[-s.carried_reflections :] if s.carried_reflections > 0 else []
+        diagnoses = [r for r in carried if r.kind == "diagnosis"]
+        lessons = diagnoses[-s.carried_reflections :] if s.carried_reflections > 0 else []
         if s.strategy == "reflexion-memory" and self.memory:
-            known = {lesson.id for lesson in lessons}
-            found = self.memory.retrieve(task, s.retrieved_lessons, known, episode_id, trial)
+            known = {lesson.id for lesson in lessons} | set(episode.lessons_written)
+            found = self.memory.retrieve(
+                task, s.retrieved_lessons, known, episode.id, trial, min_similarity=s.min_similarity
+            )
             lessons = found + lessons
         return lessons
 
     def _reflect(
         self, task: Task, episode: Episode, given: list[Lesson], last: bool
     ) -> list[Lesson]:
-        """Lessons after a failure (not after the last trial); with memory, an insight after
-        a pass that followed a failure. Returns what this episode carries on."""
+        """A diagnosis after a failure (not after the last trial), with memory also a general
+        lesson for the store; with memory, an insight after a pass that followed a failure.
+        Returns what this episode carries on: its diagnoses."""
         assert self.reflector is not None
         attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
         memory_strategy = self.settings.strategy == "reflexion-memory"
@@ -123,13 +149,17 @@ class Loop:
             replaces: dict[str, list[Lesson]] = {}
         elif not verdict.passed and not last:
             reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
-            written, replaces = reflection.lessons, reflection.replaces
+            general = reflection.lessons if memory_strategy else []
+            written = ([reflection.diagnosis] if reflection.diagnosis else []) + general
+            replaces = reflection.replaces
         else:
             return []
         attempt.charge("reflector", self.reflector.take_usage())
+        written = unseen(written, episode_reflections(episode, self.memory) + given)
         kept = []
         for lesson in written:
-            stored = self.memory.keep(lesson, persistent=memory_strategy) if self.memory else lesson
+            persistent = memory_strategy and lesson.kind != "diagnosis"
+            stored = self.memory.keep(lesson, persistent=persistent) if self.memory else lesson
             for old in replaces.get(lesson.id, []):
                 if old.id != stored.id:
                     self._supersede(old, stored, episode)
@@ -137,7 +167,7 @@ class Loop:
         episode.lessons_written += [lesson.id for lesson in kept]
         if self.memory:
             self.memory.note_written(episode)
-        return kept
+        return [lesson for lesson in kept if lesson.kind == "diagnosis"]
 
     def _supersede(self, old: Lesson, new: Lesson, episode: Episode) -> None:
         if self.memory:

@@ -343,7 +343,9 @@ class LessonValidity(Record):
 class Lesson(Record):
     id: str
     text: str
-    kind: Literal["failure", "insight"] = "failure"
+    kind: Literal["failure", "insight", "diagnosis"] = "failure"
+    """`diagnosis`: specific to one attempt, carried within its episode, never stored for
+    other tasks; `failure` and `insight` are general lessons."""
     scope: LessonScope = Field(default_factory=LessonScope)
     source: LessonSource = Field(default_factory=LessonSource)
     validity: LessonValidity = Field(default_factory=LessonValidity)

@@ -58,6 +58,7 @@ class ReceivedCall:
     stop: list[str] | None
     max_tokens: int | None
     timeout: float | None = None
+    response_format: dict[str, Any] | None = None
 
 
 Reply = ChatResponse | str | BaseException
@@ -95,11 +96,17 @@ class ScriptedModel:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
         with self._lock:
             self.calls.append(
                 ReceivedCall(
-                    copy.deepcopy(messages), copy.deepcopy(tools), stop, max_tokens, timeout
+                    copy.deepcopy(messages),
+                    copy.deepcopy(tools),
+                    stop,
+                    max_tokens,
+                    timeout,
+                    response_format,
                 )
             )
             if self.replies:

@@ -53,10 +53,13 @@ def test_demo_shows_reflexion_above_retry_above_react_with_the_scripted_counts(
     assert "| retry | 10 | 3/10 = 30% [11–60] | 6/10 = 60% [31–83] | 6/10 = 60% [31–83]" in report
     assert "| reflexion | 10 | 3/10 = 30% [11–60] | 10/10 = 100% [72–100]" in report
     assert "| reflexion-memory | 10 | 6/10 = 60% [31–83] | 10/10 = 100% [72–100]" in report
-    assert (
-        "| reflexion-memory | 8 | 12 | 4 | 0 |" in report
-    )  # lessons written, retrieved, validated
+    assert "| reflexion-memory | 8 | 3 | 1 | 0 |" in report  # lessons written, retrieved, validated
     assert "| demo/units-1 | unsolved | unsolved | solved (trial 2) | solved (trial 1) |" in report
+    # paired: react 3, reflexion 10, the 7 discordant tasks all reflexion's: p = 2 / 2^7
+    assert "| react | reflexion | 10 | 3 | 0 | 7 | 0 | 0.016 | +70 pts [+40, +100] |" in report
+    assert "| react, trial 1 | reflexion-memory, trial 1 | 10 | 3 | 0 | 3 | 4 | 0.250 |" in report
+    assert '- design: `"paired"`' in report and '- first_attempt_from: `"react"`' in report
+    assert '- carry: `"full"`' in report
     html = (out / "report.html").read_text()
     assert "scripted, not a language model" in html and "success_by_trial.png" in html
     for png in ("success_by_trial.png", "tokens_per_success.png"):

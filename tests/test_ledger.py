@@ -62,7 +62,7 @@ def role_policy(messages: list[dict[str, Any]], tools: Any) -> ChatResponse:
     """Each role answers with its own, known usage."""
     first = str(messages[0]["content"])
     if REFLECT_MARK in first:
-        text = json.dumps({"lessons": [{"text": LESSON}]})
+        text = json.dumps({"diagnosis": LESSON, "lesson": ""})
         return ChatResponse(text=text, usage=REFLECTOR)
     if JUDGE_MARK in first:
         return ChatResponse(text='{"pass": true, "reason": "a city"}', usage=JUDGE)
@@ -277,7 +277,8 @@ def test_a_model_without_a_price_costs_unknown_not_zero() -> None:
 
 def capital_policy(body: dict[str, Any]) -> FakeReply:
     if REFLECT_MARK in body["messages"][0]["content"]:
-        return FakeReply(content=json.dumps({"lessons": [{"text": LESSON}]}), usage=(200, 20))
+        reflection = {"diagnosis": LESSON, "lesson": ""}
+        return FakeReply(content=json.dumps(reflection), usage=(200, 20))
     seen = LESSON in json.dumps(body["messages"])
     return FakeReply(content="Canberra" if seen else "Sydney", usage=(100, 10))
 

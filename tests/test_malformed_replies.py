@@ -136,7 +136,7 @@ def test_an_endpoint_fault_outside_an_attempt_ends_the_run_in_the_log(tmp_path: 
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(CAPITAL)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
-    lessons = json.dumps({"lessons": [{"text": "Recall the capital is Canberra, not Sydney."}]})
+    lessons = json.dumps({"diagnosis": "Recall the capital is Canberra, not Sydney.", "lesson": ""})
 
     def policy(body: dict[str, object]) -> FakeReply:
         reflecting = "You review a failed attempt" in json.dumps(body["messages"])

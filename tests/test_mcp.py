@@ -225,6 +225,7 @@ def test_bench_offers_mcp_tools_to_every_strategy(tmp_path: Path) -> None:
     with FakeOpenAIServer(policy=policy) as server:
         code = main(
             ["bench", str(tasks), "--strategies", "react,retry", "--trials", "1", "--mcp", START]
+            + ["--design", "independent"]  # each strategy makes its own attempts
             + ["--out", str(tmp_path / "out"), "--base-url", server.base_url, "--embedding", "hash"]
         )
         tools = [{t["function"]["name"] for t in body.get("tools", [])} for body in server.requests]

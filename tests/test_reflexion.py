@@ -23,6 +23,7 @@ from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, 
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 LESSON = "Recall that the capital of Australia is Canberra, not Sydney; answer with Canberra."
+GENERAL = "Name the capital city, not the largest city: for Australia that is Canberra."
 TASKS = """\
 - id: capital-au
   family: capitals
@@ -48,9 +49,11 @@ def knows_the_lesson(body: dict[str, Any]) -> bool:
 
 
 def capital_policy(body: dict[str, Any]) -> FakeReply:
-    """Wrong until a lesson naming Canberra is in the messages; the reflector writes that lesson."""
+    """Wrong until a lesson naming Canberra is in the messages; the reflector writes a diagnosis
+    and a general lesson that both name it."""
     if is_reflection(body):
-        return FakeReply(content=json.dumps({"lessons": [{"text": LESSON, "tags": ["geography"]}]}))
+        reflection = {"diagnosis": LESSON, "lesson": GENERAL, "tags": ["geography"], "replaces": []}
+        return FakeReply(content=json.dumps(reflection))
     return FakeReply(content="Canberra" if knows_the_lesson(body) else "Sydney")
 
 
@@ -125,12 +128,14 @@ def test_lessons_persist_across_processes_for_the_memory_strategy(tmp_path: Path
             server, mem, "run", str(related), "--strategy", "reflexion-memory", "--json"
         )
         assert later.returncode == 0, later.stderr
-        assert LESSON in json.dumps(server.requests[start]["messages"])  # retrieved up front
+        retrieved = json.dumps(server.requests[start]["messages"])
+        assert GENERAL in retrieved  # the general lesson, retrieved up front
+        assert LESSON not in retrieved  # the first task's diagnosis stays in its episode
         assert json.loads(later.stdout)["attempts"][0]["verdict"]["passed"]
         start = len(server.requests)
         plain = run_process(server, mem, "run", str(related), "--strategy", "reflexion", "--json")
         assert plain.returncode == 0, plain.stderr
-        assert LESSON not in json.dumps(server.requests[start]["messages"])
+        assert GENERAL not in json.dumps(server.requests[start]["messages"])
         assert not json.loads(plain.stdout)["attempts"][0]["verdict"]["passed"]
         assert server.violations == []
 
@@ -147,7 +152,9 @@ def plant(memory: Memory, text: str, family: str = "capitals") -> Lesson:
 
 def test_a_lesson_that_keeps_hurting_is_refuted_and_no_longer_retrieved(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(refute_after=3))
-    plant(memory, "For capital questions about Australia, answer with the largest city.")
+    plant(
+        memory, "For questions about the capital city of Australia, answer with the largest city."
+    )
     task = Task(
         id="capital-au", family="capitals", prompt="What is the capital city of Australia?",
         checks=[ExactMatchCheck(answer="Canberra")],
@@ -354,7 +361,7 @@ def lesson_policy(lesson: str, right: str, wrong: str) -> Any:
 
     def policy(messages: list[dict[str, Any]], tools: Any) -> str:
         if "You review a failed attempt" in messages[0]["content"]:
-            return json.dumps({"lessons": [{"text": f"{lesson}."}]})
+            return json.dumps({"diagnosis": f"{lesson}.", "lesson": ""})
         return right if lesson in json.dumps(messages) else wrong
 
     return policy
@@ -468,14 +475,14 @@ def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_
     tmp_path: Path,
 ) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
-    plant(memory, "Answer capital questions with the largest city.")
-    replacing = json.dumps({"lessons": [{"text": LESSON, "replaces": [1]}]})
-    insight = json.dumps({"lessons": [{"text": "Check capitals against a list, not city size."}]})
+    plant(memory, "Answer questions about the capital city with the largest city.")
+    replacing = json.dumps({"diagnosis": "Sydney is not it.", "lesson": LESSON, "replaces": [1]})
+    insight = json.dumps({"lesson": "Check capitals against a list, not city size."})
 
     def policy(messages: list[dict[str, Any]], tools: Any) -> str:
         first = messages[0]["content"]
         if "You review a failed attempt" in first:
-            assert "1. Answer capital questions with the largest city." in first
+            assert "1. Answer questions about the capital city with the largest city." in first
             return replacing
         if "then solved it" in first:
             return insight
@@ -487,14 +494,16 @@ def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_
     loop = Loop(
         Actor(model),
         Evaluator(),
-        LoopSettings(strategy="reflexion-memory", trials=3),
+        # the hash embedding cannot measure relatedness: no similarity floor here
+        LoopSettings(strategy="reflexion-memory", trials=3, min_similarity=0.0),
         Reflector(model),
         memory,
     )
     episode = loop.run_episode(task)
     assert episode.passed and len(episode.attempts) == 2
     old = memory.store.get(["planted1"])[0]
-    new_id = episode.lessons_written[0]
+    diagnosis, new_id = episode.lessons_written[:2]  # the general lesson replaces the old one
+    assert memory.lessons([diagnosis])[0].kind == "diagnosis"
     assert old.validity.status == "superseded" and old.validity.superseded_by == new_id
     assert "planted1" not in episode.attempts[1].lesson_ids  # no longer given
     kinds = {lesson.text: lesson.kind for lesson in memory.store.all()}

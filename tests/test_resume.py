@@ -29,6 +29,7 @@ TASKS = """\
 """
 
 
+GENERAL = "Check a capital against the seat of government, not the largest city."
 INSIGHT = "Name the seat of government, which is not always the largest city."
 INSIGHT_MARK = "then solved it on its next attempt"
 
@@ -56,9 +57,9 @@ class HoldFirst:
         kind = "insight" if INSIGHT_MARK in body["messages"][0]["content"] else kind
         self.seen[kind] = self.seen.get(kind, 0) + 1
         if kind == "reflection":
-            planned = FakeReply(content=json.dumps({"lessons": [{"text": LESSON}]}))
+            planned = FakeReply(content=json.dumps({"diagnosis": LESSON, "lesson": GENERAL}))
         elif kind == "insight":
-            planned = FakeReply(content=json.dumps({"lessons": [{"text": INSIGHT}]}))
+            planned = FakeReply(content=json.dumps({"lesson": INSIGHT}))
         else:
             planned = answer(body)
         if kind == self.held and self.seen[kind] == 1:
@@ -141,10 +142,11 @@ def test_a_kill_during_the_insight_is_redone_on_resume(tmp_path: Path) -> None:
     episode = memory.log.episodes(run_id)[0]
     written = memory.lessons(json.loads(episode["lessons_written"]))
     assert [(lesson.kind, lesson.text) for lesson in written] == [
-        ("failure", LESSON),
+        ("diagnosis", LESSON),
+        ("failure", GENERAL),
         ("insight", INSIGHT),
     ]
-    assert {lesson.text for lesson in memory.store.all()} == {LESSON, INSIGHT}
+    assert {lesson.text for lesson in memory.store.all()} == {GENERAL, INSIGHT}
 
 
 def test_a_kill_during_an_attempt_counts_its_retrieval_once(tmp_path: Path) -> None:
@@ -162,6 +164,7 @@ def test_a_kill_during_an_attempt_counts_its_retrieval_once(tmp_path: Path) -> N
         argv = command(
             server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion-memory"
         )
+        argv += ["--min-similarity", "0"]  # the hash embedding cannot measure relatedness
         run_id = killed_when(policy, argv)
         done = resumed([*argv, "--resume", run_id, "--json"])
         assert done.returncode == 0, done.stderr

@@ -55,9 +55,11 @@ def solver(
         messages = body["messages"]
         opening = str(messages[0]["content"])
         if "You review a failed attempt" in opening:
-            return FakeReply(content=json.dumps({"lessons": [{"text": LESSON, "tags": []}]}))
+            # this attempt's diagnosis (it quotes the lesson) and the general lesson
+            reflection = {"diagnosis": f"The check failed. {LESSON}", "lesson": LESSON, "tags": []}
+            return FakeReply(content=json.dumps(reflection))
         if opening.startswith("An agent failed a task"):
-            return FakeReply(content=json.dumps({"lessons": []}))
+            return FakeReply(content=json.dumps({"diagnosis": "", "lesson": ""}))
         turn = sum(1 for m in messages if m["role"] == "assistant")
         good = fix(body)
         if turn == 0 and first_turn is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -47,12 +48,14 @@ def test_carried_reflections_must_not_be_negative() -> None:
         LoopSettings(carried_reflections=-1)
 
 
-REFLECTION = json.dumps({"lessons": [{"text": "Answer with the number four, written as 4."}]})
+_REFLECTIONS = itertools.count(1)
 
 
 def _policy(body: dict[str, Any]) -> FakeReply:
     if "You review a failed attempt" in body["messages"][0]["content"]:
-        return FakeReply(content=REFLECTION)
+        number = next(_REFLECTIONS)  # each reflection its own text (the same one is kept once)
+        text = f"Reflection {number}: answer with the number four, written as 4."
+        return FakeReply(content=json.dumps({"diagnosis": text, "lesson": ""}))
     return FakeReply(content="five")
 
 

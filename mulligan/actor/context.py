@@ -108,9 +108,12 @@ class Context:
         lessons: list[str],
         protocol: Protocol,
         settings: CompressionSettings,
+        carried: str = "",
     ) -> None:
         self.system = system
         self.task = task
+        self.carried = carried
+        """The previous attempt, already rendered as quoted data (reflexion's carry-over)."""
         self.lessons = lessons
         self.protocol = protocol
         self.settings = settings
@@ -121,6 +124,8 @@ class Context:
 
     def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
         pinned = [prompts.render("task", prompt=self.task)]
+        if self.carried:
+            pinned.append(self.carried)
         if self.lessons:
             pinned.append(prompts.render("lessons", lessons=self.lessons))
         if self.summary:

@@ -58,6 +58,7 @@ class Actor:
         *,
         lessons: list[str] | None = None,
         lesson_ids: list[str] | None = None,
+        carried: str = "",
         trial: int = 1,
         budget: Budget | None = None,
         on_step: Callable[[Step], None] | None = None,
@@ -74,7 +75,9 @@ class Actor:
         )
         native = s.protocol == "native"
         schemas = registry.schemas() if native and tools else None
-        context = Context(self._system(registry), prompt, lessons or [], s.protocol, s.compression)
+        context = Context(
+            self._system(registry), prompt, lessons or [], s.protocol, s.compression, carried
+        )
         spend = Spend(budget or s.budget)
         attempt = Attempt(
             task_id=task_id,

@@ -11,8 +11,9 @@ matters, and the counts follow from the script alone:
               (and, asked for an insight after a success, the same lesson again).
 
 With 3 trials: react solves 3, retry 6, reflexion 10 (the units tasks at trial 2),
-and reflexion-memory 10, six of them at trial 1 (later units tasks find the
-lesson that the first one wrote).
+and reflexion-memory 10, six of them at trial 1 (later units tasks find the general
+lesson that the first one wrote). The study is paired: react makes trial 1 once per
+task, retry and reflexion continue from it, so their endpoints count it as a try made.
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ from mulligan.schema import ExactMatchCheck, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 DEMO_MODEL = "scripted-demo (not a language model)"
-UNITS_LESSON = "Convert kilometres to metres by multiplying by 1000 before you answer."
+UNITS_LESSON = "How many metres long is a length in km? Multiply the km by 1000."
+UNITS_DIAGNOSIS = (
+    "The answer gave the length in km; the check wanted metres: multiply the km by 1000."
+)
 FLAKY_LESSON = "Read the question twice and answer with the name only."
+FLAKY_DIAGNOSIS = "The answer named the wrong thing; read the question again before naming it."
+RIGHT_WHEN = "multiply the km by 1000"
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,10 @@ def demo_tasks() -> list[Task]:
 class DemoPolicy:
     """The scripted model: deterministic given the messages and its own per-task try count."""
 
-    def __init__(self) -> None:
+    def __init__(self, tried_once: bool = False) -> None:
         self.tries: Counter[str] = Counter()
+        if tried_once:  # trial 1 came from another endpoint (a paired study shares it)
+            self.tries.update(t.id for t in DEMO_TASKS)
         self.lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> FakeReply:
@@ -93,17 +101,21 @@ class DemoPolicy:
             return FakeReply(content="I am a scripted demo model and know no such task.")
         first = str(messages[0].get("content"))
         if "You review a failed attempt" in first or "then solved it" in first:
-            lesson = UNITS_LESSON if task.kind == "units" else FLAKY_LESSON
-            return FakeReply(
-                content=json.dumps({"lessons": [{"text": lesson, "tags": [task.kind]}]})
-            )
+            units = task.kind == "units"
+            reply = {
+                "diagnosis": UNITS_DIAGNOSIS if units else FLAKY_DIAGNOSIS,
+                "lesson": UNITS_LESSON if units else FLAKY_LESSON,
+                "tags": [task.kind],
+                "replaces": [],
+            }
+            return FakeReply(content=json.dumps(reply))
         with self.lock:
             self.tries[task.id] += 1
             tries = self.tries[task.id]
         right = (
             task.kind == "easy"
             or (task.kind == "flaky" and tries >= 2)
-            or (task.kind == "units" and "multiplying by 1000" in text)
+            or (task.kind == "units" and RIGHT_WHEN in text.lower())
         )
         return FakeReply(content=task.answer if right else task.wrong)
 
@@ -114,9 +126,11 @@ class DemoEndpoints:
     def __init__(self) -> None:
         self.servers: dict[str, FakeOpenAIServer] = {}
 
-    def url_for(self, strategy: str) -> str:
+    def url_for(self, strategy: str, tried_once: bool = False) -> str:
+        """`tried_once`: the strategy continues from a trial 1 that another endpoint made."""
         if strategy not in self.servers:
-            self.servers[strategy] = FakeOpenAIServer(policy=DemoPolicy()).start()
+            policy = DemoPolicy(tried_once)
+            self.servers[strategy] = FakeOpenAIServer(policy=policy).start()
         return self.servers[strategy].base_url
 
     def close(self) -> None:

@@ -9,6 +9,12 @@ import time
 from pathlib import Path
 
 from mulligan.bench import plots
+from mulligan.bench.paired import (
+    bootstrap_difference,
+    mcnemar_exact,
+    pair_table,
+    tokens_per_extra_success,
+)
 from mulligan.bench.stats import RunStats, StrategyStats, collect, wilson
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Role, Usage
@@ -16,6 +22,19 @@ from mulligan.schema import Role, Usage
 ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
 
 GENERATED = "Generated at "
+PAIRED_NOTE = (
+    "Task by task over the tasks both strategies ran: solved by both, only by A, only by B, "
+    "by neither. McNemar p is the exact two-sided binomial test on the tasks only one solved "
+    "(below 0.05: unlikely to be chance). B − A is the difference in success rate, with a "
+    "seeded paired bootstrap 95% interval (an interval that contains 0 shows no clear "
+    "difference). Tokens per extra success: the tokens B spent beyond A for each task more "
+    "that it solved."
+)
+FIRST_NOTE = (
+    "Trial 1 of a strategy that starts empty against trial 1 of reflexion-memory, which "
+    "starts with lessons retrieved from other tasks: only A counts tasks the lessons hurt, "
+    "only B tasks they helped."
+)
 
 
 def _when(seconds: float | None) -> str:
@@ -113,6 +132,66 @@ def lesson_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar p"]
+PAIRED_HEADER += ["B − A (95% bootstrap)"]
+
+
+def _paired_cells(
+    a: dict[str, bool], b: dict[str, bool], seed: int
+) -> tuple[list[str], list[bool], list[bool]]:
+    table = pair_table(a, b)
+    common = [task for task in a if task in b]
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    low, high = bootstrap_difference(xs, ys, seed=seed)
+    difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
+    cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
+    p = mcnemar_exact(table.only_a, table.only_b)
+    cells += [str(table.neither), f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"]
+    cells.append(f"{100 * difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]")
+    return cells, xs, ys
+
+
+def _solved(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
+    return {
+        task: trial is not None and (by_trial is None or trial <= by_trial)
+        for task, trial in s.solved_at.items()
+    }
+
+
+def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Every pair of strategies, task by task (the bootstrap seeded by the run's seed)."""
+    seed = int(stats.manifest.get("seed") or 0)
+    header = PAIRED_HEADER + ["tokens per extra success (B over A)"]
+    rows = []
+    for i, a in enumerate(stats.strategies):
+        for b in stats.strategies[i + 1 :]:
+            cells, xs, ys = _paired_cells(_solved(a), _solved(b), seed)
+            extra = tokens_per_extra_success(
+                a.prompt_tokens + a.completion_tokens,
+                b.prompt_tokens + b.completion_tokens,
+                sum(xs),
+                sum(ys),
+            )
+            spent = (
+                "-" if extra is None else f"{extra:,.0f}" + (" (B spent less)" if extra < 0 else "")
+            )
+            rows.append([a.label, b.label, *cells, spent])
+    return header, rows
+
+
+def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Trial 1 without memory against trial 1 with it: where retrieved lessons hurt or help."""
+    seed = int(stats.manifest.get("seed") or 0)
+    memory = [s for s in stats.strategies if s.strategy == "reflexion-memory"]
+    plain = next((s for s in stats.strategies if s.strategy != "reflexion-memory"), None)
+    rows = []
+    for b in memory if plain else []:
+        assert plain is not None
+        cells, _, _ = _paired_cells(_solved(plain, 1), _solved(b, 1), seed)
+        rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1", *cells])
+    return PAIRED_HEADER, rows
+
+
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -163,6 +242,13 @@ def markdown(stats: RunStats, generated_at: float) -> str:
         "![tokens per success](tokens_per_success.png)",
         "",
     ]
+    pairs = paired_rows(stats)
+    if pairs[1]:
+        parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
+    first = first_trial_rows(stats)
+    if first[1]:
+        parts += ["## Trial 1 with and without memory", "", FIRST_NOTE, ""]
+        parts += [_markdown_table(*first), ""]
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["## Lessons", "", _markdown_table(*lessons), ""]
@@ -213,6 +299,14 @@ def html_page(stats: RunStats, generated_at: float) -> str:
         "<p><img src='success_by_trial.png' alt='success by trial'>"
         "<img src='tokens_per_success.png' alt='tokens per success'></p>",
     ]
+    pairs = paired_rows(stats)
+    if pairs[1]:
+        parts += ["<h2>Paired comparison</h2>", f"<p>{html.escape(PAIRED_NOTE)}</p>"]
+        parts.append(_html_table(*pairs))
+    first = first_trial_rows(stats)
+    if first[1]:
+        parts += ["<h2>Trial 1 with and without memory</h2>", f"<p>{html.escape(FIRST_NOTE)}</p>"]
+        parts.append(_html_table(*first))
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["<h2>Lessons</h2>", _html_table(*lessons)]

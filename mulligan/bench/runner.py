@@ -18,7 +18,7 @@ from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.schema import Episode, Task
+from mulligan.schema import Attempt, Episode, Task, Verdict
 
 
 def make_loop(
@@ -108,11 +108,13 @@ def run_tasks(
     concurrency: int = 1,
     run_pass: int = 1,
     on_episode: Callable[[Task, Episode], None] | None = None,
+    first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
-    `make_loop` is called once per thread so loops share nothing mutable.
+    `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
+    task's shared trial 1 (a paired study), if it has one.
     """
     local = threading.local()
     lock = threading.Lock()
@@ -123,7 +125,7 @@ def run_tasks(
         if done is None:
             if not hasattr(local, "loop"):
                 local.loop = make_loop()
-            done = local.loop.run_episode(task, eid, position)
+            done = local.loop.run_episode(task, eid, position, first(task) if first else None)
         if on_episode:
             with lock:
                 on_episode(task, done)

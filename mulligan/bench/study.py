@@ -9,14 +9,28 @@ from typing import Any
 
 from mulligan.actor import ActorSettings
 from mulligan.actor.tools import Tool
-from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
+from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
+from mulligan.carry import Carry
 from mulligan.llm.base import ChatModel
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import MIN_SIMILARITY, Loop, LoopSettings
 from mulligan.memory import Memory
-from mulligan.schema import Episode, Task
+from mulligan.schema import Attempt, Episode, Task, Verdict
 
 ModelFor = Callable[[str], ChatModel]
 """The chat model for a strategy: the same endpoint and settings for every strategy."""
+DESIGNS = ("paired", "independent")
+
+
+def shares_first_attempt(strategy: str) -> bool:
+    """Every strategy but reflexion-memory starts with the same lesson-free trial 1."""
+    return strategy != "reflexion-memory"
+
+
+def first_attempt_source(strategies: list[str], design: str) -> str | None:
+    """In a paired study, the strategy whose trial 1 the others that share it continue from."""
+    if design != "paired":
+        return None
+    return next((s for s in strategies if shares_first_attempt(s)), None)
 
 
 @dataclass
@@ -32,6 +46,11 @@ class Study:
     concurrency: int = 1
     carried_reflections: int = 3
     extra_tools: list[Tool] = field(default_factory=list)
+    design: str = "paired"
+    """`paired`: trial 1 made once per task and shared by every strategy that starts without
+    lessons; `independent`: each strategy makes its own."""
+    carry: Carry = "full"
+    min_similarity: float = MIN_SIMILARITY
     info: dict[str, Any] = field(default_factory=dict)
     """Extra manifest fields: suite, endpoint, temperature, labels."""
 
@@ -55,6 +74,10 @@ class Study:
             protocol=self.actor_settings.protocol,
             compression=vars(self.actor_settings.compression),
             task_order=[t.id for t in self.ordered_tasks()],
+            design=self.design,
+            first_attempt_from=first_attempt_source(self.strategies, self.design),
+            carry=self.carry,
+            min_similarity=self.min_similarity,
             **self.info,
         )
 
@@ -70,8 +93,10 @@ class Study:
     ) -> None:
         """Every pass, every strategy, every task; finished episodes are not redone."""
         tasks = self.ordered_tasks()
+        source = first_attempt_source(self.strategies, self.design)
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
+                shared = source and strategy != source and shares_first_attempt(strategy)
 
                 def report(
                     task: Task, episode: Episode, strategy: str = strategy, run_pass: int = run_pass
@@ -89,19 +114,31 @@ class Study:
                     concurrency=1 if strategy == "reflexion-memory" else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
+                    first=self._first_attempts(run_id, source, run_pass) if shared else None,
                 )
         self.memory.log.end_run(run_id)
 
+    def _first_attempts(
+        self, run_id: str, source: str | None, run_pass: int
+    ) -> Callable[[Task], tuple[Attempt, Verdict] | None]:
+        """A task's trial 1 as the source strategy made it (read back from the log)."""
+
+        def first(task: Task) -> tuple[Attempt, Verdict] | None:
+            made = self.memory.log.episode(episode_id(run_id, str(source), task.id, run_pass))
+            if made is None or not made.attempts or made.attempts[0].trial != 1:
+                return None
+            return made.attempts[0], made.verdicts[0]
+
+        return first
+
     def _loop(self, strategy: str, run_id: str) -> Loop:
+        settings = LoopSettings(
+            strategy=strategy,
+            trials=self.trials,
+            extra_tools=self.extra_tools,
+            carry=self.carry,
+            min_similarity=self.min_similarity,
+        )
         return make_loop(
-            self.model_for(strategy),
-            self.actor_settings,
-            LoopSettings(
-                strategy=strategy,
-                trials=self.trials,
-                carried_reflections=self.carried_reflections,
-                extra_tools=self.extra_tools,
-            ),
-            self.memory,
-            run_id,
+            self.model_for(strategy), self.actor_settings, settings, self.memory, run_id
         )

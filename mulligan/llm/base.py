@@ -33,8 +33,11 @@ class ChatModel(Protocol):
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
-        """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded."""
+        """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded.
+        `response_format` asks for structured output (a JSON schema) where the endpoint
+        accepts it; a model that cannot honour it answers in plain text instead."""
         ...
 
 
@@ -59,9 +62,15 @@ class Metered:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
         response = self.model.chat(
-            messages, tools=tools, stop=stop, max_tokens=max_tokens, timeout=timeout
+            messages,
+            tools=tools,
+            stop=stop,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            response_format=response_format,
         )
         self.calls += 1
         self.usage = self.usage + response.usage

@@ -50,6 +50,8 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
         self.base_url = str(self._client.base_url)
+        self.rejected_formats = 0
+        """How many forms of response_format this endpoint rejected (see `_structured`)."""
 
     def chat(
         self,
@@ -59,6 +61,7 @@ class OpenAIChatModel:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResponse:
         """One completion; `timeout` bounds the whole call, retries included."""
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
@@ -71,11 +74,40 @@ class OpenAIChatModel:
             kwargs["max_tokens"] = max_tokens
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.perf_counter()
-        reply = self._with_retries(
-            lambda: read_completion(self._post_chat(kwargs, deadline)), deadline
-        )
+        reply = self._structured(kwargs, response_format, deadline)
         latency = time.perf_counter() - started
         return self._response(reply, latency)
+
+    def _structured(
+        self,
+        body: dict[str, Any],
+        response_format: dict[str, Any] | None,
+        deadline: float | None,
+    ) -> Completion:
+        """Ask with `response_format` in the first form this endpoint has not rejected.
+
+        OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
+        server takes `json_object` with a `schema` and answers the other with HTTP 422. A form
+        rejected (HTTP 400 or 422) is remembered and not sent again; when every form was
+        rejected the request goes in plain text.
+        """
+
+        def ask(request: dict[str, Any]) -> Completion:
+            return self._with_retries(
+                lambda: read_completion(self._post_chat(request, deadline)), deadline
+            )
+
+        for form in _format_forms(response_format)[self.rejected_formats :]:
+            try:
+                return ask({**body, "response_format": form})
+            except ModelError as exc:
+                if exc.status not in (400, 422):
+                    raise
+                self.rejected_formats += 1
+                log.warning(
+                    "endpoint rejected response_format %s (HTTP %s)", form["type"], exc.status
+                )
+        return ask(body)
 
     def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> str:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).
@@ -284,6 +316,17 @@ def _malformed(exc: Exception) -> tuple[str, str]:
     if isinstance(exc, json.JSONDecodeError):
         return f"the body is not JSON ({exc})", exc.doc
     return f"unexpected shape ({exc})", str(getattr(exc, "body", ""))
+
+
+def _format_forms(response_format: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The forms to try, most standard first."""
+    if not response_format:
+        return []
+    forms = [response_format]
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    if response_format.get("type") == "json_schema" and schema:
+        forms.append({"type": "json_object", "schema": schema})
+    return forms
 
 
 def _arguments_text(arguments: Any) -> str:

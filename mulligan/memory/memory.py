@@ -141,6 +141,8 @@ class Memory:
         exclude: set[str] | None = None,
         episode_id: str = "",
         trial: int = 0,
+        *,
+        min_similarity: float = 0.0,
     ) -> list[Lesson]:
         """The top-k usable lessons, each counted `retrieved` once: a trial resumed after a
         crash gets the lessons its first start got, and nothing is counted again."""
@@ -149,7 +151,9 @@ class Memory:
             if earlier:
                 self._stored_ids.update(earlier)
                 return self.log.lessons(earlier)
-        found = self.store.search(task.prompt, k, family=task.family, exclude=exclude)
+        found = self.store.search(
+            task.prompt, k, family=task.family, exclude=exclude, min_similarity=min_similarity
+        )
         truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x, _ in found])}
         found = [
             (lesson, score)

@@ -276,9 +276,15 @@ class LessonStore:
         return pairs
 
     def search(
-        self, text: str, k: int, family: str | None = None, exclude: set[str] | None = None
+        self,
+        text: str,
+        k: int,
+        family: str | None = None,
+        exclude: set[str] | None = None,
+        min_similarity: float = 0.0,
     ) -> list[tuple[Lesson, float]]:
-        """Usable lessons ranked by similarity weighted by confidence."""
+        """Usable general lessons at least `min_similarity` similar to `text`, ranked by
+        similarity weighted by confidence."""
         exclude = exclude or set()
         now = time.time()
         wanted = k * 4 + len(exclude)
@@ -288,9 +294,10 @@ class LessonStore:
                 (lesson, similarity * lesson.validity.confidence)
                 for lesson, similarity in pool
                 if is_usable(lesson, now) and lesson.id not in exclude
+                if similarity >= min_similarity and lesson.kind != "diagnosis"
             ]
-            if len(ranked) >= k or len(pool) < wanted:
-                break
+            if len(ranked) >= k or len(pool) < wanted or pool[-1][1] < min_similarity:
+                break  # (the pool runs most similar first: past the floor, no more to find)
             wanted *= 4  # many unusable neighbours: look further
         ranked.sort(key=lambda pair: pair[1], reverse=True)
         return ranked[:k]

@@ -23,9 +23,9 @@ def _search_path() -> list[str]:
     return [override, str(PACKAGE_DIR)] if override else [str(PACKAGE_DIR)]
 
 
-def quote(text: str) -> str:
+def quote(text: object) -> str:
     """Every line of `text` quoted (`> `), whatever its line breaks: quoted data stays quoted."""
-    return "\n".join(f"> {line}".rstrip() for line in str(text).splitlines() or [""])
+    return "\n".join(f"> {line}".rstrip() for line in str(text).strip().splitlines() or [""])
 
 
 @functools.lru_cache(maxsize=8)
@@ -38,6 +38,7 @@ def _environment_for(search_path: tuple[str, ...]) -> jinja2.Environment:
         auto_reload=True,  # an edited prompt file is picked up
     )
     environment.filters["quote"] = quote
+    environment.filters["quoted"] = quote
     return environment
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,22 +29,50 @@ from mulligan.schema import (
 log = logging.getLogger("mulligan")
 
 
-class _DraftLesson(BaseModel):
+class _Draft(BaseModel):
+    """What the model wrote: a diagnosis of this attempt and at most one general lesson."""
+
     model_config = ConfigDict(extra="ignore")
-    text: str = Field(min_length=8, max_length=600)
+    diagnosis: str = ""
+    lesson: str = ""
     tags: list[str] = Field(default_factory=list)
     replaces: list[int] = Field(default_factory=list)
-    """1-based numbers of lessons in play that this one corrects or replaces."""
+    """1-based numbers of the advice in play that the lesson corrects or replaces."""
 
 
-class _Reflection(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    lessons: list[_DraftLesson] = Field(max_length=5)
+def _schema(*keys: str) -> dict[str, Any]:
+    """`response_format` asking for an object with these keys (strings, or lists for tags and
+    replaces); every key required, as strict structured output wants."""
+    types: dict[str, dict[str, Any]] = {
+        "diagnosis": {"type": "string"},
+        "lesson": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "replaces": {"type": "array", "items": {"type": "integer"}},
+    }
+    schema = {
+        "type": "object",
+        "properties": {key: types[key] for key in keys},
+        "required": list(keys),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "reflection", "strict": True, "schema": schema},
+    }
+
+
+REFLECTION_FORMAT = _schema("diagnosis", "lesson", "tags", "replaces")
+INSIGHT_FORMAT = _schema("lesson", "tags")
+MIN_TEXT = 8
+"""Shorter texts (an empty string, "...", "none") are no lesson or diagnosis."""
 
 
 @dataclass
 class Reflection:
+    diagnosis: Lesson | None = None
+    """Specific to this attempt: carried within the episode, never into the store."""
     lessons: list[Lesson] = field(default_factory=list)
+    """At most one general lesson: the only kind that may go to the persistent store."""
     replaces: dict[str, list[Lesson]] = field(default_factory=dict)
     """New lesson id -> the lessons in play it supersedes."""
 
@@ -56,9 +85,8 @@ def trajectory_text(attempt: Attempt, per_item: int = 300, total: int = 6000) ->
 
 
 class Reflector:
-    def __init__(self, model: ChatModel, max_lessons: int = 2) -> None:
+    def __init__(self, model: ChatModel) -> None:
         self.model = model
-        self.max_lessons = max_lessons
         self.usage = Usage()
 
     def take_usage(self) -> Usage:
@@ -74,7 +102,9 @@ class Reflector:
         in_play: list[Lesson],
         episode_id: str = "",
     ) -> Reflection:
-        """Lessons from a failed attempt; none (logged) if the model twice gives invalid JSON."""
+        """A diagnosis and at most one general lesson from a failed attempt.
+
+        A reply that is not the JSON asked for is kept whole as the diagnosis."""
         prompt = prompts.render(
             "reflect",
             task=task.prompt,
@@ -82,17 +112,25 @@ class Reflector:
             answer=shorten(attempt.answer or "(no answer)", 2000),
             feedback=verdict.feedback,  # built from feedback-visible checks only
             lessons=[lesson.text for lesson in in_play],
-            max_lessons=self.max_lessons,
         )
-        drafts = self._drafts(prompt, task)
+        draft = self._draft(prompt, task, REFLECTION_FORMAT)
         failed = [c.name for c in verdict.checks if not c.passed]
         reflection = Reflection()
-        for draft in drafts:
-            lesson = self._lesson(draft, "failure", task, attempt.trial, episode_id, failed)
-            reflection.lessons.append(lesson)
+        if draft is None:
+            return reflection
+        new = functools.partial(
+            self._lesson, task=task, trial=attempt.trial, episode_id=episode_id, failed=failed
+        )
+        diagnosis = draft.diagnosis.strip()
+        lesson = draft.lesson.strip()
+        if len(diagnosis) >= MIN_TEXT:
+            reflection.diagnosis = new(diagnosis, "diagnosis", [])
+        if len(lesson) >= MIN_TEXT and _normal(lesson) != _normal(diagnosis):
+            general = new(lesson, "failure", draft.tags)
+            reflection.lessons.append(general)
             replaced = [in_play[n - 1] for n in draft.replaces if 1 <= n <= len(in_play)]
             if replaced:
-                reflection.replaces[lesson.id] = replaced
+                reflection.replaces[general.id] = replaced
         return reflection
 
     def insight(
@@ -103,7 +141,7 @@ class Reflector:
         passed: Attempt,
         episode_id: str = "",
     ) -> list[Lesson]:
-        """At most one insight from an attempt that passed after one that failed."""
+        """At most one general lesson from an attempt that passed after one that failed."""
         prompt = prompts.render(
             "insight",
             task=task.prompt,
@@ -112,57 +150,66 @@ class Reflector:
             passed=trajectory_text(passed, total=3000),
             answer=shorten(passed.answer or "", 1500),
         )
-        drafts = self._drafts(prompt, task)[:1]
-        return [self._lesson(d, "insight", task, passed.trial, episode_id, []) for d in drafts]
+        draft = self._draft(prompt, task, INSIGHT_FORMAT)
+        if draft is None or len(draft.lesson.strip()) < MIN_TEXT:
+            return []  # a prose reply is no general lesson: nothing is stored
+        return [
+            self._lesson(
+                draft.lesson.strip(), "insight", draft.tags, task, passed.trial, episode_id, []
+            )
+        ]
 
-    def _drafts(self, prompt: str, task: Task) -> list[_DraftLesson]:
-        """The model's lessons as validated JSON: one retry with the error, then none."""
+    def _draft(self, prompt: str, task: Task, response_format: dict[str, Any]) -> _Draft | None:
+        """The model's reply: the JSON asked for, or else its prose as the diagnosis."""
         messages: list[Message] = [{"role": "user", "content": prompt}]
-        for _ in range(2):
-            try:
-                response = self.model.chat(messages)
-            except ModelError as exc:
-                log.warning("reflection failed for %s: %s", task.id, exc)
-                return []
-            self.usage = self.usage + response.usage
-            try:
-                return _parse(response.text).lessons[: self.max_lessons]
-            except (ValueError, ValidationError) as exc:
-                retry = f"That was not valid: {exc}. Reply with the JSON object only."
-                messages += [
-                    {"role": "assistant", "content": response.text},
-                    {"role": "user", "content": retry},
-                ]
-        log.warning("reflection for %s gave invalid JSON twice; going on without", task.id)
-        return []
+        try:
+            response = self.model.chat(messages, response_format=response_format)
+        except ModelError as exc:
+            log.warning("reflection failed for %s: %s", task.id, exc)
+            return None
+        self.usage = self.usage + response.usage
+        text = response.text.strip()
+        try:
+            return _parse(text)
+        except (ValueError, ValidationError):
+            log.info("reflection for %s was not the JSON asked for; kept as prose", task.id)
+            return _Draft(diagnosis=shorten(text, 1500))
 
     def _lesson(
         self,
-        draft: _DraftLesson,
-        kind: Literal["failure", "insight"],
+        text: str,
+        kind: Literal["failure", "insight", "diagnosis"],
+        tags: list[str],
         task: Task,
         trial: int,
         episode_id: str,
-        failed_checks: list[str],
+        failed: list[str],
     ) -> Lesson:
         return Lesson(
             id=uuid.uuid4().hex[:12],
-            text=draft.text.strip(),
+            text=shorten(text, 1500),
             kind=kind,
-            scope=LessonScope(family=task.family, task_id=task.id, tags=draft.tags[:8]),
+            scope=LessonScope(family=task.family, task_id=task.id, tags=tags[:8]),
             source=LessonSource(
                 episode_id=episode_id,
                 task_id=task.id,
                 trial=trial,
                 model=self.model.name,
                 created_at=time.time(),
-                failed_checks=failed_checks,
+                failed_checks=failed,
             ),
         )
 
 
-def _parse(text: str) -> _Reflection:
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def _parse(text: str) -> _Draft:
     found = first_json_object(text)
     if found is None:
         raise ValueError("no JSON object found")
-    return _Reflection.model_validate(found)
+    draft = _Draft.model_validate(found)
+    if not (draft.diagnosis.strip() or draft.lesson.strip()):
+        raise ValueError("neither a diagnosis nor a lesson")
+    return draft

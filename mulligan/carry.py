@@ -1,0 +1,69 @@
+"""What reflexion hands the next attempt, and what the reflector may keep.
+
+`full` carry-over follows Reflexion (Shinn et al. 2023): the next attempt sees its previous
+final answer (the code, for code tasks), what the feedback-visible checks said, and the
+reflections of the episode, all as quoted data. `lessons` gives the reflections only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mulligan import prompts
+from mulligan.evaluator.code import last_code_block
+from mulligan.schema import Episode, Lesson, PythonTestsCheck, Task, shorten
+
+Carry = Literal["full", "lessons"]
+CARRY_MODES: tuple[Carry, ...] = ("full", "lessons")
+ANSWER_CHARS = 4000
+
+
+def carried_answer(task: Task, answer: str) -> tuple[str, bool]:
+    """The previous answer as the next attempt should see it, and whether it is code."""
+    code_checks = [c for c in task.checks if isinstance(c, PythonTestsCheck) and not c.file]
+    if code_checks and answer.strip():
+        return shorten(last_code_block(answer).strip("\n"), ANSWER_CHARS), True
+    return shorten(answer or "(no answer)", ANSWER_CHARS), False
+
+
+def carry_over(
+    task: Task, episode: Episode, lessons: list[Lesson], carry: Carry, strategy: str
+) -> tuple[list[str], str]:
+    """(texts for the lessons block, the previous-attempt block) for the next attempt.
+
+    Only the reflexion strategies carry anything over (retry starts afresh every time).
+
+    With `full`, this episode's own reflections move into the previous-attempt block next to
+    the answer and feedback they explain; lessons from the store stay in the lessons block.
+    """
+    if not strategy.startswith("reflexion"):
+        return [], ""
+    if carry == "lessons" or not episode.attempts:
+        return [lesson.text for lesson in lessons], ""
+    own = set(episode.lessons_written)
+    reflections = [lesson.text for lesson in lessons if lesson.id in own]
+    others = [lesson.text for lesson in lessons if lesson.id not in own]
+    answer, code = carried_answer(task, episode.attempts[-1].answer or "")
+    block = prompts.render(
+        "carry",
+        answer=answer,
+        code=code,
+        feedback=episode.verdicts[-1].feedback,  # built from feedback-visible checks only
+        reflections=reflections,
+    )
+    return others, block
+
+
+def normal(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def unseen(written: list[Lesson], earlier: list[Lesson]) -> list[Lesson]:
+    """The new texts only: a text this episode already wrote is never kept twice."""
+    seen = {normal(lesson.text) for lesson in earlier}
+    fresh = []
+    for lesson in written:
+        if normal(lesson.text) not in seen:
+            seen.add(normal(lesson.text))
+            fresh.append(lesson)
+    return fresh
