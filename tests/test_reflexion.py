@@ -476,7 +476,8 @@ def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_
 ) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     plant(memory, "Answer questions about the capital city with the largest city.")
-    replacing = json.dumps({"diagnosis": "Sydney is not it.", "lesson": LESSON, "replaces": [1]})
+    diagnosis = "Sydney is not it: the capital is Canberra."
+    replacing = json.dumps({"diagnosis": diagnosis, "lesson": LESSON, "replaces": [1]})
     insight = json.dumps({"lesson": "Check capitals against a list, not city size."})
 
     def policy(messages: list[dict[str, Any]], tools: Any) -> str:
