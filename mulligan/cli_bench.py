@@ -19,7 +19,6 @@ from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
-from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.loop import STRATEGIES
 from mulligan.memory import HashEmbedding, Memory
@@ -116,6 +115,8 @@ def cmd_bench(
     if args.resume:
         log_to_resume(settings, args.resume, default=str(out / "memory"))
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
+    if "reflexion-memory" in strategies:
+        memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
         strategies=strategies,
@@ -157,6 +158,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "is a script, not a language model.",
         flush=True,
     )
+    from mulligan.llm.openai_client import OpenAIChatModel
+
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 

@@ -12,12 +12,25 @@ from mulligan import display
 from mulligan.cli_tasks import open_memory
 from mulligan.config import load_settings
 from mulligan.errors import UserError
-from mulligan.memory import Memory
+from mulligan.memory import Memory, make_embedder
+from mulligan.memory.embeddings import spec_for
 from mulligan.schema import Lesson
+
+EMBEDDING_ACTIONS = ("search", "import")
+"""The only memory actions that embed text; the others read or update what is stored."""
 
 
 def _memory(args: argparse.Namespace) -> Memory:
-    return open_memory(load_settings(vars(args)))
+    """The memory, embedding (for search and import) as the store was built unless
+    --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise."""
+    settings = load_settings(vars(args))
+    memory = open_memory(settings, reading=True)
+    if getattr(args, "action", None) in EMBEDDING_ACTIONS:
+        built_with = memory.store.built_with
+        explicit = "embedding" in settings.model_fields_set
+        spec = spec_for(built_with) if built_with and not explicit else settings.embedding
+        memory.store.use(make_embedder(spec))
+    return memory
 
 
 def lesson_line(lesson: Lesson) -> str:
@@ -44,7 +57,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     elif action == "retract":
         retracted = memory.retract(_need(args.query, "retract ID"))
         if retracted is None:
-            raise UserError(f"no lesson {args.query!r} in {memory.directory}")
+            raise UserError(f"no lesson {args.query!r} in {memory.where}")
         print(f"retracted {retracted.id}: {retracted.text}")
     elif action == "export":
         out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115
@@ -63,7 +76,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)
         families = collections.Counter(lesson.scope.family for lesson in lessons)
-        print(f"{len(lessons)} lessons in {memory.directory}")
+        print(f"{len(lessons)} lessons in {memory.where}")
         print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
         print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
     return 0
@@ -78,7 +91,7 @@ def _need(value: str | None, usage: str) -> str:
 def _lesson(memory: Memory, lesson_id: str) -> Lesson:
     found = memory.store.get([lesson_id]) or memory.lessons([lesson_id])
     if not found:
-        raise UserError(f"no lesson {lesson_id!r} in {memory.directory}")
+        raise UserError(f"no lesson {lesson_id!r} in {memory.where}")
     return found[0]
 
 
@@ -122,7 +135,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         help="import: keep status and counters as exported (default: fresh candidates)",
     )
     memory.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
-    memory.add_argument("--embedding", help="the embedding the store was built with")
+    memory.add_argument(
+        "--embedding", help="search, import: embed with this (default: as the store was built)"
+    )
     memory.set_defaults(handler=cmd_memory)
 
     episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")

@@ -58,13 +58,16 @@ def open_memory(
     endpoint: ChatModel | None = None,
     rules: ValidityRules | None = None,
     default: str = DEFAULT_MEMORY,
+    *,
+    reading: bool = False,
 ) -> Memory:
-    """The memory the settings name: a directory, or a chroma URL with the log in `default`."""
+    """The memory the settings name: a directory, or a chroma URL with the log in `default`.
+    `reading`: the store opens without an embedding (see `LessonStore.use` to add one)."""
     location = settings.memory or default
     spec = settings.embedding
 
     def embedder() -> Any:
-        return make_embedder(spec, endpoint)  # type: ignore[arg-type]
+        return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
     if location.startswith(("http://", "https://")):
         return Memory(default, embedder, store=location, rules=rules)
@@ -142,6 +145,8 @@ def cmd_run(
     if args.resume:
         log_to_resume(settings, run_id)
     memory = open_memory(settings, model, validity_rules(args))
+    if args.strategy == "reflexion-memory":
+        memory.store  # noqa: B018  a missing embedding model stops the run before any task
     if args.resume:
         check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
     else:
