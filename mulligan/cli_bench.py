@@ -54,6 +54,16 @@ class Progress:
             print(line, file=sys.stderr, flush=True)
 
 
+def refuse_to_overwrite(out: Path, resume: str | None) -> None:
+    """A new bench never replaces an earlier report: only --resume goes on writing there."""
+    earlier = out / "report.md"
+    if resume is None and earlier.exists():
+        raise UserError(
+            f"--out {out} already holds a report ({earlier}); pass another --out DIR for "
+            "this run, --resume RUN_ID to continue that one, or move it away"
+        )
+
+
 def _strategies(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in STRATEGIES]
@@ -101,6 +111,7 @@ def cmd_bench(
 ) -> int:
     settings = load_settings(vars(args))
     strategies = _strategies(args.strategies)
+    refuse_to_overwrite(Path(args.out), args.resume)
     repeated = args.trials > 1 and any(s != "react" for s in strategies)
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     given = "max_cost" in actor_settings.forced
