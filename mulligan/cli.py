@@ -12,7 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_bench, cli_doctor, cli_mcp, cli_memory, cli_solve, cli_tasks, display
+from mulligan import (
+    cli_bench,
+    cli_data,
+    cli_doctor,
+    cli_mcp,
+    cli_memory,
+    cli_solve,
+    cli_tasks,
+    display,
+)
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -211,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=cli_bench.cmd_demo)
     cli_doctor.add_parser(commands)
+    cli_data.add_parser(commands)
     return parser
 
 
