@@ -19,6 +19,7 @@ from mulligan import (
     cli_mcp,
     cli_memory,
     cli_solve,
+    cli_style,
     cli_tasks,
     display,
 )
@@ -221,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cli_bench.cmd_demo)
     cli_doctor.add_parser(commands)
     cli_data.add_parser(commands)
+    cli_style.finish(parser)
     return parser
 
 
@@ -228,11 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
+        cli_style.settle(args)
         return handler(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
