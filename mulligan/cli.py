@@ -14,6 +14,7 @@ from typing import Any
 
 from mulligan import (
     cli_bench,
+    cli_config,
     cli_data,
     cli_doctor,
     cli_mcp,
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cli_bench.cmd_demo)
     cli_doctor.add_parser(commands)
     cli_data.add_parser(commands)
+    cli_config.add_parser(commands)
     cli_style.finish(parser)
     return parser
 
