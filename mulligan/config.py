@@ -109,8 +109,8 @@ def settings_and_sources(
         return Settings.model_validate(merged), sources
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))} (from {sources.get(str(e['loc'][0]), 'settings')}): "
-            f"{e['msg']}"
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']} "
+            f"(from {sources.get(str(e['loc'][0]), 'the defaults')})"
             for e in exc.errors()
         )
         raise UserError(f"settings: {problems}") from exc
