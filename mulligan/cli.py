@@ -14,10 +14,13 @@ from typing import Any, NoReturn
 
 from mulligan import (
     cli_bench,
+    cli_config,
+    cli_data,
     cli_doctor,
     cli_mcp,
     cli_memory,
     cli_solve,
+    cli_style,
     cli_tasks,
     display,
     validate,
@@ -272,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=cli_bench.cmd_demo)
     cli_doctor.add_parser(commands)
+    cli_data.add_parser(commands)
+    cli_config.add_parser(commands)
+    cli_style.finish(parser)
     return parser
 
 
@@ -279,11 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
+        cli_style.settle(args)
         validate.check_flags(args)
         return handler(args)
     except UserError as exc:

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import validate
@@ -15,45 +15,41 @@ from mulligan.bench import demo
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.cli_style import Progress
 from mulligan.cli_tasks import log_to_resume, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
-from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.loop import STRATEGIES
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Episode, Task, Usage
+from mulligan.schema import Episode, Task
+
+StudyCallback = Callable[[str, int, Task, Episode], None]
 
 REPEATED_TEMPERATURE = 0.7
 
 
-@dataclass
-class Progress:
-    """One status line per strategy on standard error; redrawn in place on a terminal."""
+def bench_progress(total: int, prefix: str = "") -> tuple[Progress, StudyCallback]:
+    """Progress per strategy (and pass): bars on a terminal, plain lines otherwise."""
+    progress = Progress(total, prefix)
 
-    total: int
-    prefix: str = ""
-    counts: dict[str, tuple[int, int, Usage]] = field(default_factory=dict)
-
-    def __call__(self, strategy: str, run_pass: int, task: Task, episode: Episode) -> None:
+    def on_episode(strategy: str, run_pass: int, task: Task, episode: Episode) -> None:
         key = strategy if run_pass == 1 else f"{strategy} (pass {run_pass})"
-        done, passed, usage = self.counts.get(key, (0, 0, Usage()))
-        done, passed, usage = done + 1, passed + episode.passed, usage + episode.usage
-        self.counts[key] = (done, passed, usage)
-        width = 20
-        filled = int(width * done / max(self.total, 1))
-        bar = "#" * filled + "-" * (width - filled)
-        line = (
-            f"{self.prefix}{key:<22} [{bar}] {done}/{self.total} tasks · "
-            f"{passed} passed · {usage.total_tokens:,} tokens · {usage.cost_text()}"
+        progress.advance(key, episode.passed, episode.usage.total_tokens, episode.usage.cost)
+
+    return progress, on_episode
+
+
+def refuse_to_overwrite(out: Path, resume: str | None) -> None:
+    """A new bench never replaces an earlier report: only --resume goes on writing there."""
+    earlier = out / "report.md"
+    if resume is None and earlier.exists():
+        raise UserError(
+            f"--out {out} already holds a report ({earlier}); pass another --out DIR for "
+            "this run, --resume RUN_ID to continue that one, or move it away"
         )
-        if sys.stderr.isatty():
-            end = "\n" if done == self.total else ""
-            print("\r" + line, end=end, file=sys.stderr, flush=True)
-        elif done == self.total:
-            print(line, file=sys.stderr, flush=True)
 
 
 def _strategies(text: str) -> list[str]:
@@ -79,7 +75,9 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
         study.start(run_id)
     print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
     try:
-        study.run(run_id, Progress(len(study.tasks), prefix))
+        progress, on_episode = bench_progress(len(study.tasks), prefix)
+        with progress.shown():
+            study.run(run_id, on_episode)
     except KeyboardInterrupt:
         study.memory.log.end_run(run_id, "interrupted")
         print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
@@ -103,6 +101,7 @@ def cmd_bench(
 ) -> int:
     settings = load_settings(vars(args))
     strategies = _strategies(args.strategies)
+    refuse_to_overwrite(Path(args.out), args.resume)
     repeated = args.trials > 1 and any(s != "react" for s in strategies)
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     given = "max_cost" in actor_settings.forced
@@ -117,6 +116,8 @@ def cmd_bench(
     if args.resume:
         log_to_resume(settings, args.resume, default=str(out / "memory"))
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
+    if "reflexion-memory" in strategies:
+        memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
         strategies=strategies,
@@ -168,6 +169,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "is a script, not a language model.",
         flush=True,
     )
+    from mulligan.llm.openai_client import OpenAIChatModel
+
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 

@@ -6,18 +6,33 @@ import argparse
 import collections
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from mulligan import display, validate
+from mulligan.cli_style import marked, table
 from mulligan.cli_tasks import open_memory
 from mulligan.config import load_settings
 from mulligan.errors import UserError
-from mulligan.memory import Memory
+from mulligan.memory import Memory, make_embedder
+from mulligan.memory.embeddings import spec_for
 from mulligan.schema import Lesson
+
+EMBEDDING_ACTIONS = ("search", "import")
+"""The only memory actions that embed text; the others read or update what is stored."""
 
 
 def _memory(args: argparse.Namespace) -> Memory:
-    return open_memory(load_settings(vars(args)))
+    """The memory, embedding (for search and import) as the store was built unless
+    --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise."""
+    settings = load_settings(vars(args))
+    memory = open_memory(settings, reading=True)
+    if getattr(args, "action", None) in EMBEDDING_ACTIONS:
+        built_with = memory.store.built_with
+        explicit = "embedding" in settings.model_fields_set
+        spec = spec_for(built_with) if built_with and not explicit else settings.embedding
+        memory.store.use(make_embedder(spec))
+    return memory
 
 
 def lesson_line(lesson: Lesson) -> str:
@@ -28,6 +43,44 @@ def lesson_line(lesson: Lesson) -> str:
     )
 
 
+def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -> None:
+    """Lessons (with a similarity score from search): a table, plain lines, or JSON lines."""
+    if as_json:
+        for lesson, score in found:
+            record = lesson.model_dump(mode="json")
+            print(json.dumps(record if score is None else record | {"similarity": score}))
+        return
+    scored = any(score is not None for _, score in found)
+    header = [*(["score"] if scored else []), "id", "kind", "status", "conf", "+/-", "used"]
+    rows, plain = [], []
+    for lesson, score in found:
+        v = lesson.validity
+        shown = [f"{score:.3f}"] if score is not None else []
+        rows.append(
+            [*shown, lesson.id, lesson.kind, v.status, f"{v.confidence:.2f}",
+             f"+{v.helped}/-{v.hurt}", str(v.retrieved), lesson.scope.family or "-", lesson.text]
+        )  # fmt: skip
+        plain.append(f"{score:.3f}  {lesson_line(lesson)}" if scored else lesson_line(lesson))
+    table([*header, "family", "lesson"], rows, plain, sys.stdout)
+
+
+def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
+    """One lesson and its history: JSON (record and events), or text."""
+    events = list(memory.log.lesson_events(lesson.id))
+    if as_json:
+        print(json.dumps({"lesson": lesson.model_dump(mode="json"), "events": events}, default=str))
+        return
+    v = lesson.validity
+    print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
+    print(f"  {lesson.text}")
+    print(f"  scope: family {lesson.scope.family or '-'}, task {lesson.scope.task_id or '-'}")
+    print(f"  counters: retrieved {v.retrieved}, helped {v.helped}, hurt {v.hurt}")
+    print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
+          f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
+    for e in events:
+        print(f"  {e['event']:<18} {e['episode_id']} trial {e['trial']} {e['detail']}")
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     action = args.action
     if action == "import":  # every line checked before the memory is even opened
@@ -35,20 +88,17 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if action == "export" and args.out:
         validate.output_file(Path(args.out), "--out")
     memory = _memory(args)
+    as_json = getattr(args, "json", False)
     if action == "list":
-        for lesson in memory.store.all():
-            print(lesson_line(lesson))
+        lessons_table([(lesson, None) for lesson in memory.store.all()], as_json)
     elif action == "search":
-        for lesson, score in memory.store.search(_need(args.query, "search TEXT"), args.k):
-            print(f"{score:.3f}  {lesson_line(lesson)}")
+        lessons_table(memory.store.search(_need(args.query, "search TEXT"), args.k), as_json)
     elif action == "show":
-        print(json.dumps(_lesson(memory, _need(args.query, "show ID")).model_dump(), indent=2))
-        for e in memory.log.lesson_events(args.query):
-            print(f"  {e['event']:<18} {e['episode_id']} trial {e['trial']} {e['detail']}")
+        show_lesson(_lesson(memory, _need(args.query, "show ID")), memory, as_json)
     elif action == "retract":
         retracted = memory.retract(_need(args.query, "retract ID"))
         if retracted is None:
-            raise UserError(f"no lesson {args.query!r} in {memory.directory}")
+            raise UserError(f"no lesson {args.query!r} in {memory.where}")
         print(f"retracted {retracted.id}: {retracted.text}")
     elif action == "export":
         out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115
@@ -64,7 +114,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)
         families = collections.Counter(lesson.scope.family for lesson in lessons)
-        print(f"{len(lessons)} lessons in {memory.directory}")
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "lessons": len(lessons),
+                        "store": memory.where,
+                        "by_status": dict(statuses),
+                        "by_family": dict(families),
+                    }
+                )
+            )
+            return 0
+        print(f"{len(lessons)} lessons in {memory.where}")
         print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
         print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
     return 0
@@ -79,17 +141,27 @@ def _need(value: str | None, usage: str) -> str:
 def _lesson(memory: Memory, lesson_id: str) -> Lesson:
     found = memory.store.get([lesson_id]) or memory.lessons([lesson_id])
     if not found:
-        raise UserError(f"no lesson {lesson_id!r} in {memory.directory}")
+        raise UserError(f"no lesson {lesson_id!r} in {memory.where}")
     return found[0]
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
     memory = _memory(args)
     if args.action == "list":
-        for row in memory.log.episodes(args.run):
+        found = list(memory.log.episodes(args.run))
+        if getattr(args, "json", False):
+            for row in found:
+                print(json.dumps(dict(row), default=str))
+            return 0
+        rows, plain = [], []
+        for row in found:
             mark = "PASS" if row["passed"] else "FAIL"
+            rows.append(
+                [row["id"], marked(mark), str(row["trials"]), row["strategy"], row["task_id"]]
+            )
             trials = f"{row['trials']} trial(s)"
-            print(f"{row['id']}  {mark} after {trials}  {row['strategy']}  {row['task_id']}")
+            plain.append(f"{row['id']}  {mark} after {trials}  {row['strategy']}  {row['task_id']}")
+        table(["episode", "outcome", "trials", "strategy", "task"], rows, plain, sys.stdout)
         return 0
     episode = memory.load_episode(_need(args.episode, "episodes show ID").strip())
     if episode is None:
@@ -123,7 +195,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         help="import: keep status and counters as exported (default: fresh candidates)",
     )
     memory.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
-    memory.add_argument("--embedding", help="the embedding the store was built with")
+    memory.add_argument(
+        "--embedding", help="search, import: embed with this (default: as the store was built)"
+    )
     memory.set_defaults(handler=cmd_memory)
 
     episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")

@@ -11,6 +11,7 @@ from typing import Any
 
 from mulligan import display, validate
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
+from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
@@ -47,9 +48,18 @@ def selected(args: argparse.Namespace) -> Suite:
 def cmd_tasks(args: argparse.Namespace) -> int:
     load_settings(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
-    for task in suite.tasks:
-        kinds = ", ".join(f"{c.type}{'*' if c.visibility == 'hidden' else ''}" for c in task.checks)
-        print(f"{task.id}\t{task.family}\ttools: {','.join(task.tools) or '-'}\tchecks: {kinds}")
+    if getattr(args, "json", False):
+        for task in suite.tasks:
+            print(task.model_dump_json())
+    else:
+        rows = []
+        for task in suite.tasks:
+            kinds = ", ".join(
+                f"{c.type}{'*' if c.visibility == 'hidden' else ''}" for c in task.checks
+            )
+            rows.append([task.id, task.family, ",".join(task.tools) or "-", kinds])
+        plain = [f"{i}\t{f}\ttools: {t}\tchecks: {k}" for i, f, t, k in rows]
+        table(["task", "family", "tools", "checks"], rows, plain, sys.stdout)
     print(f"{len(suite.tasks)} tasks valid (* = hidden check)", file=sys.stderr)
     return 0
 
@@ -59,13 +69,16 @@ def open_memory(
     endpoint: ChatModel | None = None,
     rules: ValidityRules | None = None,
     default: str = DEFAULT_MEMORY,
+    *,
+    reading: bool = False,
 ) -> Memory:
-    """The memory the settings name: a directory, or a chroma URL with the log in `default`."""
+    """The memory the settings name: a directory, or a chroma URL with the log in `default`.
+    `reading`: the store opens without an embedding (see `LessonStore.use` to add one)."""
     location = settings.memory or default
     spec = settings.embedding
 
     def embedder() -> Any:
-        return make_embedder(spec, endpoint)  # type: ignore[arg-type]
+        return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
     validate.memory_directory(location)
     if location.startswith(("http://", "https://")):
@@ -148,44 +161,51 @@ def cmd_run(
     if args.resume:
         log_to_resume(settings, run_id)
     memory = open_memory(settings, model, validity_rules(args))
+    if args.strategy == "reflexion-memory":
+        memory.store  # noqa: B018  a missing embedding model stops the run before any task
     if args.resume:
         check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
     else:
         memory.log.start_run(run_id, wanted)
     print(f"run id: {run_id}", file=sys.stderr)
 
+    progress = Progress(len(suite.tasks))
+
     def report(task: Task, episode: Episode) -> None:
+        progress.advance(
+            args.strategy, episode.passed, episode.usage.total_tokens, episode.usage.cost
+        )
         if args.json:
             print(episode_json(episode), flush=True)
         else:
             for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False):
-                print(
-                    display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict), flush=True
-                )
+                line = display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict)
+                print(marked(line), flush=True)
 
     try:
-        episodes = run_tasks(
-            lambda: make_loop(
-                model,
-                actor_settings,
-                LoopSettings(
-                    strategy=args.strategy,
-                    trials=args.trials,
-                    carried_reflections=args.carried_reflections,
-                    extra_tools=suite.tools,
-                    carry=args.carry,
-                    min_similarity=args.min_similarity,
+        with progress.shown():
+            episodes = run_tasks(
+                lambda: make_loop(
+                    model,
+                    actor_settings,
+                    LoopSettings(
+                        strategy=args.strategy,
+                        trials=args.trials,
+                        carried_reflections=args.carried_reflections,
+                        extra_tools=suite.tools,
+                        carry=args.carry,
+                        min_similarity=args.min_similarity,
+                    ),
+                    memory,
+                    run_id,
                 ),
-                memory,
-                run_id,
-            ),
-            suite.tasks,
-            run_id=run_id,
-            strategy=args.strategy,
-            memory=memory,
-            concurrency=args.concurrency,
-            on_episode=report,
-        )
+                suite.tasks,
+                run_id=run_id,
+                strategy=args.strategy,
+                memory=memory,
+                concurrency=args.concurrency,
+                on_episode=report,
+            )
     except BaseException as exc:  # the log never keeps a run "running" that has stopped
         memory.log.end_run(
             run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"

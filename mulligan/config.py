@@ -1,4 +1,5 @@
-"""Settings: command-line flags, then MULLIGAN_* environment variables, then mulligan.toml."""
+"""Settings: command-line flags, then MULLIGAN_* environment variables, then ./mulligan.toml,
+then the per-user config file (platform config dir), then the defaults."""
 
 from __future__ import annotations
 
@@ -79,29 +80,61 @@ ENVIRONMENT = {
 }
 
 
+def user_config_path() -> Path:
+    """The per-user config file: $MULLIGAN_CONFIG, else the platform's config folder
+    (Linux: $XDG_CONFIG_HOME or ~/.config; macOS: ~/Library/Application Support;
+    Windows: %APPDATA%) / mulligan / config.toml."""
+    if os.environ.get("MULLIGAN_CONFIG"):
+        return Path(os.environ["MULLIGAN_CONFIG"]).expanduser()
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+    else:
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "mulligan" / "config.toml"
+
+
 def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Settings:
-    """Merge the three sources, the first that gives a value winning."""
+    """Merge the sources, the first that gives a value winning."""
+    return settings_and_sources(flags, config_path)[0]
+
+
+def settings_and_sources(
+    flags: dict[str, Any], config_path: Path | None = None
+) -> tuple[Settings, dict[str, str]]:
+    """The settings and, for each one given, where its value came from."""
     path = config_path or Path.cwd() / CONFIG_FILE
-    merged: dict[str, Any] = _read_toml(path) if path.exists() else {}
-    if path.exists():
-        sandbox.hide(path)  # it may hold an API key: the box never reads it
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for file in (user_config_path(), path):  # the project's file over the user's
+        if file.exists():
+            sandbox.hide(file)  # it may hold an API key: the box never reads it
+            found = _read_toml(file)
+            merged.update(found)
+            sources.update({key: str(file) for key in found})
     for key, names in ENVIRONMENT.items():
         for name in names:
             if os.environ.get(name):
                 merged[key] = _checked(key, os.environ[name], f"environment variable {name}")
+                sources[key] = f"${name}"
                 break
-    merged.update(
-        {
-            k: _checked(k, v, "--" + k.replace("_", "-"))
-            for k, v in flags.items()
-            if v is not None and k in Settings.model_fields
-        }
-    )
+    given = {
+        k: _checked(k, v, "--" + k.replace("_", "-"))
+        for k, v in flags.items()
+        if v is not None and k in Settings.model_fields
+    }
+    merged.update(given)
+    sources.update({key: f"--{key.replace('_', '-')}" for key in given})
     try:
-        return Settings.model_validate(merged)
+        return Settings.model_validate(merged), sources
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise UserError(f"settings (flags, MULLIGAN_* variables or {path}): {problems}") from exc
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']} "
+            f"(from {sources.get(str(e['loc'][0]), 'the defaults')})"
+            for e in exc.errors()
+        )
+        raise UserError(f"settings: {problems}") from exc
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -34,3 +34,13 @@ def scripted() -> Iterator[list[ScriptedModel]]:
     yield made
     for model in made:
         model.assert_done()
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The developer's own ~/.config/mulligan/config.toml never changes a test."""
+    monkeypatch.setenv(
+        "MULLIGAN_CONFIG", str(tmp_path_factory.getbasetemp() / "no-user-config.toml")
+    )

@@ -204,7 +204,8 @@ def _corrupt_chroma(tmp: Path) -> list[str]:
 
 def _other_embedding(tmp: Path) -> list[str]:
     directory = a_memory(tmp)
-    return ["memory", "list", "--memory", str(directory), "--embedding", "hash:64"]
+    # listing needs no embedding; searching with another one than the store's is an error
+    return ["memory", "search", "capital", "--memory", str(directory), "--embedding", "hash:64"]
 
 
 def _import(content: bytes) -> Callable[[Path], list[str]]:

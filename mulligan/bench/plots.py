@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+from mulligan.bench.stats import RunStats, wilson
 
-import matplotlib  # noqa: E402
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+def _pyplot() -> Any:
+    """matplotlib, headless, loaded when a plot is drawn (not when the CLI starts)."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib
 
-from mulligan.bench.stats import RunStats, wilson  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 PNG_METADATA = {"Software": None}  # no version or date stamp: rebuilds are identical
 
 
 def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> None:
+    plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for s in stats.strategies:
         if not s.tasks:
@@ -43,6 +50,7 @@ def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> Non
 
 
 def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> None:
+    plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     labels = [s.label for s in stats.strategies if s.tasks]
     values = [s.tokens_per_success or 0.0 for s in stats.strategies if s.tasks]

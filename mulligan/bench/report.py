@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -214,7 +215,14 @@ def _manifest_lines(stats: RunStats) -> list[str]:
     return lines
 
 
-def markdown(stats: RunStats, generated_at: float) -> str:
+def rebuild_command(run_id: str, log_path: Path, out: Path) -> str:
+    """The `mulligan report` command that rebuilds this report, working as printed."""
+    return shlex.join(
+        ["mulligan", "report", run_id, "--memory", str(log_path.parent), "--out", str(out)]
+    )
+
+
+def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -> str:
     parts = [f"# {title(stats)}", ""]
     if stats.manifest.get("scripted"):
         parts += [
@@ -254,7 +262,8 @@ def markdown(stats: RunStats, generated_at: float) -> str:
         parts += ["## Lessons", "", _markdown_table(*lessons), ""]
     parts += ["## Per task", "", _markdown_table(*task_rows(stats)), ""]
     parts += ["## Manifest", "", *_manifest_lines(stats), ""]
-    parts += [f"{GENERATED}{_when(generated_at)} by `mulligan report {stats.run_id}`.", ""]
+    command = rebuild or f"mulligan report {stats.run_id}"
+    parts += [f"{GENERATED}{_when(generated_at)} by `{command}`.", ""]
     return "\n".join(parts)
 
 
@@ -326,7 +335,8 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.success_by_trial(stats, out / "success_by_trial.png", suffix)
     plots.tokens_per_success(stats, out / "tokens_per_success.png", suffix)
     now = time.time()
-    (out / "report.md").write_text(markdown(stats, now))
+    rebuild = rebuild_command(run_id, log.path, out)
+    (out / "report.md").write_text(markdown(stats, now, rebuild))
     (out / "report.html").write_text(html_page(stats, now))
     return stats
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mulligan.config import NO_ENDPOINT, Settings, endpoint_configured
 from mulligan.errors import ModelError, UserError
-from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import parse_prices, read_prices_file, resolve_price
+
+if TYPE_CHECKING:
+    from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
 
 
 def connect(settings: Settings, *, default_temperature: float = 0.0) -> OpenAIChatModel:
     """The endpoint's chat model; without a model name, the one a local server serves."""
+    from mulligan.llm.openai_client import OpenAIChatModel
+
     if not endpoint_configured(settings):
         raise UserError(NO_ENDPOINT)
     temperature = settings.temperature

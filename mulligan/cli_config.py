@@ -1,0 +1,57 @@
+"""`mulligan config show`: every setting, its value, and where the value came from."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mulligan.cli_style import table
+from mulligan.config import CONFIG_FILE, Settings, settings_and_sources, user_config_path
+
+SECRET = ("api_key",)
+
+
+def shown(key: str, value: Any) -> Any:
+    """A value as shown to people: keys masked but for their last four characters."""
+    if key in SECRET and isinstance(value, str) and value:
+        return "…" + value[-4:]
+    return value
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    settings, sources = settings_and_sources({})
+    values = settings.model_dump()
+    rows = [
+        (key, shown(key, values[key]), sources.get(key, "default")) for key in Settings.model_fields
+    ]
+    if args.json:
+        files = {"user": str(user_config_path()), "project": str(Path.cwd() / CONFIG_FILE)}
+        settings_json = {k: {"value": v, "from": s} for k, v, s in rows}
+        print(json.dumps({"files": files, "settings": settings_json}, default=str))
+        return 0
+    plain = [
+        f"{key} = {json.dumps(value, default=str, ensure_ascii=False)}  ({source})"
+        for key, value, source in rows
+    ]
+    text = [
+        [key, json.dumps(value, default=str, ensure_ascii=False), source]
+        for key, value, source in rows
+    ]
+    table(["setting", "value", "from"], text, plain, sys.stdout)
+    print(f"files read, later over earlier: {user_config_path()}, ./{CONFIG_FILE}", file=sys.stderr)
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "config",
+        help="show each setting and where it came from",
+        description="Settings come from flags, then MULLIGAN_* variables, then ./mulligan.toml, "
+        f"then the per-user file ({user_config_path()}; MULLIGAN_CONFIG names another), "
+        "then the defaults.",
+    )
+    parser.add_argument("action", choices=["show"])
+    parser.set_defaults(handler=cmd_config)
