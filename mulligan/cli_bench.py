@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
+from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study
@@ -115,6 +116,11 @@ def cmd_bench(
     out = Path(args.out)
     if args.resume:
         log_to_resume(settings, args.resume, default=str(out / "memory"))
+    executor = open_executor(
+        args.executor, args.ray_address, concurrency=args.concurrency,
+        memory_location=settings.memory or str(out / "memory"),
+        uses_store="reflexion-memory" in strategies,
+    )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
     study = Study(
         tasks=suite_tasks,
@@ -132,8 +138,13 @@ def cmd_bench(
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
         },
+        executor=executor,
     )
-    run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+    try:
+        run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+    finally:
+        if executor:
+            executor.close()
     return 0
 
 

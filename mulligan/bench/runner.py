@@ -12,6 +12,7 @@ from typing import Any
 
 from mulligan import prompts
 from mulligan.actor import Actor, ActorSettings
+from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
@@ -108,12 +109,17 @@ def run_tasks(
     concurrency: int = 1,
     run_pass: int = 1,
     on_episode: Callable[[Task, Episode], None] | None = None,
+    executor: Executor | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
-    `make_loop` is called once per thread so loops share nothing mutable.
+    `make_loop` is called once per thread so loops share nothing mutable. Another
+    `executor` (Ray) runs them elsewhere; this process still writes the log.
     """
+    if executor is not None:
+        jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
+        return executor.run(make_loop, jobs, memory, concurrency, on_episode)
     local = threading.local()
     lock = threading.Lock()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from mulligan.actor import ActorSettings
 from mulligan.actor.tools import Tool
+from mulligan.bench.executors import Executor
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
@@ -33,6 +34,8 @@ class Study:
     extra_tools: list[Tool] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     """Extra manifest fields: suite, endpoint, temperature, labels."""
+    executor: Executor | None = None
+    """Where episodes run (None: threads in this process)."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -88,6 +91,7 @@ class Study:
                     concurrency=1 if strategy == "reflexion-memory" else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
+                    executor=self.executor,
                 )
         self.memory.log.end_run(run_id)
 
