@@ -31,6 +31,9 @@ from mulligan.schema import Episode, Task
 
 log = logging.getLogger("mulligan")
 POLL_SECONDS = 0.5
+WRITES = {"log_step", "log_attempt", "start_episode", "lesson_event", "log_lesson"}
+"""Log calls whose answer nobody reads: sent without waiting. Every other call waits for
+the driver, so an episode's last write (`end_episode`) is applied before it returns."""
 
 
 # ---------------------------------------------------------------- pickling across the wire
@@ -99,7 +102,17 @@ class _Relay:
         self._queue.put_nowait((number, message))
         return await self._waiting[number]
 
-    async def take(self, wait: float) -> list[tuple[int, bytes]]:
+    async def send(self, message: bytes) -> None:
+        """A write nobody waits for: queued in order with the calls (steps as they happen)."""
+        self._queue.put_nowait((-1, message))
+
+    async def exchange(
+        self, answers: list[tuple[int, bytes]], wait: float
+    ) -> list[tuple[int, bytes]]:
+        """The driver's answers to the last messages, for the next ones (one call a round)."""
+        for number, reply in answers:
+            if number >= 0:
+                self._waiting.pop(number).set_result(reply)
         try:
             first = await asyncio.wait_for(self._queue.get(), wait)
         except asyncio.TimeoutError:
@@ -108,10 +121,6 @@ class _Relay:
         while not self._queue.empty():
             taken.append(self._queue.get_nowait())
         return taken
-
-    async def answer(self, answers: list[tuple[int, bytes]]) -> None:
-        for number, reply in answers:
-            self._waiting.pop(number).set_result(reply)
 
 
 class _Forwarder:
@@ -122,6 +131,9 @@ class _Forwarder:
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         message = dumps((self._target, method, args, kwargs), self._back_to_driver)
+        if self._target == "log" and method in WRITES:
+            self._relay.send.remote(message)  # applied before any later call of this thread
+            return None
         ok, value = cloudpickle.loads(ray.get(self._relay.call.remote(message)))
         if not ok:
             raise value
@@ -195,6 +207,7 @@ class RayExecutor:
         self._workers: list[Any] = []
         self._relay: Any = None
         self._calls = itertools.count()
+        self._failure: BaseException | None = None
 
     def node_count(self) -> int:
         return sum(1 for node in ray.nodes() if node.get("Alive"))
@@ -256,6 +269,8 @@ class RayExecutor:
                 index, task, worker = in_flight.pop(ready[0])
                 load[worker] -= 1
                 self._finished(results, index, task, _result(ready[0]), on_episode)
+                if self._failure is not None:
+                    raise self._failure
         finally:
             for ref in in_flight:  # an interrupted run: nothing more is written
                 ray.cancel(ref, force=False)
@@ -294,11 +309,16 @@ class RayExecutor:
 
     def _serve(self, memory: Memory, stop: threading.Event) -> None:
         """The driver's one writer: apply workers' messages in the order they came."""
-        while not stop.is_set():
-            taken = ray.get(self._relay.take.remote(POLL_SECONDS))
-            if taken:
-                answers = [(number, apply(memory, message)) for number, message in taken]
-                self._relay.answer.remote(answers)
+        answers: list[tuple[int, bytes]] = []
+        while not stop.is_set() or answers:
+            taken = ray.get(
+                self._relay.exchange.remote(answers, 0 if stop.is_set() else POLL_SECONDS)
+            )
+            answers = [(number, apply(memory, message)) for number, message in taken]
+            for number, reply in answers:
+                ok, value = cloudpickle.loads(reply) if number < 0 else (True, None)
+                if not ok and self._failure is None:  # raised by `run`, not lost
+                    self._failure = value
 
     def close(self) -> None:
         for worker in self._workers:
