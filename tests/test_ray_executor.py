@@ -238,3 +238,67 @@ def test_which_memory_a_cluster_accepts() -> None:
     executors.check_memory_for_cluster(4, "/data/memory", uses_store=False)  # log only
     with pytest.raises(UserError, match="chroma run --path DIR --port 8000"):
         executors.check_memory_for_cluster(2, "/data/memory", uses_store=True)
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[str]:
+    """A chroma server on 127.0.0.1, as a study across machines would run one."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    chroma = Path(sys.executable).parent / "chroma"
+    server = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1",
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and server.poll() is None, "no chroma server"
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_workers_share_lessons_through_a_chroma_server_the_driver_never_opens(
+    ray_address: str,
+    chroma_server: str,
+    tasks: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mulligan.memory.store import LessonStore
+
+    code, threads_report, _ = bench(tasks, tmp_path / "threads", "reflexion-memory")
+    assert code == 0
+    threads_id = run_id(capsys.readouterr().err)
+
+    def not_here(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the driver opened the lesson store")
+
+    monkeypatch.setattr(LessonStore, "__init__", not_here)  # this process only, not the workers
+    code, ray_report, _ = bench(
+        tasks, tmp_path / "ray", "reflexion-memory", "--executor", "ray", "--memory", chroma_server
+    )
+    assert code == 0, capsys.readouterr().err
+    ray_id = run_id(capsys.readouterr().err)
+    monkeypatch.undo()
+
+    counts = solved(tmp_path / "ray", ray_id)
+    assert counts == solved(tmp_path / "threads", threads_id)
+    assert counts["reflexion-memory"][0] >= 3 + 3  # later units tasks found the first one's lesson
+    assert tables(ray_report) == tables(threads_report)
+    from mulligan.memory import HashEmbedding
+
+    stored = LessonStore(chroma_server, HashEmbedding()).all()
+    assert {lesson.text for lesson in stored} >= {demo.UNITS_LESSON}
