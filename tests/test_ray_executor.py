@@ -1,6 +1,6 @@
 """`--executor ray`: the same study as on threads, one writer for the log, kill-and-resume.
 
-One local Ray (two CPUs, loopback only) serves every test of this module.
+One local Ray (two CPUs, on this machine; endpoints on 127.0.0.1) serves every test here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray
 
 import mulligan.bench as bench_package
 from mulligan.bench import demo, executors
@@ -27,7 +28,6 @@ from mulligan.testing import FakeOpenAIServer
 for _key, _value in executors.QUIET_RAY.items():
     os.environ.setdefault(_key, _value)
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token written under ~/.ray by tests
-ray = pytest.importorskip("ray")  # installed with the dev extra; see pyproject.toml
 
 
 def task_file(kinds: set[str]) -> str:
@@ -367,3 +367,28 @@ def test_a_lost_worker_is_replaced_and_its_episodes_resume_from_the_log(
         return [tuple(row) for row in db.execute(query, [run]).fetchall()]
 
     assert attempts(tmp_path / "ray", ray_id) == attempts(tmp_path / "threads", threads_id)
+
+
+def test_a_loop_that_cannot_leave_this_process_is_one_clear_error(
+    ray_address: str, tmp_path: Path
+) -> None:
+    import threading
+
+    from mulligan.bench.ray_executor import RayExecutor
+    from mulligan.bench.runner import run_tasks
+    from mulligan.memory import HashEmbedding, Memory
+    from mulligan.schema import ContainsCheck, Task
+
+    live_connection = threading.Lock()  # as an MCP session's tools hold one
+    memory = Memory(tmp_path / "memory", HashEmbedding())
+    executor = RayExecutor(ray_address, concurrency=1)
+    task = Task(id="t", prompt="Say ok.", checks=[ContainsCheck(text="ok")])
+    try:
+        with pytest.raises(UserError, match="need --executor threads"):
+            run_tasks(
+                lambda: live_connection,  # type: ignore[arg-type,return-value]
+                [task], run_id="r", strategy="react", memory=memory, executor=executor,
+            )  # fmt: skip
+    finally:
+        executor.close()
+    assert memory.log.episodes() == []

@@ -17,11 +17,8 @@ from mulligan.memory import Memory
 from mulligan.schema import Episode, Task
 
 EXECUTORS = ("threads", "ray")
-QUIET_RAY = {
-    "RAY_USAGE_STATS_ENABLED": "0",  # no usage report to anyscale.com
-    "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-}
+QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0"}
+"""Ray sends no usage report anywhere (set unless the user set it)."""
 
 
 class Executor(Protocol):

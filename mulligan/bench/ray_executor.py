@@ -17,6 +17,7 @@ import io
 import itertools
 import logging
 import math
+import pickle
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import ray
 from ray import cloudpickle
 
+from mulligan.errors import UserError
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory
@@ -242,7 +244,14 @@ class RayExecutor:
         workers = self._pool()
         token = f"run{next(self._calls)}"
         _DRIVER_MEMORIES[token] = memory
-        recipe = ray.put(dumps(make_loop, self._to_worker(memory, token)))
+        try:
+            recipe = ray.put(dumps(make_loop, self._to_worker(memory, token)))
+        except (TypeError, pickle.PicklingError) as exc:
+            del _DRIVER_MEMORIES[token]
+            raise UserError(
+                f"--executor ray: the loop cannot be sent to Ray workers ({exc}); tools from "
+                "MCP servers and other live connections need --executor threads"
+            ) from None
         results: dict[int, Episode] = {}
         stop = threading.Event()
         service = threading.Thread(target=self._serve, args=(memory, stop), daemon=True)
