@@ -392,3 +392,17 @@ def test_a_loop_that_cannot_leave_this_process_is_one_clear_error(
     finally:
         executor.close()
     assert memory.log.episodes() == []
+
+
+def test_the_relay_keeps_each_senders_order_whatever_order_ray_delivers(ray_address: str) -> None:
+    from mulligan.bench.ray_executor import _Relay
+
+    relay = _Relay.remote()  # type: ignore[attr-defined]
+    ray.get(relay.send.remote("worker-a", 1, b"step 2"))
+    assert ray.get(relay.exchange.remote([], 0.05)) == []  # held until its predecessor comes
+    ray.get(relay.send.remote("worker-b", 0, b"other"))
+    ray.get(relay.send.remote("worker-a", 0, b"step 1"))
+    assert ray.get(relay.exchange.remote([], 1.0)) == [
+        (-1, b"other"), (-1, b"step 1"), (-1, b"step 2")
+    ]  # fmt: skip
+    ray.kill(relay)

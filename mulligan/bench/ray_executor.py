@@ -19,6 +19,7 @@ import logging
 import math
 import pickle
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -97,16 +98,28 @@ class _Relay:
         self._queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
         self._waiting: dict[int, asyncio.Future[bytes]] = {}
         self._numbers = itertools.count()
+        self._held: dict[str, dict[int, tuple[int, bytes]]] = {}
+        self._expected: dict[str, int] = {}
 
-    async def call(self, message: bytes) -> bytes:
+    def _enqueue(self, sender: str, seq: int, item: tuple[int, bytes]) -> None:
+        """In each sender's own order, whatever order Ray delivers them in."""
+        held = self._held.setdefault(sender, {})
+        held[seq] = item
+        expected = self._expected.get(sender, 0)
+        while expected in held:
+            self._queue.put_nowait(held.pop(expected))
+            expected += 1
+        self._expected[sender] = expected
+
+    async def call(self, sender: str, seq: int, message: bytes) -> bytes:
         number = next(self._numbers)
         self._waiting[number] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((number, message))
+        self._enqueue(sender, seq, (number, message))
         return await self._waiting[number]
 
-    async def send(self, message: bytes) -> None:
-        """A write nobody waits for: queued in order with the calls (steps as they happen)."""
-        self._queue.put_nowait((-1, message))
+    async def send(self, sender: str, seq: int, message: bytes) -> None:
+        """A write nobody waits for, applied in order with the sender's calls."""
+        self._enqueue(sender, seq, (-1, message))
 
     async def exchange(
         self, answers: list[tuple[int, bytes]], wait: float
@@ -125,24 +138,36 @@ class _Relay:
         return taken
 
 
+class _Channel:
+    """One worker memory's line to the driver: its messages keep the order they were sent."""
+
+    def __init__(self, relay: Any, token: str) -> None:
+        self.relay, self.token = relay, token
+        self.sender = uuid.uuid4().hex
+        self.numbers = itertools.count()
+
+
 class _Forwarder:
     """On a worker: every method call becomes a message the driver applies to `target`."""
 
-    def __init__(self, relay: Any, token: str, target: str) -> None:
-        self._relay, self._token, self._target = relay, token, target
+    def __init__(self, channel: _Channel, target: str) -> None:
+        self._channel, self._target = channel, target
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         message = dumps((self._target, method, args, kwargs), self._back_to_driver)
+        channel = self._channel
+        seq = next(channel.numbers)
         if self._target == "log" and method in WRITES:
-            self._relay.send.remote(message)  # applied before any later call of this thread
+            channel.relay.send.remote(channel.sender, seq, message)  # steps as they happen
             return None
-        ok, value = cloudpickle.loads(ray.get(self._relay.call.remote(message)))
+        reply = ray.get(channel.relay.call.remote(channel.sender, seq, message))
+        ok, value = cloudpickle.loads(reply)
         if not ok:
             raise value
         return value
 
     def _back_to_driver(self, obj: object) -> Any:
-        return (_driver_memory, (self._token,)) if isinstance(obj, Memory) else None
+        return (_driver_memory, (self._channel.token,)) if isinstance(obj, Memory) else None
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
@@ -159,10 +184,11 @@ class WorkerMemory(Memory):
     """The loop's memory on a worker: the log (and an embedded store) live on the driver."""
 
     def __init__(self, relay: Any, token: str, fields: dict[str, Any]) -> None:
-        forwarder: Any = _Forwarder(relay, token, "log")
+        channel = _Channel(relay, token)
+        forwarder: Any = _Forwarder(channel, "log")
         super().__init__(**fields, log=forwarder)
         if not fields.get("store"):  # embedded: the driver's process owns the directory
-            self._store = _StoreForwarder(relay, token, "store")  # type: ignore[assignment]
+            self._store = _StoreForwarder(channel, "store")  # type: ignore[assignment]
 
 
 def _rebuild_memory(relay: Any, token: str, fields: dict[str, Any]) -> WorkerMemory:
