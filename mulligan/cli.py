@@ -112,6 +112,13 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     add_budget_flags(parser)
 
 
+def add_executor_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--executor", choices=["threads", "ray"], default="threads", help="where episodes run"
+    )
+    parser.add_argument("--ray-address", help="the Ray cluster (default: a local one)")
+
+
 def budget_from(args: argparse.Namespace) -> dict[str, Any]:
     return {
         name: getattr(args, name)
@@ -236,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
     add_run_flags(run, memory_default="~/.mulligan")
+    add_executor_flags(run)
     run.set_defaults(handler=cmd_run)
 
     solve = commands.add_parser("solve", help="the loop on your own project, attempts in copies")
@@ -262,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         "start without lessons; independent: each strategy makes its own",
     )
     add_run_flags(bench, memory_default="OUT/memory")
+    add_executor_flags(bench)
     bench.set_defaults(handler=cmd_bench)
 
     report = commands.add_parser("report", help="rebuild a bench report from the log")

@@ -12,6 +12,7 @@ from pathlib import Path
 from mulligan import validate
 from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
+from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
@@ -115,8 +116,13 @@ def cmd_bench(
     out = Path(args.out)
     if args.resume:
         log_to_resume(settings, args.resume, default=str(out / "memory"))
+    executor = open_executor(
+        args.executor, args.ray_address, concurrency=args.concurrency,
+        memory_location=settings.memory or str(out / "memory"),
+        uses_store="reflexion-memory" in strategies,
+    )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
-    if "reflexion-memory" in strategies:
+    if "reflexion-memory" in strategies and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
@@ -139,8 +145,13 @@ def cmd_bench(
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
         },
+        executor=executor,
     )
-    run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+    try:
+        run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+    finally:
+        if executor:
+            executor.close()
     return 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan import display, validate
+from mulligan.bench.executors import open_executor
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
@@ -160,8 +161,13 @@ def cmd_run(
     )
     if args.resume:
         log_to_resume(settings, run_id)
+    executor = open_executor(
+        args.executor, args.ray_address, concurrency=args.concurrency,
+        memory_location=settings.memory or DEFAULT_MEMORY,
+        uses_store=args.strategy == "reflexion-memory",
+    )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args))
-    if args.strategy == "reflexion-memory":
+    if args.strategy == "reflexion-memory" and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
     if args.resume:
         check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
@@ -205,12 +211,16 @@ def cmd_run(
                 memory=memory,
                 concurrency=args.concurrency,
                 on_episode=report,
+                executor=executor,
             )
     except BaseException as exc:  # the log never keeps a run "running" that has stopped
         memory.log.end_run(
             run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         )
         raise
+    finally:
+        if executor:
+            executor.close()
     memory.log.end_run(run_id)
     if not args.json:
         print(display.run_summary(episodes))

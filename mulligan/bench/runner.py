@@ -12,6 +12,7 @@ from typing import Any
 
 from mulligan import prompts
 from mulligan.actor import Actor, ActorSettings
+from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
@@ -109,13 +110,18 @@ def run_tasks(
     run_pass: int = 1,
     on_episode: Callable[[Task, Episode], None] | None = None,
     first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
+    executor: Executor | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
     `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
-    task's shared trial 1 (a paired study), if it has one.
+    task's shared trial 1 (a paired study), if it has one. Another `executor` (Ray) runs
+    the episodes elsewhere; this process still writes the log.
     """
+    if executor is not None:
+        jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
+        return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)
     local = threading.local()
     lock = threading.Lock()
 

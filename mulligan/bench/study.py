@@ -9,6 +9,7 @@ from typing import Any
 
 from mulligan.actor import ActorSettings
 from mulligan.actor.tools import Tool
+from mulligan.bench.executors import Executor
 from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
 from mulligan.carry import Carry
 from mulligan.llm.base import ChatModel
@@ -53,6 +54,8 @@ class Study:
     min_similarity: float = MIN_SIMILARITY
     info: dict[str, Any] = field(default_factory=dict)
     """Extra manifest fields: suite, endpoint, temperature, labels."""
+    executor: Executor | None = None
+    """Where episodes run (None: threads in this process)."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -115,6 +118,7 @@ class Study:
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(run_id, source, run_pass) if shared else None,
+                    executor=self.executor,
                 )
         self.memory.log.end_run(run_id)
 

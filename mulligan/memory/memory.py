@@ -32,9 +32,11 @@ class Memory:
         *,
         store: str | None = None,
         rules: ValidityRules | None = None,
+        log: EpisodeLog | None = None,
     ) -> None:
         self.directory = Path(directory).expanduser()
-        self.log = EpisodeLog(self.directory / "episodes.db")
+        self.log = log if log is not None else EpisodeLog(self.directory / "episodes.db")
+        """`log` stands in for the directory's own (a Ray worker's, forwarding to the driver)."""
         self.rules = rules or ValidityRules()
         self._store_location = store or str(self.directory / "lessons")
         self._embedder = embedder
