@@ -124,8 +124,8 @@ def test_missing_bubblewrap_falls_back_or_refuses_as_asked(
 def test_hidden_paths_are_covered_in_the_box(tmp_path: Path) -> None:
     answers = tmp_path / "answers"
     answers.mkdir()
-    (answers / "key.txt").write_text("the answer is 42")
-    (tmp_path / "answer.txt").write_text("also 42")
+    (answers / "key.txt").write_text("the answer is forty-two")
+    (tmp_path / "answer.txt").write_text("also forty-two")
     os.chmod(tmp_path, 0o755)
     code = (
         f"import os\nprint(os.listdir({str(answers)!r}))\n"
@@ -136,7 +136,7 @@ def test_hidden_paths_are_covered_in_the_box(tmp_path: Path) -> None:
     sandbox.hide(tmp_path / "answer.txt")
     try:
         result = sandbox.run_python(code, cwd=tmp_path)
-        assert "[]" in result.stdout and "42" not in result.stdout + result.stderr
+        assert "[]" in result.stdout and "forty-two" not in result.stdout + result.stderr
     finally:
         sandbox._hidden.clear()
 
