@@ -382,14 +382,12 @@ def _run(
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    passed: list[int] = []
     env["HOME"] = workdir
     if level == "namespaces":
         argv = _box_argv(argv, scratch, workdir, writable, limits, uid)
     report_read, report_write = os.pipe() if report else (-1, -1)
     if report:
         env["MULLIGAN_REPORT_FD"] = str(report_write)
-        passed.append(report_write)
     started = time.perf_counter()
     tree = processes.MemoryCgroup(limits.memory_bytes)
     with tempfile.TemporaryFile() as stdin_file:  # unlinked: no path leads back to it
@@ -403,7 +401,7 @@ def _run(
                 stdin=stdin_file,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=passed,
+                pass_fds=(report_write,) if report else (),
                 start_new_session=True,
                 preexec_fn=_limiter(limits, uid, nproc, level == "namespaces", tree.procs),
             )

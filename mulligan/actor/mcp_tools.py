@@ -51,23 +51,12 @@ class _AnyArguments(pydantic.BaseModel):
 class MCPTool(Tool):
     input_schema: dict[str, Any] = field(default_factory=dict)
 
-    def schema(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, Any]:
+        """The server's own JSON schema for the tool's arguments."""
         parameters = {k: v for k, v in self.input_schema.items() if k != "title"}
         parameters.setdefault("type", "object")
         parameters.setdefault("properties", {})
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
-
-    def signature_line(self) -> str:
-        params = self.input_schema.get("properties", {})
-        fields = ", ".join(f'"{n}": {spec.get("type", "any")}' for n, spec in params.items())
-        return f"{self.name}: {self.description} Input: {{{fields}}}"
+        return parameters
 
 
 def _sdk() -> Any:

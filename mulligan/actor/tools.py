@@ -26,24 +26,28 @@ class Tool:
     needs_approval: bool = False
     timeout: float = DEFAULT_TOOL_TIMEOUT
 
-    def schema(self) -> dict[str, Any]:
-        """The OpenAI `tools` entry for this tool."""
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the tool's arguments (from the function's signature)."""
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)
         for spec in parameters.get("properties", {}).values():
             spec.pop("title", None)
+        return parameters
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI `tools` entry for this tool."""
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": parameters,
+                "parameters": self.parameters(),
             },
         }
 
     def signature_line(self) -> str:
         """A compact one-line description for the text protocol's system prompt."""
-        params = self.arguments.model_json_schema().get("properties", {})
+        params = self.parameters().get("properties", {})
         fields = ", ".join(f'"{name}": {spec.get("type", "any")}' for name, spec in params.items())
         return f"{self.name}: {self.description} Input: {{{fields}}}"
 

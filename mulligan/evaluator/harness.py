@@ -247,6 +247,11 @@ def proxy(candidate: Candidate, name: str) -> Any:
     return call
 
 
+def finished(tests: int, failures: list[str]) -> dict[str, Any]:
+    """The judge's report: every test ran (`tests` of them), these failed."""
+    return {"complete": True, "tests": tests, "failures": failures}
+
+
 def run_tests(
     candidate: Candidate, tests: str, entry_point: str | None, prelude: str, reveal: bool = True
 ) -> dict[str, Any]:
@@ -255,18 +260,10 @@ def run_tests(
     what the candidate returned ("got ...") is the candidate's own and is always shown."""
     ready = candidate.receive()
     if ready[0] != "ready":
-        return {
-            "complete": True,
-            "tests": 0,
-            "failures": [f"the candidate does not load: {ready[1]}"],
-        }
+        return finished(0, [f"the candidate does not load: {ready[1]}"])
     defined: list[str] = ready[1]
     if entry_point and entry_point not in defined:
-        return {
-            "complete": True,
-            "tests": 0,
-            "failures": [f"the candidate does not define {entry_point}"],
-        }
+        return finished(0, [f"the candidate does not define {entry_point}"])
     namespace: dict[str, Any] = {"__name__": "__tests__"}
     exec(compile(prelude, "<prelude>", "exec"), namespace)
     trusted = set(namespace) | set(dir(builtins))  # the task's helpers and Python's own
@@ -303,7 +300,7 @@ def run_tests(
             if not is_test:
                 failures.append("the tests could not run past this statement")
                 break
-    return {"complete": True, "tests": total, "failures": failures}
+    return finished(total, failures)
 
 
 def where(exc: BaseException, lines: list[str], reveal: bool = True) -> str:
