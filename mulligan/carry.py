@@ -7,14 +7,11 @@ reflections of the episode, all as quoted data. `lessons` gives the reflections 
 
 from __future__ import annotations
 
-from typing import Literal
-
 from mulligan import prompts
+from mulligan.defaults import Carry
 from mulligan.evaluator.code import last_code_block
 from mulligan.schema import Episode, Lesson, PythonTestsCheck, Task, shorten
 
-Carry = Literal["full", "lessons"]
-CARRY_MODES: tuple[Carry, ...] = ("full", "lessons")
 ANSWER_CHARS = 4000
 
 

@@ -19,11 +19,11 @@ from mulligan.bench.study import Study, first_attempt_source, shares_first_attem
 from mulligan.cli_style import Progress
 from mulligan.cli_tasks import log_to_resume, open_memory, validity_rules
 from mulligan.config import load_settings
+from mulligan.defaults import STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
-from mulligan.loop import STRATEGIES
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Episode, Task
 

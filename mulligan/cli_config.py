@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.cli_style import table
-from mulligan.config import CONFIG_FILE, Settings, settings_and_sources, user_config_path
+from mulligan.config import Settings, settings_and_sources
+from mulligan.defaults import CONFIG_FILE, user_config_path
 
 SECRET = ("api_key",)
 
@@ -43,15 +44,3 @@ def cmd_config(args: argparse.Namespace) -> int:
     table(["setting", "value", "from"], text, plain, sys.stdout)
     print(f"files read, later over earlier: {user_config_path()}, ./{CONFIG_FILE}", file=sys.stderr)
     return 0
-
-
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = commands.add_parser(
-        "config",
-        help="show each setting and where it came from",
-        description="Settings come from flags, then MULLIGAN_* variables, then ./mulligan.toml, "
-        f"then the per-user file ({user_config_path()}; MULLIGAN_CONFIG names another), "
-        "then the defaults.",
-    )
-    parser.add_argument("action", choices=["show"])
-    parser.set_defaults(handler=cmd_config)

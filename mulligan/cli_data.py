@@ -18,16 +18,3 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(f"{name:<9} {'cached' if found else 'not fetched':<12} {found or published.url}")
         print(f"{'':<9} {published.what}")
     return 0
-
-
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = commands.add_parser(
-        "data",
-        help="fetch the published MBPP and HotpotQA files into a cache",
-        description=f"files go to {data.DATA_ENV} or ~/.cache/mulligan/data; "
-        "`--data PATH` on run/bench/tasks never downloads",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("action", choices=["fetch", "list"])
-    parser.add_argument("names", nargs="*", help=f"{', '.join(data.DATASETS)} (default: all)")
-    parser.set_defaults(handler=cmd_data)

@@ -54,13 +54,3 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except UserError as exc:
         report("sandbox", False, str(exc))
     return 1 if problems else 0
-
-
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    doctor = commands.add_parser("doctor", help="check the endpoint, the memory and the sandbox")
-    doctor.add_argument("--base-url")
-    doctor.add_argument("--api-key")
-    doctor.add_argument("--model")
-    doctor.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
-    doctor.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
-    doctor.set_defaults(handler=cmd_doctor)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -11,16 +10,6 @@ from mulligan.actor.mcp_tools import MCPServers
 from mulligan.actor.tools import Tool
 from mulligan.schema import Task
 from mulligan.tasks.suites import Suite
-
-
-def add_mcp_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--mcp",
-        action="append",
-        metavar="CMD",
-        help="start an MCP server (stdio) and offer its tools as SERVER_TOOL: 'python srv.py' "
-        "or 'NAME=python srv.py' (repeatable; replaces mulligan.toml's mcp list)",
-    )
 
 
 @contextlib.contextmanager

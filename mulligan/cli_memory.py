@@ -179,31 +179,3 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     for lesson in memory.lessons(episode.lessons_written):
         print(f"lesson written: {lesson.id}: {lesson.text}")
     return 0
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
-    memory.add_argument(
-        "action", choices=["list", "search", "show", "retract", "export", "import", "stats"]
-    )
-    memory.add_argument("query", nargs="?", help="text (search), lesson id, or file (import)")
-    memory.add_argument("--k", type=int, default=5, help="results for search")
-    memory.add_argument("--out", help="file for export (default: standard output)")
-    memory.add_argument(
-        "--trust",
-        action="store_true",
-        help="import: keep status and counters as exported (default: fresh candidates)",
-    )
-    memory.add_argument("--memory", help="memory directory or chroma URL (default ~/.mulligan)")
-    memory.add_argument(
-        "--embedding", help="search, import: embed with this (default: as the store was built)"
-    )
-    memory.set_defaults(handler=cmd_memory)
-
-    episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")
-    episodes.add_argument("action", choices=["list", "show"])
-    episodes.add_argument("episode", nargs="?", help="episode id (show)")
-    episodes.add_argument("--run", help="only this run's episodes")
-    episodes.add_argument("--memory", help="memory directory (default ~/.mulligan)")
-    episodes.add_argument("--embedding", help=argparse.SUPPRESS)
-    episodes.set_defaults(handler=cmd_episodes)

@@ -20,10 +20,11 @@ from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import open_memory, validity_rules
 from mulligan.config import Settings
+from mulligan.defaults import STRATEGIES
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
-from mulligan.loop import STRATEGIES, Loop, LoopSettings
+from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
@@ -31,28 +32,6 @@ from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
 REPEATED_TEMPERATURE = 0.7
-
-
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help='what to do, e.g. "make pytest -q pass"')
-    parser.add_argument(
-        "--check",
-        action="append",
-        default=[],
-        metavar="CMD",
-        help="a command that must exit 0 in the project's root, run in the box (repeatable)",
-    )
-    parser.add_argument("--dir", default=".", help="the project (default: .); never changed "
-                        "unless --apply")  # fmt: skip
-    parser.add_argument("--apply", action="store_true", help="apply the passing diff to --dir")
-    parser.add_argument("--strategy", default="reflexion-memory", help=", ".join(STRATEGIES))
-    parser.add_argument("--family", help="lessons are kept under this name (default: dir name)")
-    parser.add_argument("--tools", default="", help="more tools by name, comma-separated")
-    parser.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check")
-    parser.add_argument("--yes", action="store_true", help="approve every tool that asks (shell)")
-    parser.add_argument(
-        "--network", action="store_true", help="let the box reach the network (default: none)"
-    )
 
 
 def slug(text: str, limit: int = 48) -> str:

@@ -51,6 +51,18 @@ def version() -> str:
         return "unknown"
 
 
+class VersionAction(argparse.Action):
+    """--version: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self.help = "show the version and exit"
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"mulligan {version()}")
+        parser.exit(0)
+
+
 def _add_global_flags(parser: argparse.ArgumentParser, json: bool, top: bool) -> None:
     """-v (and --json where a command prints JSON) on the top parser and on each command;
     on commands they default to SUPPRESS so they never undo a flag given before them."""
@@ -79,7 +91,7 @@ def commands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def finish(parser: argparse.ArgumentParser) -> None:
     """Global flags anywhere, --version, and defaults shown in every --help."""
-    parser.add_argument("--version", action="version", version=f"mulligan {version()}")
+    parser.add_argument("--version", action=VersionAction)
     _add_global_flags(parser, json=True, top=True)
     parser.formatter_class = DefaultsFormatter
     for name, command in commands_of(parser).items():

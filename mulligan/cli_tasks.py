@@ -14,27 +14,13 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
+from mulligan.defaults import DEFAULT_MEMORY, STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
-from mulligan.loop import STRATEGIES, LoopSettings
+from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
 from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.tasks.suites import Suite, load_suite, select
-
-DEFAULT_MEMORY = "~/.mulligan"
-
-
-def add_selection_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suite", help="humaneval, mbpp, hotpotqa, examples, or a task file/dir")
-    parser.add_argument("--data", help="the dataset file for mbpp or hotpotqa")
-    parser.add_argument("--feedback", choices=["em", "hidden"], default="em", help="hotpotqa")
-    parser.add_argument("--limit", type=int, help="the first N tasks")
-    parser.add_argument("--ids", help="comma-separated task ids")
-    parser.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--network", action="store_true", help="let the box reach the network (default: none)"
-    )
 
 
 def selected(args: argparse.Namespace) -> Suite:

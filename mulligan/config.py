@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mulligan import sandbox
+from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
 from mulligan.validate import embedding_problem, read_text
 
@@ -20,7 +21,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-CONFIG_FILE = "mulligan.toml"
 NO_ENDPOINT = (
     "no model endpoint configured: pass --base-url URL (or set OPENAI_BASE_URL) for a local "
     "server, --api-key KEY (or OPENAI_API_KEY) for a hosted one, and --model NAME "
@@ -78,21 +78,6 @@ ENVIRONMENT = {
     "embedding": ("MULLIGAN_EMBEDDING",),
     "prices_file": ("MULLIGAN_PRICES",),
 }
-
-
-def user_config_path() -> Path:
-    """The per-user config file: $MULLIGAN_CONFIG, else the platform's config folder
-    (Linux: $XDG_CONFIG_HOME or ~/.config; macOS: ~/Library/Application Support;
-    Windows: %APPDATA%) / mulligan / config.toml."""
-    if os.environ.get("MULLIGAN_CONFIG"):
-        return Path(os.environ["MULLIGAN_CONFIG"]).expanduser()
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
-    else:
-        base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "mulligan" / "config.toml"
 
 
 def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Settings:

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mulligan.defaults import DATA_ENV
 from mulligan.errors import UserError
 
 log = logging.getLogger("mulligan")
-DATA_ENV = "MULLIGAN_DATA_DIR"
 
 
 @dataclass(frozen=True)

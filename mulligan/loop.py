@@ -19,7 +19,8 @@ from pathlib import Path
 
 from mulligan import sandbox
 from mulligan.actor import Actor, Tool, build_tools
-from mulligan.carry import Carry, carry_over, unseen
+from mulligan.carry import carry_over, unseen
+from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
@@ -27,11 +28,7 @@ from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
 
 log = logging.getLogger("mulligan")
-STRATEGIES = ("react", "retry", "reflexion", "reflexion-memory")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
-MIN_SIMILARITY = 0.35
-"""Below this cosine similarity to the task, a stored lesson is not retrieved: with MiniLM it
-kept 88% of related lessons and 5% of unrelated ones (benchmarks/similarity_floor.py)."""
 
 
 @dataclass

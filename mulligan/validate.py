@@ -110,7 +110,7 @@ def attempt_tools(names: str, workspace: Path) -> None:
 
 
 def strategies(names: Iterable[str], flag: str) -> list[str]:
-    from mulligan.loop import STRATEGIES
+    from mulligan.defaults import STRATEGIES
 
     chosen = [n.strip() for n in names if n.strip()]
     unknown = [n for n in chosen if n not in STRATEGIES]

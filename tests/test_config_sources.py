@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
-from mulligan.config import load_settings, settings_and_sources, user_config_path
+from mulligan.config import load_settings, settings_and_sources
+from mulligan.defaults import user_config_path
 from mulligan.errors import UserError
 
 

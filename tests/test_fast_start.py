@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 
-HEAVY = ("chromadb", "openai", "onnxruntime", "matplotlib")
+HEAVY = (
+    "chromadb", "openai", "onnxruntime", "matplotlib", "pydantic", "numpy", "sqlite_utils",
+)  # fmt: skip
 
 PROBE = """
 import contextlib, io, json, sys
@@ -40,3 +43,23 @@ def test_the_probe_would_see_a_heavy_import() -> None:
     code += "print('chromadb' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_every_command_names_a_handler_that_exists() -> None:
+    """Handlers are named as "module:function" so parsing imports nothing; each must resolve."""
+    from mulligan import cli_style
+    from mulligan.cli_parser import build_parser, handler_of
+
+    parser = build_parser()
+    commands = cli_style.commands_of(parser)
+    assert len(commands) >= 12
+    for name, command in commands.items():
+        handler = command.get_default("handler")
+        assert isinstance(handler, str) and ":" in handler, name
+        assert callable(handler_of(argparse.Namespace(handler=handler))), name
+
+
+def test_light_defaults_agree_with_the_modules_that_use_them() -> None:
+    from mulligan import data, defaults
+
+    assert tuple(data.DATASETS) == defaults.DATASET_NAMES

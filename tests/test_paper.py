@@ -26,9 +26,10 @@ from mulligan.bench.report import write_report
 from mulligan.bench.study import Study
 from mulligan.carry import carried_answer
 from mulligan.cli import main
+from mulligan.defaults import MIN_SIMILARITY
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
-from mulligan.loop import MIN_SIMILARITY, Loop, LoopSettings
+from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import (

@@ -11,15 +11,14 @@ from mulligan.actor import ActorSettings
 from mulligan.actor.tools import Tool
 from mulligan.bench.executors import Executor
 from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
-from mulligan.carry import Carry
+from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.llm.base import ChatModel
-from mulligan.loop import MIN_SIMILARITY, Loop, LoopSettings
+from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
 ModelFor = Callable[[str], ChatModel]
 """The chat model for a strategy: the same endpoint and settings for every strategy."""
-DESIGNS = ("paired", "independent")
 
 
 def shares_first_attempt(strategy: str) -> bool:
