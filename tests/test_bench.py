@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -61,9 +62,12 @@ def test_demo_shows_reflexion_above_retry_above_react_with_the_scripted_counts(
     assert '- design: `"paired"`' in report and '- first_attempt_from: `"react"`' in report
     assert '- carry: `"full"`' in report
     html = (out / "report.html").read_text()
-    assert "scripted, not a language model" in html and "success_by_trial.png" in html
-    for png in ("success_by_trial.png", "tokens_per_success.png"):
-        assert (out / png).read_bytes().startswith(b"\x89PNG")
+    assert "scripted, not a language model" in html and "src='success_by_trial.svg'" in html
+    assert "![tokens per success](tokens_per_success.svg)" in report
+    for svg in ("success_by_trial.svg", "tokens_per_success.svg"):
+        root = ElementTree.parse(out / svg).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert "(scripted model)" in (root.findtext("{http://www.w3.org/2000/svg}title") or "")
 
 
 def test_report_rebuilds_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,7 +79,7 @@ def test_report_rebuilds_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["report", run_id, "--memory", str(out / "memory"), "--out", str(again)]) == 0
     second = {p.name: p.read_bytes() for p in again.iterdir() if p.is_file()}
     assert sorted(first) == sorted(second) == [
-        "report.html", "report.md", "success_by_trial.png", "tokens_per_success.png"
+        "report.html", "report.md", "success_by_trial.svg", "tokens_per_success.svg"
     ]  # fmt: skip
 
     def without_stamp(data: bytes) -> bytes:

@@ -245,9 +245,9 @@ def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -
         "",
         _markdown_table(*role_rows(stats)),
         "",
-        "![success by trial](success_by_trial.png)",
+        "![success by trial](success_by_trial.svg)",
         "",
-        "![tokens per success](tokens_per_success.png)",
+        "![tokens per success](tokens_per_success.svg)",
         "",
     ]
     pairs = paired_rows(stats)
@@ -305,8 +305,8 @@ def html_page(stats: RunStats, generated_at: float) -> str:
         _html_table(*summary_rows(stats)),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
-        "<p><img src='success_by_trial.png' alt='success by trial'>"
-        "<img src='tokens_per_success.png' alt='tokens per success'></p>",
+        "<p><img src='success_by_trial.svg' alt='success by trial'>"
+        "<img src='tokens_per_success.svg' alt='tokens per success'></p>",
     ]
     pairs = paired_rows(stats)
     if pairs[1]:
@@ -332,8 +332,8 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     stats = collect(log, run_id)
     out.mkdir(parents=True, exist_ok=True)
     suffix = " (scripted model)" if stats.manifest.get("scripted") else ""
-    plots.success_by_trial(stats, out / "success_by_trial.png", suffix)
-    plots.tokens_per_success(stats, out / "tokens_per_success.png", suffix)
+    plots.success_by_trial(stats, out / "success_by_trial.svg", suffix)
+    plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
     (out / "report.md").write_text(markdown(stats, now, rebuild))
