@@ -173,3 +173,17 @@ def test_demo_report_needs_no_matplotlib(tmp_path: Path) -> None:
 def test_matplotlib_is_no_dependency() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.lower().startswith("matplotlib")]
+
+
+def test_long_bar_labels_are_slanted_with_room_below(tmp_path: Path) -> None:
+    names = [f"reflexion-memory (pass {p})" for p in range(1, 9)]
+    plots.tokens_per_success(run_stats(*(strategy(n, [5], 100) for n in names)), tmp_path / "t.svg")
+    root = parse(tmp_path / "t.svg")
+    labels = [t for t in root.iter(f"{SVG}text") if t.text in names]
+    assert len(labels) == 8 and all("rotate(-35" in (t.get("transform") or "") for t in labels)
+    assert int(root.get("height") or 0) > plots.HEIGHT
+    plots.tokens_per_success(run_stats(strategy("react", [5], 100)), tmp_path / "short.svg")
+    short = parse(tmp_path / "short.svg")
+    assert not [
+        t for t in short.iter(f"{SVG}text") if t.get("transform", "").startswith("rotate(-35")
+    ]

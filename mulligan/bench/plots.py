@@ -38,15 +38,19 @@ def _tooltip(tip: str) -> str:
 
 
 def _frame(
-    title: str, y_label: str, top: float, ticks: list[tuple[float, str]], width: int = WIDTH
+    title: str,
+    y_label: str,
+    top: float,
+    ticks: list[tuple[float, str]],
+    size: tuple[int, int] = (WIDTH, HEIGHT),
 ) -> list[str]:
     """The SVG's opening, title, y gridlines with tick labels (value, text) and the axes."""
-    middle = (TOP + BOTTOM) / 2
+    middle, (width, height) = (TOP + BOTTOM) / 2, size
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" '
-        f'viewBox="0 0 {width} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         _tooltip(title),
-        f'<rect width="{width}" height="{HEIGHT}" fill="white"/>',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
         _text((LEFT + RIGHT) / 2, 24, title, extra=' font-size="14"'),
         _text(20, middle, y_label, extra=f' transform="rotate(-90 20 {middle:.1f})"'),
     ]
@@ -115,7 +119,7 @@ def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> Non
     ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
     title = f"Success by trial, Wilson 95% intervals{title_suffix}"
     width = RIGHT + 48 + 7 * max((len(s.label) for s in shown), default=0)
-    parts = _frame(title, "tasks solved (cumulative)", 1.05, ticks, width)
+    parts = _frame(title, "tasks solved (cumulative)", 1.05, ticks, (width, HEIGHT))
     for t in range(1, trials + 1):
         parts += [_line(x_of(t), BOTTOM, x_of(t), BOTTOM + 4, "#333")]
         parts.append(_text(x_of(t), BOTTOM + 17, str(t)))
@@ -144,8 +148,12 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
     ticks = nice_ticks(1.1 * max((s.tokens_per_success or 0.0 for s in shown), default=0.0))
     top = ticks[-1]
     labelled = [(v, _tick_label(v, ticks[1])) for v in ticks]
-    parts = _frame(f"Tokens per success{title_suffix}", "tokens per solved task", top, labelled)
     slot = (RIGHT - LEFT) / max(len(shown), 1)
+    longest = 7 * max((len(s.label) for s in shown), default=0)
+    tilt = longest > 0.95 * slot  # labels that would overlap are slanted, with room below
+    size = (WIDTH, BOTTOM + 30 + int(0.6 * longest) if tilt else HEIGHT)
+    title = f"Tokens per success{title_suffix}"
+    parts = _frame(title, "tokens per solved task", top, labelled, size)
     for i, s in enumerate(shown):
         value, centre = s.tokens_per_success, LEFT + slot * (i + 0.5)
         y = y_of(value or 0.0, top)
@@ -158,5 +166,11 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
             f'<rect class="bar" x="{centre - 0.3 * slot:.1f}" y="{y:.1f}" width="{0.6 * slot:.1f}" '
             f'height="{BOTTOM - y:.1f}" fill="{colour(i)}">{_tooltip(tip)}</rect>'
         )
-        parts += [_text(centre, y - 5, text), _text(centre, BOTTOM + 17, s.label)]
+        parts.append(_text(centre, y - 5, text))
+        slant = f' transform="rotate(-35 {centre:.1f} {BOTTOM + 14})"' if tilt else ""
+        parts.append(
+            _text(
+                centre, BOTTOM + (14 if tilt else 17), s.label, "end" if tilt else "middle", slant
+            )
+        )
     _write(path, parts)
