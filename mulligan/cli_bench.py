@@ -17,13 +17,14 @@ from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.cli_style import Progress
-from mulligan.cli_tasks import log_to_resume, open_memory, validity_rules
+from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.defaults import STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
+from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Episode, Task
 
@@ -130,18 +131,13 @@ def cmd_bench(
         model_for=lambda strategy: model,
         memory=memory,
         actor_settings=actor_settings,
-        trials=args.trials,
+        loop=loop_settings(args, strategies[0], extra_tools=extra),
         seed=args.seed,
         passes=args.passes,
         concurrency=args.concurrency,
-        carried_reflections=args.carried_reflections,
-        extra_tools=extra,
         design=args.design,
-        carry=args.carry,
-        min_similarity=args.min_similarity,
         info={
             "suite": args.suite,
-            "carried_reflections": args.carried_reflections,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
         },
@@ -206,7 +202,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         model_for=model_for,
         memory=memory,
         actor_settings=ActorSettings(budget=Budget(max_steps=4)),
-        trials=3,
+        loop=LoopSettings(trials=3),
         seed=args.seed,
         info={
             "suite": "demo",

@@ -18,13 +18,13 @@ from mulligan.actor import Actor, ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
-from mulligan.cli_tasks import open_memory, validity_rules
+from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
 from mulligan.config import Settings
 from mulligan.defaults import STRATEGIES
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
@@ -94,14 +94,8 @@ def cmd_solve(
         loop = Loop(
             actor=Actor(model, actor_settings, approve=approve),
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
-            settings=LoopSettings(
-                strategy=args.strategy,
-                trials=args.trials,
-                carried_reflections=args.carried_reflections,
-                extra_tools=started.tools,
-                workspace_for=copies,
-                carry=args.carry,
-                min_similarity=args.min_similarity,
+            settings=loop_settings(
+                args, args.strategy, extra_tools=started.tools, workspace_for=copies
             ),
             reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
             memory=memory,

@@ -86,6 +86,18 @@ def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY
         )
 
 
+def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopSettings:
+    """The loop the flags ask for (`more`: what the command adds, such as extra tools)."""
+    return LoopSettings(
+        strategy=strategy,
+        trials=args.trials,
+        carried_reflections=args.carried_reflections,
+        carry=args.carry,
+        min_similarity=args.min_similarity,
+        **more,
+    )
+
+
 def validity_rules(args: argparse.Namespace) -> ValidityRules:
     return ValidityRules(
         validate_after=args.validate_after,
@@ -180,14 +192,7 @@ def cmd_run(
                 lambda: make_loop(
                     model,
                     actor_settings,
-                    LoopSettings(
-                        strategy=args.strategy,
-                        trials=args.trials,
-                        carried_reflections=args.carried_reflections,
-                        extra_tools=suite.tools,
-                        carry=args.carry,
-                        min_similarity=args.min_similarity,
-                    ),
+                    loop_settings(args, args.strategy, extra_tools=suite.tools),
                     memory,
                     run_id,
                 ),

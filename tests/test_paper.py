@@ -310,7 +310,7 @@ def test_the_shared_trial_1_is_made_once_and_every_strategy_continues_from_it(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks(), strategies=["react", "retry", "reflexion"],
-        model_for=lambda strategy: model, memory=memory, trials=2, design=design,
+        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2), design=design,
     )  # fmt: skip
     study.start("r1")
     study.run("r1")
@@ -356,7 +356,7 @@ def test_reflexion_memory_makes_its_own_first_attempt(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks()[:1], strategies=["react", "reflexion-memory"],
-        model_for=lambda strategy: model, memory=memory, trials=2,
+        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2),
     )  # fmt: skip
     study.start("r2")
     study.run("r2")
@@ -426,7 +426,7 @@ def test_the_report_shows_the_paired_table_and_trial_1_with_and_without_memory(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks(), strategies=["react", "reflexion", "reflexion-memory"],
-        model_for=lambda strategy: model, memory=memory, trials=2,
+        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2),
     )  # fmt: skip
     study.start("r3")
     study.run("r3")

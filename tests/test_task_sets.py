@@ -77,3 +77,22 @@ def test_the_carried_reflection_window_is_what_the_flag_says(
     assert [a["trial"] for a in episode["attempts"]] == [1, 2, 3]
     third = json.dumps(actor_calls[-1]["messages"])
     assert third.count("written as 4") == given
+
+
+@pytest.mark.parametrize(("window", "given"), [(0, 0), (1, 1)])
+def test_bench_gives_reflexion_the_window_the_flag_says(
+    tmp_path: Path, window: int, given: int
+) -> None:
+    """The bench's reflexion arm obeys --carried-reflections as `run` does (it used to keep 3)."""
+    (tmp_path / "t.yaml").write_text(ONE)
+    with FakeOpenAIServer(policy=_policy) as server:
+        argv = ["bench", str(tmp_path / "t.yaml"), "--strategies", "reflexion", "--trials", "3"]
+        argv += ["--carried-reflections", str(window), "--base-url", server.base_url]
+        argv += ["--out", str(tmp_path / "bench"), "--embedding", "hash"]
+        assert main(argv) == 0
+        actor_calls = [
+            r for r in server.requests if "You review" not in r["messages"][0]["content"]
+        ]
+    assert len(actor_calls) == 3
+    third = json.dumps(actor_calls[-1]["messages"])
+    assert third.count("written as 4") == given

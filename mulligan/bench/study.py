@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mulligan.actor import ActorSettings
-from mulligan.actor.tools import Tool
 from mulligan.bench.executors import Executor
 from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
-from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -40,17 +38,15 @@ class Study:
     model_for: ModelFor
     memory: Memory
     actor_settings: ActorSettings = field(default_factory=ActorSettings)
-    trials: int = 3
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    """Trials, carry-over, similarity floor, extra tools: every strategy's loop is this one
+    with its own `strategy`."""
     seed: int = 0
     passes: int = 1
     concurrency: int = 1
-    carried_reflections: int = 3
-    extra_tools: list[Tool] = field(default_factory=list)
     design: str = "paired"
     """`paired`: trial 1 made once per task and shared by every strategy that starts without
     lessons; `independent`: each strategy makes its own."""
-    carry: Carry = "full"
-    min_similarity: float = MIN_SIMILARITY
     info: dict[str, Any] = field(default_factory=dict)
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
@@ -68,7 +64,7 @@ class Study:
             command="bench",
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
-            trials=self.trials,
+            trials=self.loop.trials,
             seed=self.seed,
             passes=self.passes,
             concurrency=self.concurrency,
@@ -78,8 +74,9 @@ class Study:
             task_order=[t.id for t in self.ordered_tasks()],
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
-            carry=self.carry,
-            min_similarity=self.min_similarity,
+            carry=self.loop.carry,
+            min_similarity=self.loop.min_similarity,
+            carried_reflections=self.loop.carried_reflections,
             **self.info,
         )
 
@@ -135,13 +132,7 @@ class Study:
         return first
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
-        settings = LoopSettings(
-            strategy=strategy,
-            trials=self.trials,
-            extra_tools=self.extra_tools,
-            carry=self.carry,
-            min_similarity=self.min_similarity,
-        )
+        settings = replace(self.loop, strategy=strategy)
         return make_loop(
             self.model_for(strategy), self.actor_settings, settings, self.memory, run_id
         )
