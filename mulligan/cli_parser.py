@@ -88,6 +88,9 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-seconds", type=float)
     group.add_argument("--max-cost", type=float)
     group.add_argument("--max-format-errors", type=int)
+    group.add_argument(
+        "--max-reply-tokens", type=int, help="cap on each model reply (default 2048)"
+    )
     group.add_argument("--no-compression", action="store_true", help="send the full history")
     group.add_argument("--compress-at", type=int, help="fold old steps above this many tokens")
     group.add_argument("--keep-recent", type=int, help="steps always kept verbatim (default 3)")

@@ -131,6 +131,8 @@ class ScriptedModel:
         response = (
             ChatResponse(text=planned) if isinstance(planned, str) else copy.deepcopy(planned)
         )
+        if max_tokens and len(response.text) > 4 * max_tokens:  # as an endpoint cuts a reply
+            response.text, response.finish_reason = response.text[: 4 * max_tokens], "length"
         if response.usage == Usage():
             response.usage = Usage(
                 prompt_tokens=round(raw_estimate(messages, tools)),

@@ -15,6 +15,9 @@ class Budget:
     max_seconds: float = 600.0
     max_cost: float = 1.0
     max_format_errors: int = 3
+    max_reply_tokens: int = 2048
+    """The cap on each reply's length: a model that runs on (seen with a 1.5B model on
+    llama.cpp, generating until its context was full) is cut there and told so."""
 
     def overridden(self, overrides: BudgetOverrides | None) -> Budget:
         if overrides is None:

@@ -101,7 +101,9 @@ class Actor:
                 attempt.compressions.append(folded[0])
                 spend.record(folded[1], "summariser")
             try:
-                response = self._chat(messages, offered, timeout=spend.seconds_left())
+                response = self._chat(
+                    messages, offered, spend.seconds_left(), spend.budget.max_reply_tokens
+                )
             except ModelError as exc:  # cut off at the time budget, or the endpoint failed
                 timed_out = isinstance(exc, DeadlineExceeded)
                 stop, attempt.error = "max_seconds" if timed_out else "model_error", str(exc)
@@ -109,6 +111,9 @@ class Actor:
             spend.record(response.usage)
             context.estimator.calibrate(messages, offered, response.usage.prompt_tokens)
             step = self._read_turn(response, len(attempt.steps), registry, forced=bool(last))
+            if response.finish_reason == "length" and not step.tool_calls:
+                cut = f"it was cut off at the {spend.budget.max_reply_tokens}-token reply limit"
+                self._format_error(step, f"{cut}; reply more briefly", list(registry.tools))
             step.fold_usage = folded[1] if folded else step.fold_usage
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
             if on_step and step.tool_calls:
@@ -145,10 +150,16 @@ class Actor:
         return [{"role": "user", "content": text}]
 
     def _chat(
-        self, messages: list[Message], tools: list[dict[str, Any]] | None, timeout: float
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        timeout: float,
+        max_tokens: int,
     ) -> ChatResponse:
         stop = STOP_SEQUENCES if self.settings.protocol == "text" else None
-        return self.model.chat(messages, tools=tools, stop=stop, timeout=timeout)
+        return self.model.chat(
+            messages, tools=tools, stop=stop, timeout=timeout, max_tokens=max_tokens
+        )
 
     def _read_turn(
         self, response: ChatResponse, index: int, registry: ToolRegistry, forced: bool

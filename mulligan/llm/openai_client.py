@@ -52,6 +52,9 @@ class OpenAIChatModel:
         self.base_url = str(self._client.base_url)
         self.rejected_formats = 0
         """How many forms of response_format this endpoint rejected (see `_structured`)."""
+        self.reply_cap_field = "max_tokens"
+        """OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`;
+        servers that follow the older API take only `max_tokens`. Switched on refusal."""
 
     def chat(
         self,
@@ -71,10 +74,18 @@ class OpenAIChatModel:
         if stop:
             kwargs["stop"] = stop
         if max_tokens:
-            kwargs["max_tokens"] = max_tokens
+            kwargs[self.reply_cap_field] = max_tokens
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.perf_counter()
-        reply = self._structured(kwargs, response_format, deadline)
+        try:
+            reply = self._structured(kwargs, response_format, deadline)
+        except ModelError as exc:
+            if not (max_tokens and _refuses_reply_cap(exc, self.reply_cap_field)):
+                raise
+            log.warning("endpoint refused %s; sending max_completion_tokens", "max_tokens")
+            self.reply_cap_field = "max_completion_tokens"
+            kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
+            reply = self._structured(kwargs, response_format, deadline)
         latency = time.perf_counter() - started
         return self._response(reply, latency)
 
@@ -101,7 +112,7 @@ class OpenAIChatModel:
             try:
                 return ask({**body, "response_format": form})
             except ModelError as exc:
-                if exc.status not in (400, 422):
+                if exc.status not in (400, 422) or _refuses_reply_cap(exc, self.reply_cap_field):
                     raise
                 self.rejected_formats += 1
                 log.warning(
@@ -340,6 +351,16 @@ def _body_text(exc: openai.APIStatusError) -> str:
         return exc.response.text
     except Exception:  # a streamed or closed response has no text to show
         return str(exc)
+
+
+def _refuses_reply_cap(exc: ModelError, field: str) -> bool:
+    """HTTP 400 naming `max_tokens` as unsupported (OpenAI: "Use 'max_completion_tokens'")."""
+    return (
+        field == "max_tokens"
+        and exc.status == 400
+        and "max_tokens" in (exc.body or "")
+        and "max_completion_tokens" in (exc.body or "")
+    )
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
