@@ -43,7 +43,7 @@ def trajectory(attempt: Attempt, max_result_chars: int = 600) -> str:
     lines.append(
         f"stop: {attempt.stop_reason}{' (forced final call)' if attempt.final_forced else ''} · "
         f"{len(attempt.steps)} steps · {usage.prompt_tokens}+{usage.completion_tokens} tokens · "
-        f"{usage.cost_text()} · {attempt.seconds:.1f}s"
+        f"{usage.cost_text()} · {attempt.seconds:.1f}s{usage.unmetered_text()}"
     )
     if attempt.error:
         lines.append(f"error: {attempt.error}")
@@ -70,4 +70,5 @@ def run_summary(episodes: list[Episode]) -> str:
         f"passed {passed}/{len(episodes)} ({100 * passed / n:.0f}%) · "
         f"{len(attempts)} attempts · {steps:.1f} steps per attempt · "
         f"{usage.prompt_tokens}+{usage.completion_tokens} tokens ({split}) · {usage.cost_text()}"
+        f"{usage.unmetered_text()}"
     )

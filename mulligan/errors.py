@@ -14,10 +14,14 @@ class AgentRunError(Exception):
 class ModelError(AgentRunError):
     """The endpoint failed after the allowed retries; says what it answered."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, body: str = "", unmetered_calls: int = 0
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.unmetered_calls = unmetered_calls
+        """Tries that timed out after the request was sent (see `Usage.unmetered_calls`)."""
 
 
 class DeadlineExceeded(ModelError):

@@ -22,6 +22,9 @@ class Usage(Record):
     completion_tokens: int = 0
     cost: float | None = 0.0
     """US dollars; None when the model's price is unknown (then any sum with it is unknown)."""
+    unmetered_calls: int = 0
+    """Requests sent whose usage the endpoint never reported (the call timed out after it was
+    sent): the endpoint may have spent, and billed, tokens that are not in these counts."""
 
     @property
     def total_tokens(self) -> int:
@@ -33,7 +36,13 @@ class Usage(Record):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost=cost,
+            unmetered_calls=self.unmetered_calls + other.unmetered_calls,
         )
+
+    def unmetered_text(self) -> str:
+        """ " · N calls unmetered" when some call's usage was never reported, else nothing."""
+        n = self.unmetered_calls
+        return f" · {n} call{'s' if n != 1 else ''} unmetered (timed out)" if n else ""
 
     @staticmethod
     def total(usages: Iterable[Usage]) -> Usage:

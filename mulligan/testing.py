@@ -122,7 +122,9 @@ class ScriptedModel:
         if self.delay:  # the reply is used up even when the caller stops waiting for it
             if timeout is not None and timeout < self.delay:
                 time.sleep(max(timeout, 0.0))
-                raise DeadlineExceeded(f"ScriptedModel {self.name!r}: cut off after {timeout:.2f}s")
+                raise DeadlineExceeded(
+                    f"ScriptedModel {self.name!r}: cut off after {timeout:.2f}s", unmetered_calls=1
+                )
             time.sleep(self.delay)
         if callable(planned) and not isinstance(planned, (ChatResponse, str, BaseException)):
             planned = planned(messages, tools)

@@ -223,7 +223,8 @@ class Context:
             )
         except ModelError as exc:
             log.warning("summarising call failed (%s); folding extractively", exc)
-            return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()
+            spent = Usage(unmetered_calls=exc.unmetered_calls)
+            return self._capped(self._join(extractive_summary(folding))), "extractive", spent
         text = response.text.strip()
         if not text:
             return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()

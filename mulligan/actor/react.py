@@ -21,7 +21,15 @@ from mulligan.actor.text_protocol import (
 from mulligan.actor.tools import Approver, Tool, ToolRegistry
 from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.llm.base import ChatModel, ChatResponse, Message
-from mulligan.schema import Attempt, BudgetOverrides, Step, StopReason, ToolCall, ToolResult
+from mulligan.schema import (
+    Attempt,
+    BudgetOverrides,
+    Step,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,7 @@ class Actor:
                     messages, offered, spend.seconds_left(), spend.budget.max_reply_tokens
                 )
             except ModelError as exc:  # cut off at the time budget, or the endpoint failed
+                spend.record(Usage(unmetered_calls=exc.unmetered_calls))
                 timed_out = isinstance(exc, DeadlineExceeded)
                 stop, attempt.error = "max_seconds" if timed_out else "model_error", str(exc)
                 break

@@ -222,6 +222,20 @@ def rebuild_command(run_id: str, log_path: Path, out: Path) -> str:
     )
 
 
+def unmetered_note(stats: RunStats) -> str:
+    """Said only when some call's usage was never reported: the figures then undercount."""
+    counts = [(s.label, s.unmetered_calls) for s in stats.strategies if s.unmetered_calls]
+    if not counts:
+        return ""
+    total = sum(n for _, n in counts)
+    split = ", ".join(f"{label} {n}" for label, n in counts)
+    return (
+        f"{total} model call{'s' if total != 1 else ''} ({split}) timed out after being sent: "
+        "the endpoint reported no usage for them, so their tokens and cost are not in these "
+        "figures, which are lower than what the endpoint spent."
+    )
+
+
 def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -> str:
     parts = [f"# {title(stats)}", ""]
     if stats.manifest.get("scripted"):
@@ -245,6 +259,7 @@ def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -
         "",
         _markdown_table(*role_rows(stats)),
         "",
+        *([unmetered_note(stats), ""] if unmetered_note(stats) else []),
         "![success by trial](success_by_trial.svg)",
         "",
         "![tokens per success](tokens_per_success.svg)",
@@ -305,6 +320,7 @@ def html_page(stats: RunStats, generated_at: float) -> str:
         _html_table(*summary_rows(stats)),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
+        *([f"<p>{html.escape(unmetered_note(stats))}</p>"] if unmetered_note(stats) else []),
         "<p><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'></p>",
     ]

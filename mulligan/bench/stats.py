@@ -38,6 +38,8 @@ class StrategyStats:
     """Dollars, every role; None when some call's price is unknown."""
     by_role: dict[Role, Usage] = field(default_factory=dict)
     """The same usage split by role (actor, summariser, reflector, judge)."""
+    unmetered_calls: int = 0
+    """Calls that timed out after they were sent: their tokens are in no count here."""
     seconds: float = 0.0
     lessons: dict[str, int] = field(default_factory=dict)
     solved_at: dict[str, int | None] = field(default_factory=dict)
@@ -66,6 +68,7 @@ class StrategyStats:
     def add(self, usage: Usage, by_role: dict[Role, Usage]) -> None:
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.unmetered_calls += usage.unmetered_calls
         self.cost = (Usage(cost=self.cost) + usage).cost
         self.by_role = add_by_role(self.by_role, by_role)
 

@@ -77,23 +77,40 @@ class OpenAIChatModel:
             kwargs[self.reply_cap_field] = max_tokens
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.perf_counter()
+        tally = Tally()
         try:
-            reply = self._structured(kwargs, response_format, deadline)
+            reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
         except ModelError as exc:
-            if not (max_tokens and _refuses_reply_cap(exc, self.reply_cap_field)):
+            exc.unmetered_calls = tally.timed_out
+            raise
+        response = self._response(reply, time.perf_counter() - started)
+        response.usage.unmetered_calls = tally.timed_out
+        return response
+
+    def _capped(
+        self,
+        body: dict[str, Any],
+        response_format: dict[str, Any] | None,
+        deadline: float | None,
+        tally: Tally,
+        capped: bool,
+    ) -> Completion:
+        try:
+            return self._structured(body, response_format, deadline, tally)
+        except ModelError as exc:
+            if not (capped and _refuses_reply_cap(exc, self.reply_cap_field)):
                 raise
-            log.warning("endpoint refused %s; sending max_completion_tokens", "max_tokens")
-            self.reply_cap_field = "max_completion_tokens"
-            kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
-            reply = self._structured(kwargs, response_format, deadline)
-        latency = time.perf_counter() - started
-        return self._response(reply, latency)
+        log.warning("endpoint refused max_tokens; sending max_completion_tokens")
+        self.reply_cap_field = "max_completion_tokens"
+        body["max_completion_tokens"] = body.pop("max_tokens")
+        return self._structured(body, response_format, deadline, tally)
 
     def _structured(
         self,
         body: dict[str, Any],
         response_format: dict[str, Any] | None,
         deadline: float | None,
+        tally: Tally,
     ) -> Completion:
         """Ask with `response_format` in the first form this endpoint has not rejected.
 
@@ -105,7 +122,7 @@ class OpenAIChatModel:
 
         def ask(request: dict[str, Any]) -> Completion:
             return self._with_retries(
-                lambda: read_completion(self._post_chat(request, deadline)), deadline
+                lambda: read_completion(self._post_chat(request, deadline)), deadline, tally
             )
 
         for form in _format_forms(response_format)[self.rejected_formats :]:
@@ -166,7 +183,9 @@ class OpenAIChatModel:
         )
         return embedded
 
-    def _with_retries(self, call: Callable[[], Any], deadline: float | None = None) -> Any:
+    def _with_retries(
+        self, call: Callable[[], Any], deadline: float | None = None, tally: Tally | None = None
+    ) -> Any:
         """Transient faults (429, 5xx, timeouts, unreachable, malformed replies) are retried
         with backoff; with a `deadline`, no try and no wait goes past it."""
         for attempt in range(self.max_retries + 1):
@@ -184,6 +203,8 @@ class OpenAIChatModel:
                 failure = f"HTTP {status}"
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 timed_out = isinstance(exc, openai.APITimeoutError)
+                if timed_out and tally is not None:
+                    tally.timed_out += 1  # sent, maybe served and billed, never reported
                 if timed_out and deadline is not None and time.monotonic() >= deadline - 0.05:
                     raise DeadlineExceeded(
                         "the model call was cut off: the attempt's time budget ran out"
@@ -229,6 +250,13 @@ class OpenAIChatModel:
             usage=usage,
             latency_s=latency,
         )
+
+
+@dataclass
+class Tally:
+    """What one chat call's tries left unaccounted."""
+
+    timed_out: int = 0
 
 
 class MalformedReply(Exception):

@@ -166,6 +166,7 @@ class Reflector:
             response = self.model.chat(messages, response_format=response_format)
         except ModelError as exc:
             log.warning("reflection failed for %s: %s", task.id, exc)
+            self.usage = self.usage + Usage(unmetered_calls=exc.unmetered_calls)
             return None
         self.usage = self.usage + response.usage
         text = response.text.strip()
