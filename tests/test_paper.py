@@ -237,6 +237,13 @@ def test_another_task_retrieves_general_lessons_above_the_similarity_floor(
     assert "i = 5" not in json.dumps(model.calls[0].messages)
 
 
+LLAMA_CPP_PYTHON_500 = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+)
+"""What llama-cpp-python's server (0.3.36) answered to a json_schema response_format."""
+
+
 def test_the_reflector_asks_for_json_schema_and_falls_back_once_when_rejected() -> None:
     reflection = {"diagnosis": DIAGNOSIS, "lesson": "", "tags": [], "replaces": []}
     answer = FakeReply(content=json.dumps(reflection))
@@ -254,12 +261,18 @@ def test_the_reflector_asks_for_json_schema_and_falls_back_once_when_rejected() 
             return FakeReply(status=422, error="type: unexpected value")
         return answer
 
+    def answers_500(body: dict[str, Any]) -> FakeReply:  # llama-cpp-python 0.3.36, as seen
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return FakeReply(status=500, error=LLAMA_CPP_PYTHON_500)
+        return answer
+
     task = capital_task()
     attempt = Attempt(task_id=task.id, trial=1, answer="Sydney")
     for policy, sent in [
         (accepting, ["json_schema", "json_schema"]),
         (rejecting, ["json_schema", "json_object", None, None]),
         (json_object_only, ["json_schema", "json_object", "json_object"]),
+        (answers_500, ["json_schema", "json_object", "json_object"]),  # not retried, remembered
     ]:
         with FakeOpenAIServer(policy=policy) as server:
             reflector = Reflector(OpenAIChatModel("m", base_url=server.base_url))

@@ -115,9 +115,9 @@ class OpenAIChatModel:
         """Ask with `response_format` in the first form this endpoint has not rejected.
 
         OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
-        server takes `json_object` with a `schema` and answers the other with HTTP 422. A form
-        rejected (HTTP 400 or 422) is remembered and not sent again; when every form was
-        rejected the request goes in plain text.
+        server takes `json_object` with a `schema` and answers the other with HTTP 422 or (0.3.36)
+        HTTP 500 naming `response_format`. A form rejected (`_rejects_format`) is remembered and
+        not sent again; when every form was rejected the request goes in plain text.
         """
 
         def ask(request: dict[str, Any]) -> Completion:
@@ -129,7 +129,7 @@ class OpenAIChatModel:
             try:
                 return ask({**body, "response_format": form})
             except ModelError as exc:
-                if exc.status not in (400, 422) or _refuses_reply_cap(exc, self.reply_cap_field):
+                if not _rejects_format(exc) or _refuses_reply_cap(exc, self.reply_cap_field):
                     raise
                 self.rejected_formats += 1
                 log.warning(
@@ -193,7 +193,8 @@ class OpenAIChatModel:
                 return call()
             except openai.APIStatusError as exc:
                 status, body = exc.status_code, _body_text(exc)
-                if status not in RETRYABLE_STATUS or attempt == self.max_retries:
+                final = status not in RETRYABLE_STATUS or attempt == self.max_retries
+                if final or "response_format" in body:  # a refused form is no transient fault
                     raise ModelError(
                         f"endpoint answered HTTP {status} after {attempt + 1} tries: {body[:300]}",
                         status=status,
@@ -379,6 +380,14 @@ def _body_text(exc: openai.APIStatusError) -> str:
         return exc.response.text
     except Exception:  # a streamed or closed response has no text to show
         return str(exc)
+
+
+def _rejects_format(exc: ModelError) -> bool:
+    """The endpoint refused the request's response_format: HTTP 400/422, or an error of
+    another status whose body names it (llama-cpp-python 0.3.36 answers HTTP 500)."""
+    return exc.status in (400, 422) or (
+        exc.status is not None and exc.status >= 400 and "response_format" in (exc.body or "")
+    )
 
 
 def _refuses_reply_cap(exc: ModelError, field: str) -> bool:
