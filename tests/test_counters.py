@@ -44,6 +44,8 @@ HAMMER = """
 import sys
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Attempt, Episode, Verdict
+
+pytestmark = pytest.mark.timeout(600)  # a hang guard only: these tests start several processes, slow on a loaded machine
 memory = Memory(sys.argv[1], HashEmbedding())
 name, rounds = sys.argv[2], int(sys.argv[3])
 hurts, helps, mixed = memory.lessons(["hurts", "helps", "mixed"])  # loaded once: stale later

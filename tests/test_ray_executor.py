@@ -25,6 +25,10 @@ from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.testing import FakeOpenAIServer
 
+pytestmark = pytest.mark.timeout(
+    600
+)  # a hang guard only: Ray starts a local cluster per test, slow on a loaded machine
+
 for _key, _value in executors.QUIET_RAY.items():
     os.environ.setdefault(_key, _value)
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token written under ~/.ray by tests
