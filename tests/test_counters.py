@@ -8,9 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
 from mulligan.memory.validity import apply_outcome
 from mulligan.schema import Attempt, Episode, Lesson, LessonScope, LessonSource, Task, Verdict
+
+# a hang guard only: these tests start several processes, slow on a loaded machine
+pytestmark = pytest.mark.timeout(600)
 
 TEXTS = {
     "hurts": "Answer capital questions with the largest city of the country.",
@@ -45,7 +50,6 @@ import sys
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Attempt, Episode, Verdict
 
-pytestmark = pytest.mark.timeout(600)  # a hang guard only: these tests start several processes, slow on a loaded machine
 memory = Memory(sys.argv[1], HashEmbedding())
 name, rounds = sys.argv[2], int(sys.argv[3])
 hurts, helps, mixed = memory.lessons(["hurts", "helps", "mixed"])  # loaded once: stale later

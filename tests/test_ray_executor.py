@@ -25,9 +25,8 @@ from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.testing import FakeOpenAIServer
 
-pytestmark = pytest.mark.timeout(
-    600
-)  # a hang guard only: Ray starts a local cluster per test, slow on a loaded machine
+# a hang guard only: Ray starts a local cluster per test, slow on a loaded machine
+pytestmark = pytest.mark.timeout(600)
 
 for _key, _value in executors.QUIET_RAY.items():
     os.environ.setdefault(_key, _value)
