@@ -10,7 +10,8 @@ from __future__ import annotations
 from mulligan import prompts
 from mulligan.defaults import Carry
 from mulligan.evaluator.code import last_code_block
-from mulligan.schema import Episode, Lesson, PythonTestsCheck, Task, shorten
+from mulligan.schema import Episode, Lesson, PythonTestsCheck, Task
+from mulligan.text_cut import head
 
 ANSWER_CHARS = 4000
 
@@ -19,8 +20,8 @@ def carried_answer(task: Task, answer: str) -> tuple[str, bool]:
     """The previous answer as the next attempt should see it, and whether it is code."""
     code_checks = [c for c in task.checks if isinstance(c, PythonTestsCheck) and not c.file]
     if code_checks and answer.strip():
-        return shorten(last_code_block(answer).strip("\n"), ANSWER_CHARS), True
-    return shorten(answer or "(no answer)", ANSWER_CHARS), False
+        return head(last_code_block(answer).strip("\n"), ANSWER_CHARS), True
+    return head(answer or "(no answer)", ANSWER_CHARS), False
 
 
 def carry_over(

@@ -29,6 +29,7 @@ from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
+from mulligan.text_cut import last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
 REPEATED_TEMPERATURE = 0.7
@@ -184,6 +185,4 @@ def _summary(episode: Episode, run_id: str) -> str:
 
 
 def _tail(text: str, lines: int = 30) -> str:
-    kept = text.strip().splitlines()
-    cut = f"  [... {len(kept) - lines} lines]\n" if len(kept) > lines else ""
-    return cut + "\n".join("  " + line for line in kept[-lines:])
+    return "\n".join("  " + line for line in last_lines(text, lines, mark=True))

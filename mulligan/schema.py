@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mulligan.text_cut import head
+
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -87,12 +89,6 @@ class ToolResult(Record):
     seconds: float = 0.0
 
 
-def shorten(text: str, limit: int) -> str:
-    """The text, or its head with the cut marked when it is longer than `limit`."""
-    text = text.strip()
-    return text if len(text) <= limit else f"{text[: limit - 20]} [... {len(text) - limit} cut]"
-
-
 class Step(Record):
     """One model turn and the results of the tool calls it made."""
 
@@ -113,9 +109,9 @@ class Step(Record):
         """The step as plain text (for the summariser, the reflector and people)."""
         lines = [f"Step {self.index}:"]
         if self.text.strip():
-            lines.append(f"  said: {shorten(self.text, per_item)}")
-        lines += [f"  called {c.name}({shorten(c.arguments, per_item)})" for c in self.tool_calls]
-        lines += [f"  -> {r.status}: {shorten(r.output, per_item)}" for r in self.results]
+            lines.append(f"  said: {head(self.text, per_item)}")
+        lines += [f"  called {c.name}({head(c.arguments, per_item)})" for c in self.tool_calls]
+        lines += [f"  -> {r.status}: {head(r.output, per_item)}" for r in self.results]
         return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ import pydantic
 
 from mulligan.actor.tools import Tool
 from mulligan.errors import UserError
+from mulligan.text_cut import last_lines
 
 log = logging.getLogger("mulligan")
 
@@ -86,10 +87,10 @@ class _Server:
 
     def stderr_tail(self, lines: int = 5) -> str:
         try:
-            tail = Path(self.errlog.name).read_text(errors="replace").strip().splitlines()
+            text = Path(self.errlog.name).read_text(errors="replace")
         except OSError:
             return ""
-        return " | ".join(tail[-lines:])
+        return " | ".join(last_lines(text, lines))
 
     def stopped(self) -> str:
         why = self.error or "it exited"

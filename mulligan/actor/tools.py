@@ -13,6 +13,7 @@ from typing import Any, get_type_hints
 import pydantic
 
 from mulligan.schema import ToolCall, ToolResult, ToolStatus
+from mulligan.text_cut import head_and_tail
 
 DEFAULT_TOOL_TIMEOUT = 60.0
 
@@ -92,12 +93,7 @@ def cut_output(text: str, limit: int) -> str:
     """Keep head and tail of a long output, marking how much was cut; say so when empty."""
     if not text.strip():
         return "(no output)"
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    cut = len(text) - limit
-    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+    return head_and_tail(text, limit)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from mulligan.schema import (
     RegexCheck,
     Task,
 )
+from mulligan.text_cut import head_and_tail, last_lines
 
 
 @dataclass
@@ -199,7 +200,7 @@ def _no_report(run: sandbox.RunResult) -> str:
 def _candidate_output(run: sandbox.RunResult) -> list[str]:
     lines = []
     if run.stdout.strip():
-        lines.append("[candidate's stdout]\n" + run.stdout.strip()[-1000:])
+        lines.append("[candidate's stdout]\n" + head_and_tail(run.stdout.strip(), 1000))
     if run.stderr.strip():
         lines.append(_traceback_tail(run.stderr))
     return lines
@@ -207,11 +208,10 @@ def _candidate_output(run: sandbox.RunResult) -> list[str]:
 
 def _traceback_tail(stderr: str, keep: int = 8) -> str:
     """The end of a traceback, with the sandbox's script path removed."""
-    lines = [
+    return "\n".join(
         re.sub(r'File "[^"]*(main|harness)\.py"', 'File "<candidate>"', line)
-        for line in stderr.splitlines()
-    ]
-    return "\n".join(lines[-keep:])
+        for line in last_lines(stderr, keep)
+    )
 
 
 def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:

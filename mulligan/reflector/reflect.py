@@ -23,8 +23,8 @@ from mulligan.schema import (
     Task,
     Usage,
     Verdict,
-    shorten,
 )
+from mulligan.text_cut import head
 
 log = logging.getLogger("mulligan")
 
@@ -81,7 +81,7 @@ def trajectory_text(attempt: Attempt, per_item: int = 300, total: int = 6000) ->
     """The attempt for the prompt: every step, long texts and observations shortened."""
     lines = [step.as_text(per_item) for step in attempt.steps]
     lines.append(f"stopped: {attempt.stop_reason}")
-    return shorten("\n".join(lines), total)
+    return head("\n".join(lines), total)
 
 
 class Reflector:
@@ -109,7 +109,7 @@ class Reflector:
             "reflect",
             task=task.prompt,
             trajectory=trajectory_text(attempt),
-            answer=shorten(attempt.answer or "(no answer)", 2000),
+            answer=head(attempt.answer or "(no answer)", 2000),
             feedback=verdict.feedback,  # built from feedback-visible checks only
             lessons=[lesson.text for lesson in in_play],
         )
@@ -148,7 +148,7 @@ class Reflector:
             failed=trajectory_text(failed, total=3000),
             feedback=failed_verdict.feedback,
             passed=trajectory_text(passed, total=3000),
-            answer=shorten(passed.answer or "", 1500),
+            answer=head(passed.answer or "", 1500),
         )
         draft = self._draft(prompt, task, INSIGHT_FORMAT)
         if draft is None or len(draft.lesson.strip()) < MIN_TEXT:
@@ -174,7 +174,7 @@ class Reflector:
             return _parse(text)
         except (ValueError, ValidationError):
             log.info("reflection for %s was not the JSON asked for; kept as prose", task.id)
-            return _Draft(diagnosis=shorten(text, 1500))
+            return _Draft(diagnosis=head(text, 1500))
 
     def _lesson(
         self,
@@ -188,7 +188,7 @@ class Reflector:
     ) -> Lesson:
         return Lesson(
             id=uuid.uuid4().hex[:12],
-            text=shorten(text, 1500),
+            text=head(text, 1500),
             kind=kind,
             scope=LessonScope(family=task.family, task_id=task.id, tags=tags[:8]),
             source=LessonSource(
