@@ -59,6 +59,9 @@ def test_demo_shows_reflexion_above_retry_above_react_with_the_scripted_counts(
     # paired: react 3, reflexion 10, the 7 discordant tasks all reflexion's: p = 2 / 2^7
     assert "| react | reflexion | 10 | 3 | 0 | 7 | 0 | 0.016 | +70 pts [+40, +100] |" in report
     assert "| react, trial 1 | reflexion-memory, trial 1 | 10 | 3 | 0 | 3 | 4 | 0.250 |" in report
+    # after a failed trial 1: retry's scripted model repeats itself, reflexion's learns
+    assert "| retry | 7 | 3/7 = 43% [16–75] | 11 | 8/11 = 73% [43–90] |" in report
+    assert "| reflexion | 7 | 7/7 = 100% [65–100] | 7 | 0/7 = 0% [0–35] |" in report
     assert '- design: `"paired"`' in report and '- first_attempt_from: `"react"`' in report
     assert '- carry: `"full"`' in report
     html = (out / "report.html").read_text()
@@ -175,3 +178,32 @@ def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
     )
     # the first pass learns the lesson on its first units task; the second starts with it
     assert counts == {"reflexion-memory": [3, 4], "reflexion-memory (pass 2)": [4, 4]}
+
+
+def test_report_counts_rescues_and_answers_repeated_after_a_failure(tmp_path: Path) -> None:
+    from mulligan.bench.report import later_trial_rows
+    from mulligan.schema import Attempt, Episode, Verdict
+
+    log = EpisodeLog(tmp_path / "episodes.db")
+    log.start_run("r", {"strategies": ["retry"], "trials": 3, "task_order": ["a", "b", "c"]})
+
+    def episode(task: str, answers: list[str], passed: list[bool]) -> None:
+        ep = Episode(id=f"r:retry:{task}", run_id="r", task_id=task, strategy="retry")
+        log.start_episode(ep)
+        for trial, (answer, ok) in enumerate(zip(answers, passed, strict=True), start=1):
+            attempt = Attempt(task_id=task, trial=trial, answer=answer)
+            verdict = Verdict(passed=ok, score=float(ok))
+            ep.attempts.append(attempt)
+            ep.verdicts.append(verdict)
+            log.log_attempt(ep, attempt, verdict)
+        ep.passed = passed[-1]
+        log.end_episode(ep)
+
+    episode("a", ["x = 1", "x  =\n1", "x = 2"], [False, False, True])  # one repeat, rescued
+    episode("b", ["y", "y", "y"], [False, False, False])  # two repeats, not rescued
+    episode("c", ["z"], [True])  # passed at once: no later trial
+    stats = collect(log, "r").strategies[0]
+    assert (stats.failed_first, stats.rescued) == (2, 1)
+    assert (stats.later_trials, stats.repeated_answers) == (4, 3)
+    header, rows = later_trial_rows(collect(log, "r"))
+    assert rows == [["retry", "2", "1/2 = 50% [9–91]", "4", "3/4 = 75% [30–95]"]]

@@ -31,6 +31,11 @@ PAIRED_NOTE = (
     "difference). Tokens per extra success: the tokens B spent beyond A for each task more "
     "that it solved."
 )
+LATER_NOTE = (
+    "Rescued: tasks whose trial 1 failed and a later trial solved. Repeated: trials after the "
+    "first whose answer was the previous trial's answer again, whitespace aside; an attempt "
+    "that repeats the one before cannot rescue anything."
+)
 FIRST_NOTE = (
     "Trial 1 of a strategy that starts empty against trial 1 of reflexion-memory, which "
     "starts with lessons retrieved from other tasks: only A counts tasks the lessons hurt, "
@@ -193,6 +198,24 @@ def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return PAIRED_HEADER, rows
 
 
+def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Only when some strategy made a trial after the first."""
+    header = ["strategy", "trial 1 failed", "rescued later", "later trials", "repeated answer"]
+    if not any(s.later_trials for s in stats.strategies):
+        return header, []
+    rows = [
+        [
+            s.label,
+            str(s.failed_first),
+            _pct(s.rescued, s.failed_first),
+            str(s.later_trials),
+            _pct(s.repeated_answers, s.later_trials),
+        ]
+        for s in stats.strategies
+    ]
+    return header, rows
+
+
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -268,6 +291,10 @@ def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -
     pairs = paired_rows(stats)
     if pairs[1]:
         parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
+    later = later_trial_rows(stats)
+    if later[1]:
+        parts += ["## After a failed first trial", "", LATER_NOTE, ""]
+        parts += [_markdown_table(*later), ""]
     first = first_trial_rows(stats)
     if first[1]:
         parts += ["## Trial 1 with and without memory", "", FIRST_NOTE, ""]
@@ -328,6 +355,10 @@ def html_page(stats: RunStats, generated_at: float) -> str:
     if pairs[1]:
         parts += ["<h2>Paired comparison</h2>", f"<p>{html.escape(PAIRED_NOTE)}</p>"]
         parts.append(_html_table(*pairs))
+    later = later_trial_rows(stats)
+    if later[1]:
+        parts += ["<h2>After a failed first trial</h2>", f"<p>{html.escape(LATER_NOTE)}</p>"]
+        parts.append(_html_table(*later))
     first = first_trial_rows(stats)
     if first[1]:
         parts += ["<h2>Trial 1 with and without memory</h2>", f"<p>{html.escape(FIRST_NOTE)}</p>"]

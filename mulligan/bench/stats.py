@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from typing import Any
 
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Role, Usage, add_by_role
+from mulligan.schema import Episode, Role, Usage, add_by_role
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -43,6 +44,14 @@ class StrategyStats:
     seconds: float = 0.0
     lessons: dict[str, int] = field(default_factory=dict)
     solved_at: dict[str, int | None] = field(default_factory=dict)
+    failed_first: int = 0
+    """Tasks whose trial 1 failed."""
+    rescued: int = 0
+    """Of those, tasks a later trial solved."""
+    later_trials: int = 0
+    """Trials after the first."""
+    repeated_answers: int = 0
+    """Later trials whose answer was the previous trial's answer again, whitespace aside."""
 
     @property
     def label(self) -> str:
@@ -118,6 +127,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             stats.steps += len(attempt.steps)
             stats.add(attempt.usage, attempt.usage_by_role)
             stats.seconds += attempt.seconds
+        count_later_trials(stats, episode)
         stats.lessons["written"] = stats.lessons.get("written", 0) + len(episode.lessons_written)
         for event in events.get(episode.id, []):
             key = {
@@ -141,6 +151,20 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         strategies=list(groups.values()),
         task_ids=list(order),
     )
+
+
+def same_answer(a: str | None, b: str | None) -> bool:
+    return " ".join((a or "").split()) == " ".join((b or "").split())
+
+
+def count_later_trials(stats: StrategyStats, episode: Episode) -> None:
+    """What the trials after a failure did: rescue the task, or give the same answer again."""
+    if episode.verdicts and not episode.verdicts[0].passed:
+        stats.failed_first += 1
+        stats.rescued += int(any(v.passed for v in episode.verdicts[1:]))
+    for before, after in itertools.pairwise(episode.attempts):
+        stats.later_trials += 1
+        stats.repeated_answers += int(same_answer(before.answer, after.answer))
 
 
 def _lesson_events_by_episode(log: EpisodeLog) -> dict[str, list[str]]:
