@@ -1,0 +1,160 @@
+"""Reflexion's trial 2 under several carry-overs, all continuing the same logged trial 1s.
+
+A paired bench run logs one trial 1 per task. For every task whose trial 1 failed, each
+variant reflects on that same attempt and makes trial 2, `--samples` times. Per variant it
+prints how many trial 2s passed and how many only repeated trial 1's answer (whitespace
+aside), so carry-over prompts can be compared on identical inputs at a fraction of a
+study's cost.
+
+A variant is a carry mode, `full` or `lessons`, optionally with a folder of prompt files that
+replace mulligan's own of the same name (as MULLIGAN_PROMPTS_DIR does): `full:DIR`.
+The endpoint comes from the usual settings (OPENAI_BASE_URL, MULLIGAN_MODEL, ...); the
+temperature, budgets, protocol and compression from the run's manifest.
+
+    python benchmarks/carry_ab.py OUT/memory/episodes.db:RUN --suite humaneval \\
+        --variants full,lessons,full:benchmarks/prompts/carry_revised --samples 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, cast
+
+from mulligan.actor import ActorSettings
+from mulligan.actor.budget import Budget
+from mulligan.actor.context import CompressionSettings
+from mulligan.bench.runner import episode_id, make_loop
+from mulligan.bench.stats import same_answer, wilson
+from mulligan.config import load_settings
+from mulligan.defaults import Carry
+from mulligan.llm.connect import connect
+from mulligan.loop import LoopSettings
+from mulligan.memory.log import EpisodeLog
+from mulligan.tasks.suites import load_suite, select
+
+
+def parse_variant(text: str) -> tuple[str, Carry, Path | None]:
+    """(label, carry mode, prompt folder or None)."""
+    mode, _, folder = text.partition(":")
+    if mode not in ("full", "lessons"):
+        sys.exit(f"--variants: {text!r} must start with full or lessons")
+    if folder and not Path(folder).is_dir():
+        sys.exit(f"--variants: {text!r}: no folder {folder}")
+    return text, cast(Carry, mode), Path(folder).resolve() if folder else None
+
+
+def actor_settings(manifest: dict[str, Any]) -> ActorSettings:
+    return ActorSettings(
+        protocol=manifest.get("protocol", "native"),
+        budget=Budget(**manifest["budget"]),
+        compression=CompressionSettings(**manifest["compression"]),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", nargs="?", help="LOG:RUN_ID: an episodes.db, a paired run")
+    parser.add_argument("--suite", help="the run's suite (humaneval, ...)")
+    parser.add_argument("--data", help="the suite's data file, as given to bench")
+    parser.add_argument("--feedback", help="the suite's --feedback, as given to bench")
+    parser.add_argument("--variants", default="full,lessons")
+    parser.add_argument("--samples", type=int, default=2)
+    parser.add_argument("--limit", type=int, help="only the first N failed tasks")
+    parser.add_argument("--out", type=Path, help="append one JSON line per trial 2 here")
+    parser.add_argument("--table", type=Path, help="only print the table from an --out file")
+    args = parser.parse_args()
+    if args.table:
+        table_from(args.table)
+        return
+    if not args.run or not args.suite:
+        parser.error("give a run (LOG:RUN_ID) and its --suite, or --table FILE")
+
+    path, _, run_id = args.run.rpartition(":")
+    log = EpisodeLog(Path(path))
+    run = log.run(run_id)
+    if run is None:
+        sys.exit(f"no run {run_id} in {path}")
+    manifest = json.loads(run["manifest"])
+    source = manifest.get("first_attempt_from")
+    if not source:
+        sys.exit(f"run {run_id} is not a paired run: it has no shared trial 1")
+    suite = load_suite(args.suite, data=args.data, feedback=args.feedback or "em")
+    tasks = {t.id: t for t in select(suite.tasks, ids=manifest["task_order"])}
+    failed = []
+    for task_id in manifest["task_order"]:
+        made = log.episode(episode_id(run_id, source, task_id))
+        if made and made.verdicts and not made.verdicts[0].passed:
+            failed.append((tasks[task_id], made.attempts[0], made.verdicts[0]))
+    failed = failed[: args.limit] if args.limit else failed
+    print(f"{len(failed)} tasks failed trial 1 in {run_id} ({source})", file=sys.stderr)
+
+    settings = load_settings({"temperature": manifest.get("temperature")})
+    model = connect(settings, default_temperature=0.7)
+    chosen = actor_settings(manifest)
+    variants = [parse_variant(text) for text in args.variants.split(",")]
+    tally: dict[str, Counter[str]] = {label: Counter() for label, _, _ in variants}
+    # sample, then task, then variant: a run stopped early still compares like with like
+    for sample in range(args.samples):
+        for task, attempt, verdict in failed:
+            for label, mode, folder in variants:
+                if folder:
+                    os.environ["MULLIGAN_PROMPTS_DIR"] = str(folder)
+                else:
+                    os.environ.pop("MULLIGAN_PROMPTS_DIR", None)
+                settings_for = LoopSettings(strategy="reflexion", trials=2, carry=mode)
+                loop = make_loop(model, chosen, settings_for, None)
+                episode = loop.run_episode(task, first=(attempt, verdict))
+                second = episode.attempts[1] if len(episode.attempts) > 1 else None
+                repeated = second is not None and same_answer(attempt.answer, second.answer)
+                counts = tally[label]
+                counts["n"] += 1
+                counts["passed"] += int(episode.passed)
+                counts["repeated"] += int(repeated)
+                print(f"{label}\t{sample}\t{task.id}\tpassed={episode.passed}", file=sys.stderr)
+                if args.out:
+                    line = {
+                        "variant": label,
+                        "sample": sample,
+                        "task": task.id,
+                        "passed": episode.passed,
+                        "repeated": repeated,
+                        "answer": second.answer if second else None,
+                    }
+                    with args.out.open("a") as handle:
+                        handle.write(json.dumps(line) + "\n")
+    print_table(tally)
+
+
+def print_table(tally: dict[str, Counter[str]]) -> None:
+    print("| carry-over | trial 2s | passed (95% CI) | repeated trial 1's answer |")
+    print("|---|---|---|---|")
+    for label, counts in tally.items():
+        n, k, same = counts["n"], counts["passed"], counts["repeated"]
+        if not n:
+            continue
+        low, high = wilson(k, n)
+        print(
+            f"| {label} | {n} | {k} = {100 * k / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}] | "
+            f"{same} = {100 * same / n:.0f}% |"
+        )
+
+
+def table_from(path: Path) -> None:
+    """The table again from an --out file (a run stopped early included)."""
+    tally: dict[str, Counter[str]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        counts = tally.setdefault(row["variant"], Counter())
+        counts["n"] += 1
+        counts["passed"] += int(row["passed"])
+        counts["repeated"] += int(row["repeated"])
+    print_table(tally)
+
+
+if __name__ == "__main__":
+    main()
