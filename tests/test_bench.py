@@ -181,11 +181,16 @@ def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
 
 
 def test_report_counts_rescues_and_answers_repeated_after_a_failure(tmp_path: Path) -> None:
-    from mulligan.bench.report import later_trial_rows
+    from mulligan.bench.report import first_trial_rows, later_trial_rows, paired_rows
     from mulligan.schema import Attempt, Episode, Verdict
 
     log = EpisodeLog(tmp_path / "episodes.db")
-    log.start_run("r", {"strategies": ["retry"], "trials": 3, "task_order": ["a", "b", "c"]})
+    manifest = {
+        "strategies": ["retry", "reflexion-memory"],
+        "trials": 3,
+        "task_order": ["a", "b", "c"],
+    }
+    log.start_run("r", manifest)
 
     def episode(task: str, answers: list[str], passed: list[bool]) -> None:
         ep = Episode(id=f"r:retry:{task}", run_id="r", task_id=task, strategy="retry")
@@ -203,7 +208,9 @@ def test_report_counts_rescues_and_answers_repeated_after_a_failure(tmp_path: Pa
     episode("b", ["y", "y", "y"], [False, False, False])  # two repeats, not rescued
     episode("c", ["z"], [True])  # passed at once: no later trial
     stats = collect(log, "r").strategies[0]
-    assert (stats.failed_first, stats.rescued) == (2, 1)
+    assert stats.strategy == "retry" and (stats.failed_first, stats.rescued) == (2, 1)
     assert (stats.later_trials, stats.repeated_answers) == (4, 3)
     header, rows = later_trial_rows(collect(log, "r"))
-    assert rows == [["retry", "2", "1/2 = 50% [9–91]", "4", "3/4 = 75% [30–95]"]]
+    assert rows[0] == ["retry", "2", "1/2 = 50% [9–91]", "4", "3/4 = 75% [30–95]"]
+    # reflexion-memory never ran (a run stopped early): no pair of it with n = 0
+    assert paired_rows(collect(log, "r"))[1] == first_trial_rows(collect(log, "r"))[1] == []

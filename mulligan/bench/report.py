@@ -164,13 +164,21 @@ def _solved(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
     }
 
 
+def _share_tasks(a: StrategyStats, b: StrategyStats) -> bool:
+    """A pair with no task finished by both has nothing to compare (a run stopped early)."""
+    return any(task in b.solved_at for task in a.solved_at)
+
+
 def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    """Every pair of strategies, task by task (the bootstrap seeded by the run's seed)."""
+    """Every pair of strategies that finished a task in common, task by task (the bootstrap
+    seeded by the run's seed)."""
     seed = int(stats.manifest.get("seed") or 0)
     header = PAIRED_HEADER + ["tokens per extra success (B over A)"]
     rows = []
     for i, a in enumerate(stats.strategies):
         for b in stats.strategies[i + 1 :]:
+            if not _share_tasks(a, b):
+                continue
             cells, xs, ys = _paired_cells(_solved(a), _solved(b), seed)
             extra = tokens_per_extra_success(
                 a.prompt_tokens + a.completion_tokens,
@@ -193,6 +201,8 @@ def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     rows = []
     for b in memory if plain else []:
         assert plain is not None
+        if not _share_tasks(plain, b):
+            continue
         cells, _, _ = _paired_cells(_solved(plain, 1), _solved(b, 1), seed)
         rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1", *cells])
     return PAIRED_HEADER, rows
