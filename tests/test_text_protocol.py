@@ -91,6 +91,27 @@ def test_hermes_tool_calls_several_in_one_message() -> None:
     assert rest == "Let me check."
 
 
+def test_several_bare_json_calls_in_one_fence_are_recovered() -> None:
+    # as Qwen2.5-Coder-1.5B wrote them through llama.cpp's server with native tools
+    text = (
+        '```python\n{\n    "name": "search",\n    "arguments": {"entity": "Google"}\n}\n'
+        '{\n    "name": "lookup",\n    "arguments": {"keyword": "Award"}\n}\n```'
+    )
+    calls, rest = recover_text_tool_calls(text, 2)
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        ("search", {"entity": "Google"}),
+        ("lookup", {"keyword": "Award"}),
+    ]
+    assert [c.id for c in calls] == ["call_2_0", "call_2_1"] and rest == ""
+    # anything else around the objects, or an object that is no call: left as text
+    for kept in (
+        '{"name": "search", "arguments": {}} and then I will answer',
+        '{"name": "search", "arguments": {}}\n{"answer": 3}',
+        '{"name": "search", "arguments": {}}\n[1, 2]',
+    ):
+        assert recover_text_tool_calls(kept, 0) == ([], kept)
+
+
 def test_plain_text_is_not_a_tool_call() -> None:
     assert recover_text_tool_calls("The answer is {x}.", 0) == ([], "The answer is {x}.")
     assert recover_text_tool_calls('{"answer": 3}', 0)[0] == []

@@ -141,7 +141,9 @@ _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
 
 def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall], str]:
-    """Tool calls a server left as text (Hermes `<tool_call>` tags, or a bare JSON call).
+    """Tool calls a server left as text: Hermes `<tool_call>` tags, or a reply that is
+    nothing but one or more bare JSON calls (fenced or not; a 1.5B model on llama.cpp wrote
+    two in one ```python block).
 
     Returns the recovered calls and the text with them removed.
     """
@@ -152,15 +154,29 @@ def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall],
             calls.append(_call_from(obj, step_index, len(calls)))
     if calls:
         return calls, _HERMES.sub("", text).strip()
-    stripped = _unfence(text)
-    if stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            obj = json.loads(stripped)
-        except json.JSONDecodeError:
-            return [], text
-        if isinstance(obj, dict) and isinstance(obj.get("name"), str) and "arguments" in obj:
-            return [_call_from(obj, step_index, 0)], ""
+    objects = _json_objects_only(_unfence(text))
+    if objects and all(isinstance(o.get("name"), str) and "arguments" in o for o in objects):
+        return [_call_from(obj, step_index, i) for i, obj in enumerate(objects)], ""
     return [], text
+
+
+def _json_objects_only(text: str) -> list[dict[str, object]]:
+    """The JSON objects the text consists of, one after another; [] if anything else is there."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, object]] = []
+    position = 0
+    while position < len(text):
+        if text[position].isspace():
+            position += 1
+            continue
+        try:
+            obj, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            return []
+        if not isinstance(obj, dict):
+            return []
+        found.append(obj)
+    return found
 
 
 def _call_from(obj: dict[str, object], step_index: int, position: int) -> ToolCall:
