@@ -65,8 +65,11 @@ def main() -> None:
     parser.add_argument("--variants", default="full,lessons")
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--limit", type=int, help="only the first N failed tasks")
+    parser.add_argument("--tasks", help="only these failed tasks (ids, comma-separated)")
     parser.add_argument("--out", type=Path, help="append one JSON line per trial 2 here")
-    parser.add_argument("--table", type=Path, help="only print the table from an --out file")
+    parser.add_argument(
+        "--table", type=Path, nargs="+", help="only print the table from --out files"
+    )
     args = parser.parse_args()
     if args.table:
         table_from(args.table)
@@ -90,6 +93,9 @@ def main() -> None:
         made = log.episode(episode_id(run_id, source, task_id))
         if made and made.verdicts and not made.verdicts[0].passed:
             failed.append((tasks[task_id], made.attempts[0], made.verdicts[0]))
+    if args.tasks:
+        wanted = {i.strip() for i in args.tasks.split(",")}
+        failed = [f for f in failed if f[0].id in wanted]
     failed = failed[: args.limit] if args.limit else failed
     print(f"{len(failed)} tasks failed trial 1 in {run_id} ({source})", file=sys.stderr)
 
@@ -144,10 +150,10 @@ def print_table(tally: dict[str, Counter[str]]) -> None:
         )
 
 
-def table_from(path: Path) -> None:
-    """The table again from an --out file (a run stopped early included)."""
+def table_from(paths: list[Path]) -> None:
+    """The table again from --out files (runs stopped early, or split by --tasks, included)."""
     tally: dict[str, Counter[str]] = {}
-    for line in path.read_text().splitlines():
+    for line in (line for path in paths for line in path.read_text().splitlines()):
         row = json.loads(line)
         counts = tally.setdefault(row["variant"], Counter())
         counts["n"] += 1
