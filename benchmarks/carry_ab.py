@@ -12,7 +12,7 @@ The endpoint comes from the usual settings (OPENAI_BASE_URL, MULLIGAN_MODEL, ...
 temperature, budgets, protocol and compression from the run's manifest.
 
     python benchmarks/carry_ab.py OUT/memory/episodes.db:RUN --suite humaneval \\
-        --variants full,lessons,full:benchmarks/prompts/carry_revised --samples 2
+        --variants full:benchmarks/prompts/carry_before,full,lessons --samples 1
 """
 
 from __future__ import annotations
