@@ -71,8 +71,10 @@ def main() -> None:
         "--table", type=Path, nargs="+", help="only print the table from --out files"
     )
     args = parser.parse_args()
-    if args.table:
-        table_from(args.table)
+    if args.table:  # runs stopped early, or split by --tasks, included
+        print_table(
+            [json.loads(line) for path in args.table for line in path.read_text().splitlines()]
+        )
         return
     if not args.run or not args.suite:
         parser.error("give a run (LOG:RUN_ID) and its --suite, or --table FILE")
@@ -103,63 +105,56 @@ def main() -> None:
     model = connect(settings, default_temperature=0.7)
     chosen = actor_settings(manifest)
     variants = [parse_variant(text) for text in args.variants.split(",")]
-    tally: dict[str, Counter[str]] = {label: Counter() for label, _, _ in variants}
+    loops = {
+        label: make_loop(
+            model, chosen, LoopSettings(strategy="reflexion", trials=2, carry=mode), None
+        )
+        for label, mode, _ in variants
+    }
+    rows: list[dict[str, Any]] = []
     # sample, then task, then variant: a run stopped early still compares like with like
     for sample in range(args.samples):
         for task, attempt, verdict in failed:
-            for label, mode, folder in variants:
+            for label, _, folder in variants:
                 if folder:
                     os.environ["MULLIGAN_PROMPTS_DIR"] = str(folder)
                 else:
                     os.environ.pop("MULLIGAN_PROMPTS_DIR", None)
-                settings_for = LoopSettings(strategy="reflexion", trials=2, carry=mode)
-                loop = make_loop(model, chosen, settings_for, None)
-                episode = loop.run_episode(task, first=(attempt, verdict))
+                episode = loops[label].run_episode(task, first=(attempt, verdict))
                 second = episode.attempts[1] if len(episode.attempts) > 1 else None
-                repeated = second is not None and same_answer(attempt.answer, second.answer)
-                counts = tally[label]
-                counts["n"] += 1
-                counts["passed"] += int(episode.passed)
-                counts["repeated"] += int(repeated)
+                row = {
+                    "variant": label,
+                    "sample": sample,
+                    "task": task.id,
+                    "passed": episode.passed,
+                    "repeated": second is not None and same_answer(attempt.answer, second.answer),
+                    "answer": second.answer if second else None,
+                }
+                rows.append(row)
                 print(f"{label}\t{sample}\t{task.id}\tpassed={episode.passed}", file=sys.stderr)
                 if args.out:
-                    line = {
-                        "variant": label,
-                        "sample": sample,
-                        "task": task.id,
-                        "passed": episode.passed,
-                        "repeated": repeated,
-                        "answer": second.answer if second else None,
-                    }
                     with args.out.open("a") as handle:
-                        handle.write(json.dumps(line) + "\n")
-    print_table(tally)
+                        handle.write(json.dumps(row) + "\n")
+    print_table(rows)
 
 
-def print_table(tally: dict[str, Counter[str]]) -> None:
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """Per variant, in order of first appearance: trial 2s, passed, repeated trial 1."""
+    tally: dict[str, Counter[str]] = {}
+    for row in rows:
+        counts = tally.setdefault(row["variant"], Counter())
+        counts["n"] += 1
+        counts["passed"] += int(row["passed"])
+        counts["repeated"] += int(row["repeated"])
     print("| carry-over | trial 2s | passed (95% CI) | repeated trial 1's answer |")
     print("|---|---|---|---|")
     for label, counts in tally.items():
         n, k, same = counts["n"], counts["passed"], counts["repeated"]
-        if not n:
-            continue
         low, high = wilson(k, n)
         print(
             f"| {label} | {n} | {k} = {100 * k / n:.0f}% [{100 * low:.0f}–{100 * high:.0f}] | "
             f"{same} = {100 * same / n:.0f}% |"
         )
-
-
-def table_from(paths: list[Path]) -> None:
-    """The table again from --out files (runs stopped early, or split by --tasks, included)."""
-    tally: dict[str, Counter[str]] = {}
-    for line in (line for path in paths for line in path.read_text().splitlines()):
-        row = json.loads(line)
-        counts = tally.setdefault(row["variant"], Counter())
-        counts["n"] += 1
-        counts["passed"] += int(row["passed"])
-        counts["repeated"] += int(row["repeated"])
-    print_table(tally)
 
 
 if __name__ == "__main__":
