@@ -72,9 +72,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.table:  # runs stopped early, or split by --tasks, included
-        print_table(
-            [json.loads(line) for path in args.table for line in path.read_text().splitlines()]
-        )
+        print_table([row for path in args.table for row in read_rows(path)])
         return
     if not args.run or not args.suite:
         parser.error("give a run (LOG:RUN_ID) and its --suite, or --table FILE")
@@ -136,6 +134,24 @@ def main() -> None:
                     with args.out.open("a") as handle:
                         handle.write(json.dumps(row) + "\n")
     print_table(rows)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The lines an --out file holds; a line that is not one names its file and number."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        sys.exit(f"--table {path}: {exc.strerror or exc}")
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            if not {"variant", "passed", "repeated"} <= set(row):
+                raise ValueError("needs variant, passed and repeated")
+        except (ValueError, TypeError) as exc:
+            sys.exit(f"{path}, line {number}: not a carry_ab.py --out line ({exc})")
+        rows.append(row)
+    return rows
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
