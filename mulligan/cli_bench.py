@@ -16,13 +16,14 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.cli_local import REPORTER
 from mulligan.cli_style import Progress
 from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.defaults import STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect
+from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
@@ -105,7 +106,11 @@ def cmd_bench(
     strategies = _strategies(args.strategies)
     refuse_to_overwrite(Path(args.out), args.resume)
     repeated = args.trials > 1 and any(s != "react" for s in strategies)
-    model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
+    model = connect(
+        settings,
+        default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
+        reporter=REPORTER,
+    )
     given = "max_cost" in actor_settings.forced
     require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
     if repeated and model.temperature == 0:
@@ -140,6 +145,7 @@ def cmd_bench(
             "suite": args.suite,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
+            **local_fields(model),  # a local server's endpoint, model file and flags
         },
         executor=executor,
     )

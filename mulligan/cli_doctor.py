@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from mulligan import sandbox
+from mulligan.cli_local import REPORTER
 from mulligan.cli_tasks import open_memory
-from mulligan.config import endpoint_configured, load_settings
+from mulligan.config import Settings, endpoint_configured, load_settings
 from mulligan.errors import AgentRunError, UserError
-from mulligan.llm.connect import connect
+from mulligan.llm import local_model, local_server
+from mulligan.llm.connect import connect, connect_local, local_wanted
+
+Report = Callable[[str, bool, str], None]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -21,11 +26,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         problems += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
 
-    if not endpoint_configured(settings):
-        report("endpoint", False, "none configured (--base-url / OPENAI_BASE_URL, --api-key)")
+    local = local_model.is_local(settings.model)
+    if not endpoint_configured(settings) and not local:
+        fallback = settings.model is None and local_wanted() and local_model.available()
+        why = "commands run the local model below" if fallback else "--base-url / OPENAI_BASE_URL"
+        report("endpoint", fallback, f"none configured ({why}; --api-key for a hosted one)")
     else:
         try:
-            model = connect(settings)
+            model = connect(settings, reporter=REPORTER)
             started = time.perf_counter()
             reply = model.chat(
                 [{"role": "user", "content": "Reply with the word ok."}], max_tokens=8
@@ -38,6 +46,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             )
         except (UserError, AgentRunError) as exc:
             report("endpoint", False, str(exc))
+    check_local_model(settings, report, needed=local or not endpoint_configured(settings))
     try:
         memory = open_memory(settings)
         report("episode log", True, str(memory.log.path))
@@ -54,3 +63,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except UserError as exc:
         report("sandbox", False, str(exc))
     return 1 if problems else 0
+
+
+def check_local_model(settings: Settings, report: Report, *, needed: bool) -> None:
+    """The local model: its file, size and checksum, the server's threads, and tokens per
+    second on a short prompt. Not installed is a failure only when nothing else answers."""
+    spec = settings.model if local_model.is_local(settings.model) else "local"
+    if spec == "local" and not local_model.available():
+        report("local model", not needed, local_model.missing_message())
+        return
+    try:
+        model = connect_local(settings, str(spec), 0.0, REPORTER)
+        server = local_server.server_at(model.base_url)
+        assert server is not None
+        started = time.perf_counter()
+        reply = model.chat(
+            [{"role": "user", "content": "Count from 1 to 40, separated by spaces."}],
+            max_tokens=64,
+        )
+        took = time.perf_counter() - started
+    except (UserError, AgentRunError) as exc:
+        report("local model", False, str(exc))
+        return
+    file, tokens = server.model, reply.usage.completion_tokens
+    report(
+        "local model",
+        tokens > 0,
+        f"{file.path} ({file.size / 1e9:.2f} GB, sha256 {file.sha256[:16]}… checked), "
+        f"{server.threads} threads, {tokens / took:.1f} tokens/s ({tokens} tokens in "
+        f"{took:.1f}s), {local_server.software()}",
+    )

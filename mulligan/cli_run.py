@@ -11,6 +11,7 @@ from typing import Any
 from mulligan import cli_bench, cli_mcp, cli_solve, cli_tasks, display, validate
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
+from mulligan.cli_local import REPORTER
 from mulligan.config import Settings, load_settings
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import require_price_for_cost_budget
@@ -60,7 +61,7 @@ def cli_approver(approve_all: bool) -> Approver:
 
 def cmd_attempt(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
-    model = connect(settings)
+    model = connect(settings, reporter=REPORTER)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
     with cli_mcp.servers(settings.mcp) as mcp:
         names += [t.name for t in mcp.tools]
@@ -84,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.strategy == "reflexion-memory":
         validate.embedding_available(settings.embedding)
     repeated = args.strategy != "react" and args.trials > 1
-    model = connect(settings, default_temperature=0.7 if repeated else 0.0)
+    model = connect(settings, default_temperature=0.7 if repeated else 0.0, reporter=REPORTER)
     budget = actor_settings(args, settings, Budget())
     require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
     with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:

@@ -17,13 +17,14 @@ from mulligan import display, prompts
 from mulligan.actor import Actor, ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
+from mulligan.cli_local import REPORTER
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
 from mulligan.config import Settings
 from mulligan.defaults import STRATEGIES
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
-from mulligan.llm.connect import connect
+from mulligan.llm.connect import connect, local_fields
 from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
@@ -81,7 +82,11 @@ def cmd_solve(
     directory, checks = _validated(args)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     repeated = args.strategy != "react" and args.trials > 1
-    model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
+    model = connect(
+        settings,
+        default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
+        reporter=REPORTER,
+    )
     memory = open_memory(settings, model, validity_rules(args))
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"
@@ -112,7 +117,7 @@ def cmd_solve(
                     checks=checks,
                     family=family,
                     model=model.name,
-                    endpoint=settings.base_url or "api.openai.com",
+                    **{"endpoint": settings.base_url or "api.openai.com", **local_fields(model)},
                     strategies=[args.strategy],
                     trials=args.trials,
                     budget=vars(actor_settings.budget),

@@ -17,6 +17,7 @@ from mulligan.config import Settings, load_settings
 from mulligan.defaults import DEFAULT_MEMORY, STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
+from mulligan.llm.connect import local_fields
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
 from mulligan.schema import Episode, Role, Task, Usage
@@ -146,7 +147,7 @@ def cmd_run(
         command="run",
         suite=args.suite,
         model=model.name,
-        endpoint=settings.base_url or "api.openai.com",
+        **{"endpoint": settings.base_url or "api.openai.com", **local_fields(model)},
         temperature=settings.temperature,
         budget=vars(actor_settings.budget),
         strategies=[args.strategy],

@@ -2,22 +2,98 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 from mulligan.config import NO_ENDPOINT, Settings, endpoint_configured
 from mulligan.errors import ModelError, UserError
-from mulligan.llm.pricing import parse_prices, read_prices_file, resolve_price
+from mulligan.llm import local_model, local_server
+from mulligan.llm.local_model import DEFAULT, INSTALL, OFF_ENV, LogReporter, Reporter
+from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
 
+LOCAL_TIMEOUT = 600.0
+"""A model call's timeout on the local server unless --timeout says otherwise: a capped reply
+(2048 tokens) at a busy CPU's 5-10 tokens/s takes minutes."""
+LOCAL_ENDPOINT = "llama.cpp server started by mulligan on 127.0.0.1"
+"""The manifest's `endpoint` of a local run (not its port, which changes on --resume)."""
 
-def connect(settings: Settings, *, default_temperature: float = 0.0) -> OpenAIChatModel:
-    """The endpoint's chat model; without a model name, the one a local server serves."""
+
+def connect(
+    settings: Settings, *, default_temperature: float = 0.0, reporter: Reporter | None = None
+) -> OpenAIChatModel:
+    """The endpoint's chat model; without a model name, the one a local server serves.
+
+    `--model local` (or `local:PATH.gguf`) starts llama.cpp's server on this machine; so does
+    no endpoint at all, when the `local` extra is installed (`reporter` is told so)."""
+    reporter = reporter or LogReporter()
+    if local_model.is_local(settings.model):
+        return connect_local(settings, str(settings.model), default_temperature, reporter)
+    if not endpoint_configured(settings):
+        if settings.model is None and local_wanted() and local_model.available():
+            reporter.line(
+                f"no endpoint configured: running {DEFAULT.label} on this machine's CPU; "
+                "set OPENAI_BASE_URL to use yours"
+            )
+            return connect_local(settings, "local", default_temperature, reporter)
+        raise UserError(no_endpoint(settings))
+    return connect_endpoint(settings, default_temperature)
+
+
+def local_wanted() -> bool:
+    return os.environ.get(OFF_ENV, "").strip().lower() not in ("off", "0", "no", "false")
+
+
+def no_endpoint(settings: Settings) -> str:
+    """The one-line error of a command that needs a model and has none."""
+    if settings.model is not None:
+        return f"{NO_ENDPOINT}; `--model local` runs the local model instead"
+    if not local_wanted():
+        return f"{NO_ENDPOINT} ({OFF_ENV}=off keeps the local model off)"
+    if local_model.server_installed() and not local_model.default_installed():
+        return f"{NO_ENDPOINT}; or {local_model.missing_message()}"
+    return (
+        f"{NO_ENDPOINT}; or run {DEFAULT.label} on this machine's CPU: install it with "
+        f"`{INSTALL}` in mulligan's folder"
+    )
+
+
+def connect_local(
+    settings: Settings, spec: str, default_temperature: float, reporter: Reporter
+) -> OpenAIChatModel:
+    """A chat model on the local llama.cpp server of `spec` (`local` or `local:PATH`)."""
     from mulligan.llm.openai_client import OpenAIChatModel
 
-    if not endpoint_configured(settings):
-        raise UserError(NO_ENDPOINT)
+    server = local_server.serve(local_model.resolve(spec, reporter))
+    temperature = settings.temperature
+    return OpenAIChatModel(
+        server.model.alias,
+        base_url=server.base_url,
+        temperature=default_temperature if temperature is None else temperature,
+        timeout=settings.timeout if "timeout" in settings.model_fields_set else LOCAL_TIMEOUT,
+        price=Price(0.0, 0.0),  # this machine's CPU: free, and known to be
+    )
+
+
+def local_fields(model: object) -> dict[str, Any]:
+    """The manifest's fields of a model on a local server: the endpoint, the model file
+    (name, size, sha256) and the server (software, flags); {} for any other model."""
+    server = local_server.server_at(str(getattr(model, "base_url", "")))
+    if server is None:
+        return {}
+    return {
+        "endpoint": LOCAL_ENDPOINT,
+        "local_model": server.model.facts(),
+        "local_server": server.facts(),
+    }
+
+
+def connect_endpoint(settings: Settings, default_temperature: float = 0.0) -> OpenAIChatModel:
+    """The chat model of a configured endpoint."""
+    from mulligan.llm.openai_client import OpenAIChatModel
+
     temperature = settings.temperature
     model = OpenAIChatModel(
         settings.model or "unset",
