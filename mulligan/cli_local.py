@@ -12,8 +12,12 @@ class StderrReporter:
     pipe or file shows only its start and end."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
+        self._stream = stream
         self._shown = -1
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream or sys.stderr  # the one of the moment (tests capture it)
 
     def line(self, text: str) -> None:
         print(f"mulligan: {text}", file=self.stream, flush=True)

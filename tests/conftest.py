@@ -25,6 +25,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MULLIGAN_MODEL", "MULLIGAN_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+    # a machine with the `local` extra would otherwise answer "no endpoint" with its own model
+    monkeypatch.setenv("MULLIGAN_LOCAL", "off")
 
 
 @pytest.fixture

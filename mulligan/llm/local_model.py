@@ -26,6 +26,9 @@ INSTALL = f'{BUILD_FLAGS} pip install --no-cache-dir -e ".[local]"'
 GGML_NATIVE=OFF llama.cpp is built for the build machine's newest instructions (AMX), which
 die with SIGILL on CPUs without them; pip's wheel cache ignores CMAKE_ARGS, hence no cache."""
 
+SHOWN_BYTES = 256 << 20
+"""Hashing a file larger than this shows progress (a few seconds or more)."""
+
 OFF_ENV = "MULLIGAN_LOCAL"
 """`MULLIGAN_LOCAL=off`: never start the local model unless `--model local` asks for it."""
 
@@ -102,21 +105,23 @@ def server_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def default_installed(model: PackagedModel = DEFAULT) -> bool:
+def default_installed(model: PackagedModel | None = None) -> bool:
     """The packaged model can be had: joined already, or every part installed."""
+    model = model or DEFAULT
     joined = models_dir() / model.filename
     if joined.is_file() and joined.stat().st_size == model.size:
         return True
     return all(model.part(i) for i in range(1, len(model.packages) + 1))
 
 
-def available(model: PackagedModel = DEFAULT) -> bool:
+def available(model: PackagedModel | None = None) -> bool:
     """The `local` extra is installed: the server and the default model."""
     return server_installed() and default_installed(model)
 
 
-def missing_message(model: PackagedModel = DEFAULT) -> str:
+def missing_message(model: PackagedModel | None = None) -> str:
     """What is missing of the `local` extra, and the command that installs it."""
+    model = model or DEFAULT
     parts = [i for i in range(1, len(model.packages) + 1) if model.part(i) is None]
     missing = []
     if not server_installed():
@@ -164,19 +169,23 @@ def sha256_of(path: Path, reporter: Reporter | None = None, what: str = "") -> s
         return known
     digest = hashlib.sha256()
     total, done = path.stat().st_size, 0
+    shown = reporter if reporter and what and total > SHOWN_BYTES else None
+    if shown:
+        shown.progress(what, 0, total)
     with open(path, "rb") as handle:
         while block := handle.read(8 << 20):
             digest.update(block)
             done += len(block)
-            if reporter and what:
-                reporter.progress(what, done, total)
+            if shown:
+                shown.progress(what, done, total)
     _remember(path, digest.hexdigest())
     return digest.hexdigest()
 
 
-def join_default(model: PackagedModel = DEFAULT, reporter: Reporter | None = None) -> ModelFile:
+def join_default(model: PackagedModel | None = None, reporter: Reporter | None = None) -> ModelFile:
     """The packaged model's file in the cache: joined from its parts the first time, its
     sha256 checked; a file that does not match is deleted and refused."""
+    model = model or DEFAULT
     reporter = reporter or LogReporter()
     target = models_dir() / model.filename
     if target.is_file():
@@ -244,7 +253,7 @@ def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
     if spec == "local":
         if not server_installed():
             raise UserError(missing_message())
-        return join_default(DEFAULT, reporter)
+        return join_default(None, reporter)
     if not server_installed():
         raise UserError(
             f"--model {spec} needs llama-cpp-python's server: "

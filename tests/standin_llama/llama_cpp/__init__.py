@@ -1,0 +1,1 @@
+"""A stand-in for llama-cpp-python in the local-server lifecycle tests (never installed)."""
