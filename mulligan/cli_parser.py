@@ -73,7 +73,10 @@ def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("endpoint")
     group.add_argument("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
     group.add_argument("--api-key", help="API key (or OPENAI_API_KEY)")
-    group.add_argument("--model", help="model name (or MULLIGAN_MODEL)")
+    group.add_argument(
+        "--model",
+        help="model name (or MULLIGAN_MODEL); `local` or `local:PATH.gguf`: llama.cpp on this CPU",
+    )
     group.add_argument("--temperature", type=float)
     group.add_argument("--timeout", type=float, help="seconds per model call")
     group.add_argument("--protocol", choices=["native", "text"], help="tool calling style")
@@ -272,7 +275,7 @@ def add_doctor(commands: Commands) -> None:
     doctor = commands.add_parser("doctor", help="check the endpoint, the memory and the sandbox")
     doctor.add_argument("--base-url")
     doctor.add_argument("--api-key")
-    doctor.add_argument("--model")
+    doctor.add_argument("--model", help="model name; `local` or `local:PATH.gguf`: llama.cpp")
     doctor.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
     doctor.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     doctor.set_defaults(handler="mulligan.cli_doctor:cmd_doctor")

@@ -165,3 +165,14 @@ def test_explicit_local_without_llama_cpp_says_how_to_install(
         connect_module.connect(Settings(model=f"local:{tmp_path / 'x.gguf'}"))
     with pytest.raises(UserError, match="llama-cpp-python"):
         connect_module.connect(Settings(model="local"))
+
+
+def test_the_local_extra_installs_the_default_models_parts() -> None:
+    """pyproject's `local` extra and the packages `join_default` reads are the same list."""
+    from mulligan.config import tomllib
+
+    text = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    extra = tomllib.loads(text)["project"]["optional-dependencies"]["local"]
+    assert extra[0] == "llama-cpp-python[server]==0.3.36"
+    parts = [line.split("==")[0].replace("-", "_") for line in extra[1:]]
+    assert parts == list(local_model.DEFAULT.packages)

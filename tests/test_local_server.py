@@ -211,6 +211,7 @@ def tiny_model() -> Path:
     return path
 
 
+@pytest.mark.timeout(900)
 def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     """Plumbing, not success: a reply arrived, usage was counted, the manifest names the
     model file and the server, and the server is gone after the command."""
@@ -241,6 +242,7 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     assert "--model" in " ".join(facts["local_server"]["flags"])
 
 
+@pytest.mark.timeout(600)
 def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
     model = tiny_model()
     process = subprocess.Popen(
