@@ -38,12 +38,28 @@ READY_SECONDS = 300.0
 """How long loading the model may take before the start is given up (a slow, busy CPU)."""
 
 
+THREADS_ENV = "MULLIGAN_LOCAL_THREADS"
+
+
 def cores() -> int:
     """The cores this process may run on (its affinity), which is what the server can use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def threads() -> int:
+    """$MULLIGAN_LOCAL_THREADS, else one fewer than the cores (at least 1): the core left over
+    runs mulligan itself and the box's tests. llama.cpp's threads wait for one another at every
+    token, so one thread that loses its core stalls them all: on this project's 2-core machine,
+    busy with other work, 2 threads made 1.2 tokens/s where 1 made 9.5 (Qwen2.5-Coder-0.5B)."""
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise UserError(f"${THREADS_ENV} must be a whole number of threads, not {given!r}")
+        return int(given)
+    return max(1, cores() - 1)
 
 
 def free_port() -> int:
@@ -75,7 +91,7 @@ class LocalServer:
     """One llama-cpp-python server process serving one model file."""
 
     model: ModelFile
-    threads: int = field(default_factory=cores)
+    threads: int = field(default_factory=threads)
     context: int = CONTEXT
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
@@ -205,13 +221,13 @@ _lock = threading.Lock()
 _atexit: list[bool] = []
 
 
-def serve(model: ModelFile, threads: int | None = None) -> LocalServer:
-    """The running server of this model file, started if there is none."""
+def serve(model: ModelFile, count: int | None = None) -> LocalServer:
+    """The running server of this model file (with `count` threads), started if there is none."""
     with _lock:
         server = _servers.get(model.path)
         if server is not None and server.running():
             return server
-        server = LocalServer(model, threads=threads or cores())
+        server = LocalServer(model, threads=count or threads())
         if not _atexit:
             atexit.register(stop_all)
             _atexit.append(True)
