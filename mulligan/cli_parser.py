@@ -17,9 +17,10 @@ from mulligan.defaults import (
     DEFAULT_MEMORY,
     DESIGNS,
     MIN_SIMILARITY,
-    STRATEGIES,
     user_config_path,
 )
+from mulligan.strategies import NAMES as STRATEGIES
+from mulligan.strategies import STOP_RULES
 
 Handler = Callable[[argparse.Namespace], int]
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
@@ -117,6 +118,13 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    parser.add_argument(
+        "--stop",
+        choices=tuple(STOP_RULES),
+        default="honest",
+        help="when an episode ends: honest (default; at the first attempt whose visible checks "
+        "pass) or oracle (the hidden checks decide whether to try again, as some papers do)",
+    )
     parser.add_argument(
         "--carried-reflections",
         type=int,

@@ -13,14 +13,13 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from mulligan import display, prompts
+from mulligan import display, prompts, strategies
 from mulligan.actor import Actor, ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
 from mulligan.config import Settings
-from mulligan.defaults import STRATEGIES
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
@@ -48,8 +47,7 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"--strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
     if args.trials < 1:
         raise UserError("--trials must be at least 1")
     if not args.task.strip():
@@ -80,7 +78,8 @@ def cmd_solve(
 ) -> int:
     directory, checks = _validated(args)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
-    repeated = args.strategy != "react" and args.trials > 1
+    strategy = strategies.get(args.strategy)
+    repeated = strategy.repeats and args.trials > 1
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     memory = open_memory(settings, model, validity_rules(args))
     project = Project(directory, skip=[memory.directory.resolve()])
@@ -98,7 +97,7 @@ def cmd_solve(
             settings=loop_settings(
                 args, args.strategy, extra_tools=started.tools, workspace_for=copies
             ),
-            reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
+            reflector=Reflector(model) if strategy.reflects else None,
             memory=memory,
             run_id=run_id,
         )

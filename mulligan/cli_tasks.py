@@ -9,12 +9,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mulligan import display, validate
+from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
 from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
-from mulligan.defaults import DEFAULT_MEMORY, STRATEGIES
+from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.loop import LoopSettings
@@ -91,6 +91,7 @@ def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopS
     return LoopSettings(
         strategy=strategy,
         trials=args.trials,
+        stop=args.stop,
         carried_reflections=args.carried_reflections,
         carry=args.carry,
         min_similarity=args.min_similarity,
@@ -139,8 +140,7 @@ def cmd_run(
     actor_settings: Any,
     suite: Suite,
 ) -> int:
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    strategy = strategies.get(args.strategy)
     run_id = args.resume or uuid.uuid4().hex[:10]
     wanted = manifest(
         command="run",
@@ -151,6 +151,7 @@ def cmd_run(
         budget=vars(actor_settings.budget),
         strategies=[args.strategy],
         trials=args.trials,
+        stop=args.stop,
         carried_reflections=args.carried_reflections,
         carry=args.carry,
         min_similarity=args.min_similarity,
@@ -162,10 +163,10 @@ def cmd_run(
     executor = open_executor(
         args.executor, args.ray_address, concurrency=args.concurrency,
         memory_location=settings.memory or DEFAULT_MEMORY,
-        uses_store=args.strategy == "reflexion-memory",
+        uses_store=strategy.uses_store,
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args))
-    if args.strategy == "reflexion-memory" and executor is None:  # on Ray, the workers open it
+    if strategy.uses_store and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
     if args.resume:
         check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mulligan import prompts
+from mulligan import prompts, strategies
 from mulligan.actor import Actor, ActorSettings
 from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
@@ -34,7 +34,7 @@ def make_loop(
         actor=Actor(model, actor_settings),
         evaluator=Evaluator(judge=model),
         settings=settings,
-        reflector=Reflector(model) if settings.strategy.startswith("reflexion") else None,
+        reflector=Reflector(model) if strategies.get(settings.strategy).reflects else None,
         memory=memory,
         run_id=run_id,
     )

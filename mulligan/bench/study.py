@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mulligan import strategies as registry
 from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
 from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
@@ -20,8 +21,8 @@ ModelFor = Callable[[str], ChatModel]
 
 
 def shares_first_attempt(strategy: str) -> bool:
-    """Every strategy but reflexion-memory starts with the same lesson-free trial 1."""
-    return strategy != "reflexion-memory"
+    """A strategy that starts without lessons can start from the shared trial 1."""
+    return registry.get(strategy).shares_first_attempt
 
 
 def first_attempt_source(strategies: list[str], design: str) -> str | None:
@@ -65,6 +66,7 @@ class Study:
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
             trials=self.loop.trials,
+            stop=self.loop.stop,
             seed=self.seed,
             passes=self.passes,
             concurrency=self.concurrency,
@@ -110,7 +112,7 @@ class Study:
                     strategy=strategy,
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
-                    concurrency=1 if strategy == "reflexion-memory" else self.concurrency,
+                    concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(run_id, source, run_pass) if shared else None,
