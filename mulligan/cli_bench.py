@@ -136,6 +136,7 @@ def cmd_bench(
             **({"feedback": args.feedback} if args.suite == "hotpotqa" else {}),
         },
         executor=executor,
+        self_tests=args.self_tests,
     )
     try:
         run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)

@@ -51,7 +51,25 @@ def similarity(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A whole number, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
 # ---------------------------------------------------------------- shared flag groups
+
+
+def add_self_tests_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--self-tests",
+        type=count,
+        default=0,
+        metavar="N",
+        help="before trial 1 the model writes up to N asserts from the prompt alone; they are "
+        "visible checks of every attempt (Reflexion's internal tests; code tasks; default 0)",
+    )
 
 
 def add_network_flag(parser: argparse.ArgumentParser) -> None:
@@ -184,6 +202,7 @@ def add_run(commands: Commands) -> None:
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
     add_run_flags(run, memory_default=DEFAULT_MEMORY)
+    add_self_tests_flag(run)
     add_executor_flags(run)
     run.set_defaults(handler="mulligan.cli_run:cmd_run")
 
@@ -261,6 +280,7 @@ def add_bench(commands: Commands) -> None:
         "start without lessons; independent: each strategy makes its own",
     )
     add_run_flags(bench, memory_default="OUT/memory")
+    add_self_tests_flag(bench)
     add_executor_flags(bench)
     bench.set_defaults(handler="mulligan.cli_run:cmd_bench")
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
+from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks, self_tests_for
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
@@ -157,6 +158,7 @@ def cmd_run(
         min_similarity=args.min_similarity,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
+        self_tests=args.self_tests,
     )
     if args.resume:
         log_to_resume(settings, run_id)
@@ -204,6 +206,9 @@ def cmd_run(
                 concurrency=args.concurrency,
                 on_episode=report,
                 executor=executor,
+                prepare=self_tests_for(memory.log, run_id, SelfTestWriter(model), args.self_tests)
+                if args.self_tests
+                else None,
             )
     except BaseException as exc:  # the log never keeps a run "running" that has stopped
         memory.log.end_run(

@@ -57,7 +57,7 @@ class Usage(Record):
         return self.model_dump() | {"total_tokens": self.total_tokens}
 
 
-Role = Literal["actor", "summariser", "reflector", "judge"]
+Role = Literal["actor", "summariser", "reflector", "judge", "tester"]
 """Who made a model call: the actor's turns, context compression, reflections and insights,
 llm_judge checks."""
 

@@ -15,12 +15,15 @@ from mulligan.bench.tables import (
     FIRST_NOTE,
     LATER_NOTE,
     PAIRED_NOTE,
+    SELF_TEST_NOTE,
     SUCCESS_NOTE,
     first_trial_rows,
     later_trial_rows,
     lesson_rows,
     paired_rows,
     role_rows,
+    self_test_lines,
+    self_test_rows,
     setting_lines,
     summary_rows,
     task_rows,
@@ -127,6 +130,10 @@ def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -
     if first[1]:
         parts += ["## Trial 1 with and without memory", "", FIRST_NOTE, ""]
         parts += [_markdown_table(*first), ""]
+    tested = self_test_rows(stats)
+    if tested[1]:
+        parts += ["## Self-tests", "", SELF_TEST_NOTE, "", *self_test_lines(stats), ""]
+        parts += [_markdown_table(*tested), ""]
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["## Lessons", "", _markdown_table(*lessons), ""]
@@ -199,6 +206,11 @@ def html_page(stats: RunStats, generated_at: float) -> str:
     if first[1]:
         parts += ["<h2>Trial 1 with and without memory</h2>", f"<p>{html.escape(FIRST_NOTE)}</p>"]
         parts.append(_html_table(*first))
+    tested = self_test_rows(stats)
+    if tested[1]:
+        parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(SELF_TEST_NOTE)}</p>"]
+        parts += [f"<p>{html.escape(line)}</p>" for line in self_test_lines(stats)]
+        parts.append(_html_table(*tested))
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["<h2>Lessons</h2>", _html_table(*lessons)]

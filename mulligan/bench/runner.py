@@ -15,9 +15,11 @@ from mulligan.actor import Actor, ActorSettings
 from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
+from mulligan.memory.log import EpisodeLog
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
@@ -38,6 +40,22 @@ def make_loop(
         memory=memory,
         run_id=run_id,
     )
+
+
+def self_tests_for(
+    log: EpisodeLog, run_id: str, writer: SelfTestWriter, count: int
+) -> Callable[[Task], Task]:
+    """The task with its self-tests as visible checks: written once per run and task and
+    kept in the log, so every strategy of a study (and a resumed run) checks the same ones."""
+
+    def prepare(task: Task) -> Task:
+        kept = log.self_tests(run_id, task.id)
+        if kept is None:
+            kept = writer.write(task, count).as_json()
+            log.keep_self_tests(run_id, task.id, kept)
+        return with_self_tests(task, list(kept["tests"]))
+
+    return prepare
 
 
 def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> str:
@@ -111,14 +129,18 @@ def run_tasks(
     on_episode: Callable[[Task, Episode], None] | None = None,
     first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
     executor: Executor | None = None,
+    prepare: Callable[[Task], Task] | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
     `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
     task's shared trial 1 (a paired study), if it has one. Another `executor` (Ray) runs
-    the episodes elsewhere; this process still writes the log.
+    the episodes elsewhere; this process still writes the log. `prepare` turns a task into
+    the one its episode runs (its self-tests added), above the loop.
     """
+    if prepare is not None:
+        tasks = [prepare(task) for task in tasks]
     if executor is not None:
         jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
         return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.errors import UserError
+from mulligan.evaluator.self_tests import SELF_TEST
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Episode, Role, Usage, add_by_role
+from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
 from mulligan.strategies.stopping import HONEST
 
 
@@ -67,6 +68,8 @@ class StrategyStats:
     """Trials after the first."""
     repeated_answers: int = 0
     """Later trials whose answer was the previous trial's answer again, whitespace aside."""
+    self_tested: SelfTestCounts = field(default_factory=lambda: SelfTestCounts())
+    """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
 
     @property
     def label(self) -> str:
@@ -98,6 +101,34 @@ class StrategyStats:
 
 
 @dataclass
+class SelfTestCounts:
+    """Over attempts that had self-tests and hidden checks."""
+
+    attempts: int = 0
+    self_passed: int = 0
+    """Attempts whose self-tests all passed."""
+    false_passes: int = 0
+    """Of those, attempts the hidden checks failed."""
+    hidden_passed: int = 0
+    """Attempts the hidden checks passed."""
+    false_alarms: int = 0
+    """Of those, attempts some self-test failed."""
+
+    def count(self, verdict: Verdict) -> None:
+        own = [c.passed for c in verdict.checks if c.name.startswith(SELF_TEST)]
+        hidden = [c.passed for c in verdict.checks if c.visibility == "hidden"]
+        if not own or not hidden:
+            return
+        self.attempts += 1
+        if all(own):
+            self.self_passed += 1
+            self.false_passes += not all(hidden)
+        if all(hidden):
+            self.hidden_passed += 1
+            self.false_alarms += not all(own)
+
+
+@dataclass
 class RunStats:
     run_id: str
     manifest: dict[str, Any]
@@ -106,6 +137,8 @@ class RunStats:
     status: str
     strategies: list[StrategyStats]
     task_ids: list[str]
+    self_tests: list[dict[str, Any]] = field(default_factory=list)
+    """Per task, the self-tests written and kept, and those dropped by reason."""
 
 
 def collect(log: EpisodeLog, run_id: str) -> RunStats:
@@ -123,6 +156,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         for run_pass in range(1, int(manifest.get("passes", 1)) + 1):
             groups[(strategy, run_pass)] = StrategyStats(strategy, run_pass)
     events = _lesson_events_by_episode(log)
+    tests = log.run_self_tests(run_id)
+    written = {t["task_id"]: Usage.model_validate(t["usage"]) for t in tests}
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
         run_pass = int(row["id"].rsplit(":pass", 1)[1]) if ":pass" in row["id"] else 1
         stats = groups.setdefault(
@@ -137,6 +172,10 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         stats.any_passed[episode.task_id] = [b.any_passed for b in budget]
         stats.spent[episode.task_id] = [b.tokens for b in budget]
         stats.solved_at[episode.task_id] = budget[-1].trial if budget[-1].passed else None
+        for verdict in episode.verdicts:
+            stats.self_tested.count(verdict)
+        if episode.task_id in written:  # every strategy pays for its tests once
+            stats.add(written[episode.task_id], {"tester": written[episode.task_id]})
         for attempt in episode.attempts:
             stats.attempts += 1
             stats.steps += len(attempt.steps)
@@ -165,6 +204,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         status=run["status"],
         strategies=list(groups.values()),
         task_ids=list(order),
+        self_tests=tests,
     )
 
 

@@ -10,7 +10,15 @@ from typing import Any
 from mulligan import strategies as registry
 from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
-from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
+from mulligan.bench.runner import (
+    check_resume,
+    episode_id,
+    make_loop,
+    manifest,
+    run_tasks,
+    self_tests_for,
+)
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -52,6 +60,9 @@ class Study:
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    self_tests: int = 0
+    """Asserts the model writes per task from its prompt alone before trial 1 (Reflexion's
+    internal tests), shared by every strategy; 0: none."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -79,6 +90,7 @@ class Study:
             carry=self.loop.carry,
             min_similarity=self.loop.min_similarity,
             carried_reflections=self.loop.carried_reflections,
+            self_tests=self.self_tests,
             **self.info,
         )
 
@@ -95,6 +107,10 @@ class Study:
         """Every pass, every strategy, every task; finished episodes are not redone."""
         tasks = self.ordered_tasks()
         source = first_attempt_source(self.strategies, self.design)
+        prepare = None
+        if self.self_tests:
+            writer = SelfTestWriter(self.model_for(self.strategies[0]))
+            prepare = self_tests_for(self.memory.log, run_id, writer, self.self_tests)
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
                 shared = source and strategy != source and shares_first_attempt(strategy)
@@ -117,6 +133,7 @@ class Study:
                     on_episode=report,
                     first=self._first_attempts(run_id, source, run_pass) if shared else None,
                     executor=self.executor,
+                    prepare=prepare,
                 )
         self.memory.log.end_run(run_id)
 

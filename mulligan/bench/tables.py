@@ -110,12 +110,13 @@ def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
     }
     legacy = any(unsplit.values())
-    header = ["strategy"] + [f"{role} tok/task" for role in ROLES]
+    roles = ROLES + (("tester",) if any("tester" in s.by_role for s in stats.strategies) else ())
+    header = ["strategy"] + [f"{role} tok/task" for role in roles]
     header += ["unsplit tok/task"] if legacy else []
-    header += [f"{role} $/task" for role in ROLES]
+    header += [f"{role} $/task" for role in roles]
     rows = []
     for s in stats.strategies:
-        split = [s.by_role.get(role, Usage()) for role in ROLES]
+        split = [s.by_role.get(role, Usage()) for role in roles]
         row = [s.label] + [f"{s.per_task(u.total_tokens):,.0f}" for u in split]
         row += [f"{s.per_task(unsplit[s.label]):,.0f}"] if legacy else []
         row += ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
@@ -240,5 +241,47 @@ def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
             _pct(s.repeated_answers, s.later_trials),
         ]
         for s in stats.strategies
+    ]
+    return header, rows
+
+
+SELF_TEST_NOTE = (
+    "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
+    "kept ones were feedback-visible checks of every attempt. False pass: the self-tests all "
+    "passed but the hidden tests failed (the episode stops on a wrong answer). False alarm: "
+    "the hidden tests passed but a self-test failed (a right answer is tried again)."
+)
+
+
+def self_test_lines(stats: RunStats) -> list[str]:
+    """What the writing call produced: kept and dropped tests, over the run's tasks."""
+    if not stats.self_tests:
+        return []
+    kept = sum(len(t["tests"]) for t in stats.self_tests)
+    dropped: dict[str, int] = {}
+    for written in stats.self_tests:
+        for reason, n in written["dropped"].items():
+            dropped[reason] = dropped.get(reason, 0) + n
+    none = sum(1 for t in stats.self_tests if not t["tests"])
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(dropped.items())) or "none"
+    return [
+        f"Self-tests written for {len(stats.self_tests)} tasks: {kept} kept "
+        f"({kept / len(stats.self_tests):.1f} a task), dropped: {why}; tasks left without "
+        f"any: {none}."
+    ]
+
+
+def self_test_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    header = ["strategy", "attempts with self-tests", "false pass (hidden failed)"]
+    header += ["false alarm (a self-test failed)"]
+    rows = [
+        [
+            s.label,
+            str(s.self_tested.attempts),
+            _pct(s.self_tested.false_passes, s.self_tested.self_passed),
+            _pct(s.self_tested.false_alarms, s.self_tested.hidden_passed),
+        ]
+        for s in stats.strategies
+        if s.self_tested.attempts
     ]
     return header, rows
