@@ -43,7 +43,7 @@ def main() -> None:
     for level in [int(x) for x in args.levels.split(",")]:
         # the endpoint runs in its own process, as a real one would
         server = subprocess.Popen(
-            [sys.executable, "-m", "mulligan.testing", "ok", str(args.latency)],
+            [sys.executable, "-m", "mulligan.llm.fake_server", "ok", str(args.latency)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

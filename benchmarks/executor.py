@@ -55,7 +55,7 @@ def main() -> None:
         for name in ("threads", "ray"):
             # the endpoint runs in its own process, as a real one would
             server = subprocess.Popen(
-                [sys.executable, "-m", "mulligan.testing", "ok", str(args.latency)],
+                [sys.executable, "-m", "mulligan.llm.fake_server", "ok", str(args.latency)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
