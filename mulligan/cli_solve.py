@@ -14,18 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import display, prompts, strategies
-from mulligan.actor import Actor, ActorSettings, build_tools
+from mulligan.actor import ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
+from mulligan.build import build_loop
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
 from mulligan.config import Settings
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
-from mulligan.loop import Loop
 from mulligan.memory import Memory
-from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
 from mulligan.text_cut import last_lines
@@ -91,15 +90,14 @@ def cmd_solve(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
-        loop = Loop(
-            actor=Actor(model, actor_settings, approve=approve),
+        loop = build_loop(
+            model,
+            loop_settings(args, args.strategy, extra_tools=started.tools, workspace_for=copies),
+            actor_settings,
+            memory,
+            run_id,
+            approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
-            settings=loop_settings(
-                args, args.strategy, extra_tools=started.tools, workspace_for=copies
-            ),
-            reflector=Reflector(model) if strategy.reflects else None,
-            memory=memory,
-            run_id=run_id,
         )
         if not args.resume:
             memory.log.start_run(

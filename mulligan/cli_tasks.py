@@ -11,7 +11,8 @@ from typing import Any
 
 from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks, self_tests_for
+from mulligan.bench.runner import check_resume, manifest, run_tasks, self_tests_for
+from mulligan.build import build_loop
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
 from mulligan.defaults import DEFAULT_MEMORY
@@ -192,10 +193,10 @@ def cmd_run(
     try:
         with progress.shown():
             episodes = run_tasks(
-                lambda: make_loop(
+                lambda: build_loop(
                     model,
-                    actor_settings,
                     loop_settings(args, args.strategy, extra_tools=suite.tools),
+                    actor_settings,
                     memory,
                     run_id,
                 ),

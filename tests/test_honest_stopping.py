@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from mulligan import strategies
-from mulligan.actor import Actor, ActorSettings
+from mulligan.actor import Actor
 from mulligan.bench.report import write_report
-from mulligan.bench.runner import make_loop
 from mulligan.bench.stats import collect
+from mulligan.build import build_loop
 from mulligan.errors import ModelError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
@@ -76,7 +76,7 @@ def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
         settings = LoopSettings(strategy=name, trials=3, stop=stop)
         memory = Memory(tmp_path / "mem", HashEmbedding())
-        episode = make_loop(model, ActorSettings(), settings, memory).run_episode(code_task())
+        episode = build_loop(model, settings, memory=memory).run_episode(code_task())
         requests = json.dumps(server.requests)
     assert not episode.passed  # scored by the hidden tests
     assert episode.verdicts[0].visible_passed is True
@@ -93,7 +93,7 @@ def test_every_stored_lesson_names_only_visible_checks(tmp_path: Path) -> None:
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
         memory = Memory(tmp_path / "mem", HashEmbedding())
         settings = LoopSettings(strategy="reflexion", trials=2, stop="oracle")
-        episode = make_loop(model, ActorSettings(), settings, memory).run_episode(code_task())
+        episode = build_loop(model, settings, memory=memory).run_episode(code_task())
     lessons = memory.lessons(episode.lessons_written)
     assert lessons and all(lesson.source.failed_checks == [] for lesson in lessons)
 

@@ -10,36 +10,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mulligan import prompts, strategies
-from mulligan.actor import Actor, ActorSettings
+from mulligan import prompts
 from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
-from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
-from mulligan.llm.base import ChatModel
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
-from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, Episode, Task, Verdict
-
-
-def make_loop(
-    model: ChatModel,
-    actor_settings: ActorSettings,
-    settings: LoopSettings,
-    memory: Memory | None,
-    run_id: str = "",
-) -> Loop:
-    """The loop every command uses: one model as actor, judge and reflector."""
-    return Loop(
-        actor=Actor(model, actor_settings),
-        evaluator=Evaluator(judge=model),
-        settings=settings,
-        reflector=Reflector(model) if strategies.get(settings.strategy).reflects else None,
-        memory=memory,
-        run_id=run_id,
-    )
 
 
 def self_tests_for(

@@ -13,11 +13,11 @@ from mulligan.bench.executors import Executor
 from mulligan.bench.runner import (
     check_resume,
     episode_id,
-    make_loop,
     manifest,
     run_tasks,
     self_tests_for,
 )
+from mulligan.build import build_loop
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
@@ -152,6 +152,6 @@ class Study:
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
         settings = replace(self.loop, strategy=strategy)
-        return make_loop(
-            self.model_for(strategy), self.actor_settings, settings, self.memory, run_id
+        return build_loop(
+            self.model_for(strategy), settings, self.actor_settings, self.memory, run_id
         )
