@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from mulligan.cli_style import Progress
 from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
 from mulligan.config import load_settings
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
@@ -63,22 +63,11 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
 
 
 def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
-    if resume:
-        study.check_resume(run_id)
-    else:
-        study.start(run_id)
-    print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
-    try:
+    with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
+        print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
         progress, on_episode = bench_progress(len(study.tasks), prefix)
         with progress.shown():
             study.run(run_id, on_episode)
-    except KeyboardInterrupt:
-        study.memory.log.end_run(run_id, "interrupted")
-        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
-        raise
-    except Exception:  # the log never keeps a run "running" that has stopped
-        study.memory.log.end_run(run_id, "failed")
-        raise
     stats = write_report(study.memory.log, run_id, out)
     for line in _summary_lines(stats, prefix):
         print(line)
@@ -139,7 +128,7 @@ def cmd_bench(
         self_tests=args.self_tests,
     )
     try:
-        run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+        run_study(study, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:
             executor.close()
@@ -209,7 +198,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     try:
-        run_study(study, uuid.uuid4().hex[:10], False, out, prefix)
+        run_study(study, new_run_id(None), False, out, prefix)
     finally:
         endpoints.close()
     print(f"{prefix}done in {time.perf_counter() - started:.1f}s")

@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import check_resume, manifest, run_tasks, self_tests_for
+from mulligan.bench.runner import manifest, run_tasks, self_tests_for, settings_manifest
 from mulligan.build import build_loop
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
@@ -143,23 +143,18 @@ def cmd_run(
     suite: Suite,
 ) -> int:
     strategy = strategies.get(args.strategy)
-    run_id = args.resume or uuid.uuid4().hex[:10]
+    run_id = new_run_id(args.resume)
     wanted = manifest(
         command="run",
         suite=args.suite,
         model=model.name,
         endpoint=settings.base_url or "api.openai.com",
         temperature=settings.temperature,
-        budget=vars(actor_settings.budget),
         strategies=[args.strategy],
-        trials=args.trials,
-        stop=args.stop,
-        carried_reflections=args.carried_reflections,
-        carry=args.carry,
-        min_similarity=args.min_similarity,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
         self_tests=args.self_tests,
+        **settings_manifest(actor_settings, loop_settings(args, args.strategy)),
     )
     if args.resume:
         log_to_resume(settings, run_id)
@@ -171,11 +166,6 @@ def cmd_run(
     memory = open_memory(settings, model, validity_rules(args))
     if strategy.uses_store and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
-    if args.resume:
-        check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
-    else:
-        memory.log.start_run(run_id, wanted)
-    print(f"run id: {run_id}", file=sys.stderr)
 
     progress = Progress(len(suite.tasks))
 
@@ -190,36 +180,33 @@ def cmd_run(
                 line = display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict)
                 print(marked(line), flush=True)
 
+    writer = SelfTestWriter(model)
     try:
-        with progress.shown():
-            episodes = run_tasks(
-                lambda: build_loop(
-                    model,
-                    loop_settings(args, args.strategy, extra_tools=suite.tools),
-                    actor_settings,
-                    memory,
-                    run_id,
-                ),
-                suite.tasks,
-                run_id=run_id,
-                strategy=args.strategy,
-                memory=memory,
-                concurrency=args.concurrency,
-                on_episode=report,
-                executor=executor,
-                prepare=self_tests_for(memory.log, run_id, SelfTestWriter(model), args.self_tests)
-                if args.self_tests
-                else None,
-            )
-    except BaseException as exc:  # the log never keeps a run "running" that has stopped
-        memory.log.end_run(
-            run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        )
-        raise
+        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
+            print(f"run id: {run_id}", file=sys.stderr)
+            with progress.shown():
+                episodes = run_tasks(
+                    lambda: build_loop(
+                        model,
+                        loop_settings(args, args.strategy, extra_tools=suite.tools),
+                        actor_settings,
+                        memory,
+                        run_id,
+                    ),
+                    suite.tasks,
+                    run_id=run_id,
+                    strategy=args.strategy,
+                    memory=memory,
+                    concurrency=args.concurrency,
+                    on_episode=report,
+                    executor=executor,
+                    prepare=self_tests_for(memory.log, run_id, writer, args.self_tests)
+                    if args.self_tests
+                    else None,
+                )
     finally:
         if executor:
             executor.close()
-    memory.log.end_run(run_id)
     if not args.json:
         print(display.run_summary(episodes))
     print(f"run id: {run_id}", file=sys.stderr)

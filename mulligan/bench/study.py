@@ -16,6 +16,7 @@ from mulligan.bench.runner import (
     manifest,
     run_tasks,
     self_tests_for,
+    settings_manifest,
 )
 from mulligan.build import build_loop
 from mulligan.evaluator.self_tests import SelfTestWriter
@@ -76,21 +77,14 @@ class Study:
             command="bench",
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
-            trials=self.loop.trials,
-            stop=self.loop.stop,
             seed=self.seed,
             passes=self.passes,
             concurrency=self.concurrency,
-            budget=vars(self.actor_settings.budget),
-            protocol=self.actor_settings.protocol,
-            compression=vars(self.actor_settings.compression),
             task_order=[t.id for t in self.ordered_tasks()],
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
-            carry=self.loop.carry,
-            min_similarity=self.loop.min_similarity,
-            carried_reflections=self.loop.carried_reflections,
             self_tests=self.self_tests,
+            **settings_manifest(self.actor_settings, self.loop),
             **self.info,
         )
 
