@@ -19,8 +19,8 @@ from mulligan.defaults import (
     MIN_SIMILARITY,
     user_config_path,
 )
+from mulligan.strategies import DEFAULT_STUDY, STOP_RULES
 from mulligan.strategies import NAMES as STRATEGIES
-from mulligan.strategies import STOP_RULES
 
 Handler = Callable[[argparse.Namespace], int]
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
@@ -269,7 +269,9 @@ def add_memory(commands: Commands) -> None:
 def add_bench(commands: Commands) -> None:
     bench = commands.add_parser("bench", help="strategies side by side, with a report")
     add_selection_flags(bench)
-    bench.add_argument("--strategies", default=",".join(STRATEGIES))
+    bench.add_argument(
+        "--strategies", default=",".join(DEFAULT_STUDY), help=f"of {', '.join(STRATEGIES)}"
+    )
     bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
     bench.add_argument(

@@ -14,6 +14,7 @@ from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY)}
 NAMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
 
 
 def get(name: str) -> Strategy:
@@ -42,5 +43,15 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
     return [REGISTRY[n] for n in names]
 
 
-__all__ = ["NAMES", "REGISTRY", "STOP_RULES", "Strategy", "StopRule", "get", "known", "parse"]
+__all__ = [
+    "DEFAULT_STUDY",
+    "NAMES",
+    "REGISTRY",
+    "STOP_RULES",
+    "Strategy",
+    "StopRule",
+    "get",
+    "known",
+    "parse",
+]
 __all__ += ["stop_rule"]
