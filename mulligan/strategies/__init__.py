@@ -48,10 +48,10 @@ __all__ = [
     "NAMES",
     "REGISTRY",
     "STOP_RULES",
-    "Strategy",
     "StopRule",
+    "Strategy",
     "get",
     "known",
     "parse",
+    "stop_rule",
 ]
-__all__ += ["stop_rule"]
