@@ -215,3 +215,13 @@ def test_the_report_says_first_which_rule_ran(tmp_path: Path, stop: str) -> None
     assert f"{other.capitalize()} stopping" not in first
     assert "submitted answer passed, 3 trials" in text
     assert (tmp_path / "out" / "success_by_tokens.svg").read_text().count("<polyline") == 1
+
+
+def test_repair_carries_the_answer_and_feedback_and_never_reflects() -> None:
+    task = Task(id="t", family="f", prompt="Say yes.", checks=[ExactMatchCheck(answer="yes")])
+    model = ScriptedModel(["no", "yes"])  # a reflection call would find no reply and fail
+    episode = build_loop(model, LoopSettings(strategy="repair", trials=3)).run_episode(task)
+    assert [a.answer for a in episode.attempts] == ["no", "yes"] and episode.passed
+    second = json.dumps(model.calls[1].messages)
+    assert "Your previous final answer" in second and "FAIL" in second  # answer and feedback
+    assert episode.lessons_written == []
