@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
-from mulligan import display, validate
+from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
+from mulligan.bench.runner import manifest, run_tasks, self_tests_for, settings_manifest
+from mulligan.build import build_loop
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
-from mulligan.defaults import DEFAULT_MEMORY, STRATEGIES
+from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
+from mulligan.evaluator.self_tests import SelfTestWriter
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import local_fields
 from mulligan.loop import LoopSettings
@@ -92,6 +94,7 @@ def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopS
     return LoopSettings(
         strategy=strategy,
         trials=args.trials,
+        stop=args.stop,
         carried_reflections=args.carried_reflections,
         carry=args.carry,
         min_similarity=args.min_similarity,
@@ -140,39 +143,30 @@ def cmd_run(
     actor_settings: Any,
     suite: Suite,
 ) -> int:
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
-    run_id = args.resume or uuid.uuid4().hex[:10]
+    strategy = strategies.get(args.strategy)
+    run_id = new_run_id(args.resume)
     wanted = manifest(
         command="run",
         suite=args.suite,
         model=model.name,
         **{"endpoint": settings.base_url or "api.openai.com", **local_fields(model)},
         temperature=settings.temperature,
-        budget=vars(actor_settings.budget),
         strategies=[args.strategy],
-        trials=args.trials,
-        carried_reflections=args.carried_reflections,
-        carry=args.carry,
-        min_similarity=args.min_similarity,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
+        self_tests=args.self_tests,
+        **settings_manifest(actor_settings, loop_settings(args, args.strategy)),
     )
     if args.resume:
         log_to_resume(settings, run_id)
     executor = open_executor(
         args.executor, args.ray_address, concurrency=args.concurrency,
         memory_location=settings.memory or DEFAULT_MEMORY,
-        uses_store=args.strategy == "reflexion-memory",
+        uses_store=strategy.uses_store,
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args))
-    if args.strategy == "reflexion-memory" and executor is None:  # on Ray, the workers open it
+    if strategy.uses_store and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
-    if args.resume:
-        check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
-    else:
-        memory.log.start_run(run_id, wanted)
-    print(f"run id: {run_id}", file=sys.stderr)
 
     progress = Progress(len(suite.tasks))
 
@@ -187,33 +181,33 @@ def cmd_run(
                 line = display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict)
                 print(marked(line), flush=True)
 
+    writer = SelfTestWriter(model)
     try:
-        with progress.shown():
-            episodes = run_tasks(
-                lambda: make_loop(
-                    model,
-                    actor_settings,
-                    loop_settings(args, args.strategy, extra_tools=suite.tools),
-                    memory,
-                    run_id,
-                ),
-                suite.tasks,
-                run_id=run_id,
-                strategy=args.strategy,
-                memory=memory,
-                concurrency=args.concurrency,
-                on_episode=report,
-                executor=executor,
-            )
-    except BaseException as exc:  # the log never keeps a run "running" that has stopped
-        memory.log.end_run(
-            run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        )
-        raise
+        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
+            print(f"run id: {run_id}", file=sys.stderr)
+            with progress.shown():
+                episodes = run_tasks(
+                    lambda: build_loop(
+                        model,
+                        loop_settings(args, args.strategy, extra_tools=suite.tools),
+                        actor_settings,
+                        memory,
+                        run_id,
+                    ),
+                    suite.tasks,
+                    run_id=run_id,
+                    strategy=args.strategy,
+                    memory=memory,
+                    concurrency=args.concurrency,
+                    on_episode=report,
+                    executor=executor,
+                    prepare=self_tests_for(memory.log, run_id, writer, args.self_tests)
+                    if args.self_tests
+                    else None,
+                )
     finally:
         if executor:
             executor.close()
-    memory.log.end_run(run_id)
     if not args.json:
         print(display.run_summary(episodes))
     print(f"run id: {run_id}", file=sys.stderr)

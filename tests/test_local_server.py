@@ -197,6 +197,34 @@ def test_no_endpoint_runs_the_installed_local_model_and_says_so(
     assert gone_within(pid, 5)
 
 
+@pytest.mark.timeout(300)
+def test_doctor_shows_the_local_model(
+    tmp_path: Path, standin: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
+    from mulligan.cli_doctor import check_local_model
+    from mulligan.config import Settings
+
+    monkeypatch.syspath_prepend(str(STANDIN))
+    monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "3")
+    lines: list[tuple[str, bool, str]] = []
+    settings = Settings(model=f"local:{standin['MODEL']}")
+    try:
+        check_local_model(settings, lambda *line: lines.append(line), needed=True)
+        (pid,) = started_servers(tmp_path)
+    finally:
+        local_server.stop_all()
+    ((name, ok, detail),) = lines
+    digest = local_model.sha256_of(Path(standin["MODEL"]))
+    assert (name, ok) == ("local model", True)
+    assert f"standin.gguf (0.00 GB, sha256 {digest[:16]}… checked), 3 threads, " in detail
+    assert "tokens/s (1 tokens in" in detail
+    assert gone_within(pid, 5)
+    monkeypatch.setattr(local_model, "server_installed", lambda: False)
+    check_local_model(Settings(), lambda *line: lines.append(line), needed=False)
+    assert lines[-1][:2] == ("local model", True) and "pip install" in lines[-1][2]
+
+
 # ---------------------------------------------------------------- the real llama.cpp server
 
 
