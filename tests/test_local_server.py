@@ -23,6 +23,9 @@ from mulligan.cli import main
 from mulligan.llm import local_model, local_server
 
 STANDIN = Path(__file__).parent / "standin_llama"
+pytestmark = pytest.mark.timeout(900)  # subprocesses of Python: slow on a busy machine
+WAIT = 300.0
+"""Upper bounds for a start or an exit to happen (generous: the machine may be busy)."""
 
 
 def alive(pid: int) -> bool:
@@ -69,7 +72,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {**os.environ, "MODEL": str(model)}
 
 
-def started_servers(tmp_path: Path, count: int = 1, seconds: float = 60) -> list[int]:
+def started_servers(tmp_path: Path, count: int = 1, seconds: float = WAIT) -> list[int]:
     deadline = time.monotonic() + seconds
     pids: list[int] = []
     while time.monotonic() < deadline and len(pids) < count:
@@ -94,24 +97,24 @@ def test_a_normal_exit_stops_the_server(tmp_path: Path, standin: dict[str, str])
     done = subprocess.run(
         [sys.executable, "-m", "mulligan.cli", "attempt", "What is 2+2?", "--model",
          f"local:{standin['MODEL']}", "--json"],
-        capture_output=True, text=True, env=standin, timeout=120,
+        capture_output=True, text=True, env=standin, timeout=WAIT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     attempt = json.loads(done.stdout)
     assert attempt["answer"] == "4" and attempt["usage"]["completion_tokens"] > 0
     (pid,) = started_servers(tmp_path)
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 60)
 
 
 def test_an_error_after_the_start_stops_the_server(tmp_path: Path, standin: dict[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mulligan.cli", "attempt", "What is 2+2?", "--model",
          f"local:{standin['MODEL']}"],
-        capture_output=True, text=True, env={**standin, "STANDIN_STATUS": "400"}, timeout=120,
+        capture_output=True, text=True, env={**standin, "STANDIN_STATUS": "400"}, timeout=WAIT,
     )  # fmt: skip
     assert done.returncode == 1 and "stand-in says no" in done.stdout + done.stderr
     (pid,) = started_servers(tmp_path)
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 60)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
@@ -123,16 +126,19 @@ def test_the_server_does_not_outlive_mulligan(
     process = mulligan({**standin, "STANDIN_DELAY": "60"}, "--model", f"local:{standin['MODEL']}")
     try:
         (pid,) = started_servers(tmp_path)
-        time.sleep(1.5)  # into the model call
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and not (tmp_path / "pids.chats").exists():
+            time.sleep(0.1)  # until the model is asked
+        time.sleep(0.5)
         assert process.poll() is None and alive(pid)
         process.send_signal(sig)
-        process.communicate(timeout=30)
+        process.communicate(timeout=WAIT)
     finally:
         if process.poll() is None:
             process.kill()
     if sig == signal.SIGINT:
         assert process.returncode == 130
-    assert gone_within(pid, 10), f"the server outlived mulligan ({sig.name})"
+    assert gone_within(pid, 60), f"the server outlived mulligan ({sig.name})"
 
 
 def test_each_guard_alone_ends_the_server(tmp_path: Path, standin: dict[str, str]) -> None:
@@ -158,7 +164,7 @@ def test_each_guard_alone_ends_the_server(tmp_path: Path, standin: dict[str, str
             assert alive(pid)
             parent.kill()
             parent.wait()
-            assert gone_within(pid, 10), f"{mode}: the server outlived its parent"
+            assert gone_within(pid, 60), f"{mode}: the server outlived its parent"
         finally:
             os.close(write_end)
             if parent.poll() is None:
@@ -194,10 +200,9 @@ def test_no_endpoint_runs_the_installed_local_model_and_says_so(
         "mulligan: no endpoint configured: running Fake-1B on this machine's CPU; "
         "set OPENAI_BASE_URL to use yours"
     ]
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 60)
 
 
-@pytest.mark.timeout(300)
 def test_doctor_shows_the_local_model(
     tmp_path: Path, standin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -219,7 +224,7 @@ def test_doctor_shows_the_local_model(
     assert (name, ok) == ("local model", True)
     assert f"standin.gguf (0.00 GB, sha256 {digest[:16]}… checked), 3 threads, " in detail
     assert "tokens/s (1 tokens in" in detail
-    assert gone_within(pid, 5)
+    assert gone_within(pid, 60)
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
     check_local_model(Settings(), lambda *line: lines.append(line), needed=False)
     assert lines[-1][:2] == ("local model", True) and "pip install" in lines[-1][2]
@@ -239,7 +244,6 @@ def tiny_model() -> Path:
     return path
 
 
-@pytest.mark.timeout(900)
 def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     """Plumbing, not success: a reply arrived, usage was counted, the manifest names the
     model file and the server, and the server is gone after the command."""
@@ -270,7 +274,6 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     assert "--model" in " ".join(facts["local_server"]["flags"])
 
 
-@pytest.mark.timeout(600)
 def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
     model = tiny_model()
     process = subprocess.Popen(
@@ -281,7 +284,7 @@ def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline and not servers_of(process.pid):
             time.sleep(0.2)
         (pid,) = servers_of(process.pid)
@@ -292,4 +295,4 @@ def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
     finally:
         if process.poll() is None:
             process.kill()
-    assert gone_within(pid, 10), "the llama.cpp server outlived a SIGKILLed mulligan"
+    assert gone_within(pid, 60), "the llama.cpp server outlived a SIGKILLed mulligan"

@@ -231,8 +231,13 @@ def serve(model: ModelFile, count: int | None = None) -> LocalServer:
         if not _atexit:
             atexit.register(stop_all)
             _atexit.append(True)
-        server.start()
-        _servers[model.path] = server
+        _servers[model.path] = server  # before it starts: a Ctrl-C while it loads stops it too
+        try:
+            server.start()
+        except BaseException:
+            server.stop(keep_log=True)
+            del _servers[model.path]
+            raise
         return server
 
 

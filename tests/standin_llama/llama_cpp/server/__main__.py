@@ -44,6 +44,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.endswith("/chat/completions"):
+            if os.environ.get("STANDIN_PIDFILE"):
+                with open(os.environ["STANDIN_PIDFILE"] + ".chats", "a") as chats:
+                    chats.write("chat\n")  # the model is asked
             time.sleep(float(os.environ.get("STANDIN_DELAY") or 0))
             status = int(os.environ.get("STANDIN_STATUS") or 200)
             if status != 200:
