@@ -143,6 +143,7 @@ def _bench(
         },
         executor=executor,
         self_tests=args.self_tests,
+        first_from=args.first_from,
     )
     try:
         run_study(study, new_run_id(args.resume), bool(args.resume), out)
