@@ -207,7 +207,7 @@ def test_doctor_shows_the_local_model(
     tmp_path: Path, standin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
-    from mulligan.cli_doctor import check_local_model
+    from mulligan.cli.doctor import check_local_model
     from mulligan.config import Settings
 
     monkeypatch.syspath_prepend(str(STANDIN))

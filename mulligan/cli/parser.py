@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Callable
 from typing import NoReturn
 
-from mulligan import cli_style
+from mulligan.cli import style as cli_style
 from mulligan.defaults import (
     CARRY_MODES,
     DATA_ENV,
@@ -196,7 +196,7 @@ def add_attempt(commands: Commands) -> None:
     add_mcp_flag(attempt)
     add_endpoint_flags(attempt)
     add_budget_flags(attempt)
-    attempt.set_defaults(handler="mulligan.cli_run:cmd_attempt")
+    attempt.set_defaults(handler="mulligan.cli.attempt:cmd_attempt")
 
 
 def add_run(commands: Commands) -> None:
@@ -207,7 +207,7 @@ def add_run(commands: Commands) -> None:
     add_run_flags(run, memory_default=DEFAULT_MEMORY)
     add_self_tests_flag(run)
     add_executor_flags(run)
-    run.set_defaults(handler="mulligan.cli_run:cmd_run")
+    run.set_defaults(handler="mulligan.cli.run:cmd_run")
 
 
 def add_solve(commands: Commands) -> None:
@@ -232,13 +232,13 @@ def add_solve(commands: Commands) -> None:
     add_network_flag(solve)
     add_run_flags(solve, memory_default=DEFAULT_MEMORY)
     # a project's lessons are stored under its own family: no similarity floor within it
-    solve.set_defaults(handler="mulligan.cli_run:cmd_solve", min_similarity=0.0)
+    solve.set_defaults(handler="mulligan.cli.solve:cmd_solve", min_similarity=0.0)
 
 
 def add_tasks(commands: Commands) -> None:
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     add_selection_flags(tasks)
-    tasks.set_defaults(handler="mulligan.cli_tasks:cmd_tasks")
+    tasks.set_defaults(handler="mulligan.cli.run:cmd_tasks")
 
 
 def add_memory(commands: Commands) -> None:
@@ -258,7 +258,7 @@ def add_memory(commands: Commands) -> None:
     memory.add_argument(
         "--embedding", help="search, import: embed with this (default: as the store was built)"
     )
-    memory.set_defaults(handler="mulligan.cli_memory:cmd_memory")
+    memory.set_defaults(handler="mulligan.cli.memory:cmd_memory")
 
     episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")
     episodes.add_argument("action", choices=["list", "show"])
@@ -266,7 +266,7 @@ def add_memory(commands: Commands) -> None:
     episodes.add_argument("--run", help="only this run's episodes")
     episodes.add_argument("--memory", help=f"memory directory ({DEFAULT_MEMORY})")
     episodes.add_argument("--embedding", help=argparse.SUPPRESS)
-    episodes.set_defaults(handler="mulligan.cli_memory:cmd_episodes")
+    episodes.set_defaults(handler="mulligan.cli.memory:cmd_episodes")
 
 
 def add_bench(commands: Commands) -> None:
@@ -284,21 +284,27 @@ def add_bench(commands: Commands) -> None:
         help="paired (default): trial 1 made once per task and shared by the strategies that "
         "start without lessons; independent: each strategy makes its own",
     )
+    bench.add_argument(
+        "--first-from",
+        metavar="RUN_ID",
+        help="continue from the trial 1s of another run in the same memory (pass its --memory): "
+        "two studies paired on the same first attempts",
+    )
     add_run_flags(bench, memory_default="OUT/memory")
     add_self_tests_flag(bench)
     add_executor_flags(bench)
-    bench.set_defaults(handler="mulligan.cli_run:cmd_bench")
+    bench.set_defaults(handler="mulligan.cli.bench:cmd_bench")
 
     report = commands.add_parser("report", help="rebuild a bench report from the log")
     report.add_argument("run_id")
     report.add_argument("--out", default="mulligan-bench")
     report.add_argument("--memory", help="the directory holding episodes.db (default OUT/memory)")
-    report.set_defaults(handler="mulligan.cli_bench:cmd_report")
+    report.set_defaults(handler="mulligan.cli.bench:cmd_report")
 
     demo = commands.add_parser("demo", help="the study offline, on a scripted model")
     demo.add_argument("--out", default="mulligan-demo")
     demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(handler="mulligan.cli_bench:cmd_demo")
+    demo.set_defaults(handler="mulligan.cli.bench:cmd_demo")
 
 
 def add_doctor(commands: Commands) -> None:
@@ -308,7 +314,7 @@ def add_doctor(commands: Commands) -> None:
     doctor.add_argument("--model", help="model name; `local` or `local:PATH.gguf`: llama.cpp")
     doctor.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
     doctor.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
-    doctor.set_defaults(handler="mulligan.cli_doctor:cmd_doctor")
+    doctor.set_defaults(handler="mulligan.cli.doctor:cmd_doctor")
 
 
 def add_data(commands: Commands) -> None:
@@ -320,7 +326,7 @@ def add_data(commands: Commands) -> None:
     )
     parser.add_argument("action", choices=["fetch", "list"])
     parser.add_argument("names", nargs="*", help=f"{', '.join(DATASET_NAMES)} (default: all)")
-    parser.set_defaults(handler="mulligan.cli_data:cmd_data")
+    parser.set_defaults(handler="mulligan.cli.data:cmd_data")
 
 
 def add_config(commands: Commands) -> None:
@@ -332,7 +338,7 @@ def add_config(commands: Commands) -> None:
         "then the defaults.",
     )
     parser.add_argument("action", choices=["show"])
-    parser.set_defaults(handler="mulligan.cli_config:cmd_config")
+    parser.set_defaults(handler="mulligan.cli.config:cmd_config")
 
 
 def build_parser() -> argparse.ArgumentParser:

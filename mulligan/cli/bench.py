@@ -16,9 +16,17 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
-from mulligan.cli_local import REPORTER
-from mulligan.cli_style import Progress
-from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import (
+    actor_settings,
+    log_to_resume,
+    loop_settings,
+    open_memory,
+    selected,
+    validity_rules,
+)
+from mulligan.cli.local import REPORTER
+from mulligan.cli.style import Progress
 from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, new_run_id
@@ -77,7 +85,16 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
     return stats
 
 
-def cmd_bench(
+def cmd_bench(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = selected(args)
+    if any(s.uses_store for s in registry.parse(args.strategies)):
+        validate.embedding_available(settings.embedding)
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return _bench(args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools)
+
+
+def _bench(
     args: argparse.Namespace,
     actor_settings: ActorSettings,
     suite_tasks: list[Task],
@@ -132,6 +149,7 @@ def cmd_bench(
         },
         executor=executor,
         self_tests=args.self_tests,
+        first_from=args.first_from,
     )
     try:
         run_study(study, new_run_id(args.resume), bool(args.resume), out)

@@ -5,34 +5,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from mulligan import display, strategies, validate
+from mulligan.actor import Budget
 from mulligan.bench.executors import open_executor
 from mulligan.bench.runner import manifest, run_tasks, self_tests_for, settings_manifest
 from mulligan.build import build_loop
-from mulligan.cli_style import Progress, marked, table
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import (
+    actor_settings,
+    log_to_resume,
+    loop_settings,
+    open_memory,
+    selected,
+    usage_json,
+    validity_rules,
+)
+from mulligan.cli.local import REPORTER
+from mulligan.cli.style import Progress, marked, table
 from mulligan.config import Settings, load_settings
 from mulligan.defaults import DEFAULT_MEMORY
-from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import local_fields
-from mulligan.loop import LoopSettings
-from mulligan.memory import Memory, ValidityRules, make_embedder
-from mulligan.schema import Episode, Role, Task, Usage
-from mulligan.tasks.suites import Suite, load_suite, select
-
-
-def selected(args: argparse.Namespace) -> Suite:
-    suite = load_suite(args.suite, data=args.data, feedback=args.feedback)
-    ids = [i.strip() for i in args.ids.split(",")] if args.ids else None
-    suite.tasks = select(suite.tasks, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
-    if getattr(args, "network", False):
-        suite.tasks = [task.model_copy(update={"network": True}) for task in suite.tasks]
-    return suite
+from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.pricing import require_price_for_cost_budget
+from mulligan.schema import Episode, Task
+from mulligan.tasks.suites import Suite
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -54,89 +54,21 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def open_memory(
-    settings: Settings,
-    endpoint: ChatModel | None = None,
-    rules: ValidityRules | None = None,
-    default: str = DEFAULT_MEMORY,
-    *,
-    reading: bool = False,
-) -> Memory:
-    """The memory the settings name: a directory, or a chroma URL with the log in `default`.
-    `reading`: the store opens without an embedding (see `LessonStore.use` to add one)."""
-    location = settings.memory or default
-    spec = settings.embedding
-
-    def embedder() -> Any:
-        return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
-
-    validate.memory_directory(location)
-    if location.startswith(("http://", "https://")):
-        validate.memory_directory(default)
-        return Memory(default, embedder, store=location, rules=rules)
-    return Memory(location, embedder, rules=rules)
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = selected(args)  # a bad suite or file is reported before connecting
+    strategy = strategies.get(args.strategy)
+    if strategy.uses_store:
+        validate.embedding_available(settings.embedding)
+    repeated = strategy.repeats and args.trials > 1
+    model = connect(settings, default_temperature=0.7 if repeated else 0.0, reporter=REPORTER)
+    budget = actor_settings(args, settings, Budget())
+    require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return _run_suite(args, settings, model, budget, suite)
 
 
-def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY) -> None:
-    """`--resume` needs the log that holds the run: refused before anything is created."""
-    location = settings.memory or default
-    directory = default if location.startswith(("http://", "https://")) else location
-    log = Path(directory).expanduser() / "episodes.db"
-    if not log.exists():
-        raise UserError(
-            f"--resume {run_id}: no episode log at {log}; "
-            "pass the --memory (bench: --out) the run used"
-        )
-
-
-def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopSettings:
-    """The loop the flags ask for (`more`: what the command adds, such as extra tools)."""
-    return LoopSettings(
-        strategy=strategy,
-        trials=args.trials,
-        stop=args.stop,
-        carried_reflections=args.carried_reflections,
-        carry=args.carry,
-        min_similarity=args.min_similarity,
-        **more,
-    )
-
-
-def validity_rules(args: argparse.Namespace) -> ValidityRules:
-    return ValidityRules(
-        validate_after=args.validate_after,
-        refute_after=args.refute_after,
-        ttl_days=args.lesson_ttl_days,
-    )
-
-
-def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:
-    """Tokens and cost (null when the price is unknown), and the same split by role."""
-    return usage.as_json() | {"by_role": {role: u.as_json() for role, u in by_role.items()}}
-
-
-def episode_json(episode: Episode) -> str:
-    return json.dumps(
-        {
-            "task_id": episode.task_id,
-            "strategy": episode.strategy,
-            "passed": episode.passed,
-            "usage": usage_json(episode.usage, episode.usage_by_role),
-            "attempts": [
-                {
-                    "trial": a.trial,
-                    "stop_reason": a.stop_reason,
-                    "answer": a.answer,
-                    "usage": usage_json(a.usage, a.usage_by_role),
-                    "verdict": v.model_dump(),
-                }
-                for a, v in zip(episode.attempts, episode.verdicts, strict=False)
-            ],
-        }
-    )
-
-
-def cmd_run(
+def _run_suite(
     args: argparse.Namespace,
     settings: Settings,
     model: ChatModel,
@@ -213,6 +145,27 @@ def cmd_run(
     print(f"run id: {run_id}", file=sys.stderr)
     failed_endpoint = endpoint_failures(episodes)
     return 1 if failed_endpoint or not all(episode.passed for episode in episodes) else 0
+
+
+def episode_json(episode: Episode) -> str:
+    return json.dumps(
+        {
+            "task_id": episode.task_id,
+            "strategy": episode.strategy,
+            "passed": episode.passed,
+            "usage": usage_json(episode.usage, episode.usage_by_role),
+            "attempts": [
+                {
+                    "trial": a.trial,
+                    "stop_reason": a.stop_reason,
+                    "answer": a.answer,
+                    "usage": usage_json(a.usage, a.usage_by_role),
+                    "verdict": v.model_dump(),
+                }
+                for a, v in zip(episode.attempts, episode.verdicts, strict=False)
+            ],
+        }
+    )
 
 
 def endpoint_failures(episodes: list[Episode]) -> int:

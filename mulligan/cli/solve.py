@@ -13,14 +13,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import display, prompts, strategies
-from mulligan.actor import ActorSettings, build_tools
+from mulligan.actor import ActorSettings, Budget, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest, settings_manifest
 from mulligan.build import build_loop
-from mulligan.cli_local import REPORTER
-from mulligan.cli_mcp import servers
-from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
-from mulligan.config import Settings
+from mulligan.cli.common import (
+    actor_settings,
+    cli_approver,
+    loop_settings,
+    open_memory,
+    validity_rules,
+)
+from mulligan.cli.local import REPORTER
+from mulligan.cli.mcp import servers
+from mulligan.config import Settings, load_settings
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, new_run_id
@@ -73,7 +79,13 @@ def solve_task(
     )
 
 
-def cmd_solve(
+def cmd_solve(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    budget = actor_settings(args, settings, Budget())
+    return _solve(args, settings, budget, cli_approver(args.yes))
+
+
+def _solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)

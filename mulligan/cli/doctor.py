@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from mulligan import sandbox
-from mulligan.cli_local import REPORTER
-from mulligan.cli_tasks import open_memory
+from mulligan.cli.common import open_memory
+from mulligan.cli.local import REPORTER
 from mulligan.config import Settings, endpoint_configured, load_settings
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
