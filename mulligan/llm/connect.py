@@ -65,9 +65,9 @@ def connect_local(
     settings: Settings, spec: str, default_temperature: float, reporter: Reporter
 ) -> OpenAIChatModel:
     """A chat model on the local llama.cpp server of `spec` (`local` or `local:PATH`)."""
-    from mulligan.llm.openai_client import OpenAIChatModel
-
     server = local_server.serve(local_model.resolve(spec, reporter))
+    from mulligan.llm.openai_client import OpenAIChatModel  # after the checks: a slow import
+
     temperature = settings.temperature
     return OpenAIChatModel(
         server.model.alias,
