@@ -89,7 +89,7 @@ class LlamaServer:
     def __init__(self, python: str, model: str, n_ctx: int = 2048) -> None:
         self.python, self.model, self.n_ctx = python, model, n_ctx
         self.port = _free_port()
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

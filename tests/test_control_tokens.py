@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
 import pytest
 
 from mulligan import prompts
@@ -108,7 +109,7 @@ def test_a_tool_result_cannot_open_a_turn_natively_and_the_log_keeps_it_raw() ->
 
 
 def test_a_tool_result_cannot_open_a_turn_in_the_text_protocol() -> None:
-    turn = 'Thought: read it\nAction: fetch_page\nAction Input: {}'
+    turn = "Thought: read it\nAction: fetch_page\nAction Input: {}"
     with ScriptedModel([turn, "Final Answer: 7"]) as model:
         Actor(model, ActorSettings(protocol="text")).run("t", "Read the page.", [fetch_page])
     second = model.calls[1].messages
