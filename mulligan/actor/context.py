@@ -150,14 +150,14 @@ class Context:
     def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
         pinned = [prompts.render("task", prompt=self.task)]
         if self.carried:
-            pinned.append(self.carried)
+            pinned.append(neutralise(self.carried))  # the Python API may pass any text
         if self.lessons:
             pinned.append(prompts.render("lessons", lessons=self.lessons))
         if self.summary:
             pinned.append(prompts.render("summary", summary=self.summary))
         messages: list[Message] = [
-            {"role": "system", "content": neutralise(self.system)},
-            {"role": "user", "content": neutralise("\n\n".join(pinned))},
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": "\n\n".join(pinned)},
         ]
         for step in steps[self.folded :]:
             messages.extend(render_step(step, self.protocol))
