@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from mulligan import strategies as registry
 from mulligan import validate
 from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
@@ -19,7 +20,6 @@ from mulligan.bench.study import Study, first_attempt_source, shares_first_attem
 from mulligan.cli_style import Progress
 from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
 from mulligan.config import load_settings
-from mulligan.defaults import STRATEGIES
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
@@ -52,14 +52,6 @@ def refuse_to_overwrite(out: Path, resume: str | None) -> None:
             f"--out {out} already holds a report ({earlier}); pass another --out DIR for "
             "this run, --resume RUN_ID to continue that one, or move it away"
         )
-
-
-def _strategies(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
-    if unknown or not names:
-        raise UserError(f"unknown strategies {unknown}: choose from {', '.join(STRATEGIES)}")
-    return names
 
 
 def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
@@ -102,9 +94,10 @@ def cmd_bench(
     extra: list[Tool],
 ) -> int:
     settings = load_settings(vars(args))
-    strategies = _strategies(args.strategies)
+    chosen = registry.parse(args.strategies)
+    strategies = [s.name for s in chosen]
     refuse_to_overwrite(Path(args.out), args.resume)
-    repeated = args.trials > 1 and any(s != "react" for s in strategies)
+    repeated = args.trials > 1 and any(s.repeats for s in chosen)
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     given = "max_cost" in actor_settings.forced
     require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
@@ -120,10 +113,10 @@ def cmd_bench(
     executor = open_executor(
         args.executor, args.ray_address, concurrency=args.concurrency,
         memory_location=settings.memory or str(out / "memory"),
-        uses_store="reflexion-memory" in strategies,
+        uses_store=any(s.uses_store for s in chosen),
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
-    if "reflexion-memory" in strategies and executor is None:  # on Ray, the workers open it
+    if any(s.uses_store for s in chosen) and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
@@ -140,8 +133,10 @@ def cmd_bench(
             "suite": args.suite,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
+            **({"feedback": args.feedback} if args.suite == "hotpotqa" else {}),
         },
         executor=executor,
+        self_tests=args.self_tests,
     )
     try:
         run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
@@ -181,7 +176,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 
-    strategies = list(STRATEGIES)
+    strategies = list(demo.EXPECTED)
     source = first_attempt_source(strategies, "paired")
 
     def model_for(strategy: str) -> ChatModel:

@@ -17,9 +17,10 @@ from mulligan.defaults import (
     DEFAULT_MEMORY,
     DESIGNS,
     MIN_SIMILARITY,
-    STRATEGIES,
     user_config_path,
 )
+from mulligan.strategies import NAMES as STRATEGIES
+from mulligan.strategies import STOP_RULES
 
 Handler = Callable[[argparse.Namespace], int]
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
@@ -50,7 +51,25 @@ def similarity(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A whole number, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
 # ---------------------------------------------------------------- shared flag groups
+
+
+def add_self_tests_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--self-tests",
+        type=count,
+        default=0,
+        metavar="N",
+        help="before trial 1 the model writes up to N asserts from the prompt alone; they are "
+        "visible checks of every attempt (Reflexion's internal tests; code tasks; default 0)",
+    )
 
 
 def add_network_flag(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +137,13 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
     parser.add_argument(
+        "--stop",
+        choices=tuple(STOP_RULES),
+        default="honest",
+        help="when an episode ends: honest (default; at the first attempt whose visible checks "
+        "pass) or oracle (the hidden checks decide whether to try again, as some papers do)",
+    )
+    parser.add_argument(
         "--carried-reflections",
         type=int,
         default=3,
@@ -176,6 +202,7 @@ def add_run(commands: Commands) -> None:
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
     add_run_flags(run, memory_default=DEFAULT_MEMORY)
+    add_self_tests_flag(run)
     add_executor_flags(run)
     run.set_defaults(handler="mulligan.cli_run:cmd_run")
 
@@ -253,6 +280,7 @@ def add_bench(commands: Commands) -> None:
         "start without lessons; independent: each strategy makes its own",
     )
     add_run_flags(bench, memory_default="OUT/memory")
+    add_self_tests_flag(bench)
     add_executor_flags(bench)
     bench.set_defaults(handler="mulligan.cli_run:cmd_bench")
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mulligan import cli_bench, cli_mcp, cli_solve, cli_tasks, display, validate
+from mulligan import cli_bench, cli_mcp, cli_solve, cli_tasks, display, strategies, validate
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.config import Settings, load_settings
@@ -81,9 +81,10 @@ def cmd_attempt(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)  # a bad suite or file is reported before connecting
-    if args.strategy == "reflexion-memory":
+    strategy = strategies.get(args.strategy)
+    if strategy.uses_store:
         validate.embedding_available(settings.embedding)
-    repeated = args.strategy != "react" and args.trials > 1
+    repeated = strategy.repeats and args.trials > 1
     model = connect(settings, default_temperature=0.7 if repeated else 0.0)
     budget = actor_settings(args, settings, Budget())
     require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
@@ -94,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = cli_tasks.selected(args)
-    if "reflexion-memory" in args.strategies:
+    if any(s.uses_store for s in strategies.parse(args.strategies)):
         validate.embedding_available(settings.embedding)
     with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
         return cli_bench.cmd_bench(

@@ -13,20 +13,18 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from mulligan import display, prompts
-from mulligan.actor import Actor, ActorSettings, build_tools
+from mulligan import display, prompts, strategies
+from mulligan.actor import ActorSettings, build_tools
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
+from mulligan.build import build_loop
 from mulligan.cli_mcp import servers
 from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
 from mulligan.config import Settings
-from mulligan.defaults import STRATEGIES
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
-from mulligan.loop import Loop
 from mulligan.memory import Memory
-from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
 from mulligan.text_cut import last_lines
@@ -48,8 +46,7 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"--strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
     if args.trials < 1:
         raise UserError("--trials must be at least 1")
     if not args.task.strip():
@@ -80,7 +77,8 @@ def cmd_solve(
 ) -> int:
     directory, checks = _validated(args)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
-    repeated = args.strategy != "react" and args.trials > 1
+    strategy = strategies.get(args.strategy)
+    repeated = strategy.repeats and args.trials > 1
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     memory = open_memory(settings, model, validity_rules(args))
     project = Project(directory, skip=[memory.directory.resolve()])
@@ -92,15 +90,14 @@ def cmd_solve(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
-        loop = Loop(
-            actor=Actor(model, actor_settings, approve=approve),
+        loop = build_loop(
+            model,
+            loop_settings(args, args.strategy, extra_tools=started.tools, workspace_for=copies),
+            actor_settings,
+            memory,
+            run_id,
+            approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
-            settings=loop_settings(
-                args, args.strategy, extra_tools=started.tools, workspace_for=copies
-            ),
-            reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
-            memory=memory,
-            run_id=run_id,
         )
         if not args.resume:
             memory.log.start_run(

@@ -9,13 +9,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mulligan import display, validate
+from mulligan import display, strategies, validate
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import check_resume, make_loop, manifest, run_tasks
+from mulligan.bench.runner import check_resume, manifest, run_tasks, self_tests_for
+from mulligan.build import build_loop
 from mulligan.cli_style import Progress, marked, table
 from mulligan.config import Settings, load_settings
-from mulligan.defaults import DEFAULT_MEMORY, STRATEGIES
+from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, ValidityRules, make_embedder
@@ -91,6 +93,7 @@ def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopS
     return LoopSettings(
         strategy=strategy,
         trials=args.trials,
+        stop=args.stop,
         carried_reflections=args.carried_reflections,
         carry=args.carry,
         min_similarity=args.min_similarity,
@@ -139,8 +142,7 @@ def cmd_run(
     actor_settings: Any,
     suite: Suite,
 ) -> int:
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    strategy = strategies.get(args.strategy)
     run_id = args.resume or uuid.uuid4().hex[:10]
     wanted = manifest(
         command="run",
@@ -151,21 +153,23 @@ def cmd_run(
         budget=vars(actor_settings.budget),
         strategies=[args.strategy],
         trials=args.trials,
+        stop=args.stop,
         carried_reflections=args.carried_reflections,
         carry=args.carry,
         min_similarity=args.min_similarity,
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
+        self_tests=args.self_tests,
     )
     if args.resume:
         log_to_resume(settings, run_id)
     executor = open_executor(
         args.executor, args.ray_address, concurrency=args.concurrency,
         memory_location=settings.memory or DEFAULT_MEMORY,
-        uses_store=args.strategy == "reflexion-memory",
+        uses_store=strategy.uses_store,
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args))
-    if args.strategy == "reflexion-memory" and executor is None:  # on Ray, the workers open it
+    if strategy.uses_store and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
     if args.resume:
         check_resume(memory.log.run(run_id), run_id, wanted, memory.log.path)
@@ -189,10 +193,10 @@ def cmd_run(
     try:
         with progress.shown():
             episodes = run_tasks(
-                lambda: make_loop(
+                lambda: build_loop(
                     model,
-                    actor_settings,
                     loop_settings(args, args.strategy, extra_tools=suite.tools),
+                    actor_settings,
                     memory,
                     run_id,
                 ),
@@ -203,6 +207,9 @@ def cmd_run(
                 concurrency=args.concurrency,
                 on_episode=report,
                 executor=executor,
+                prepare=self_tests_for(memory.log, run_id, SelfTestWriter(model), args.self_tests)
+                if args.self_tests
+                else None,
             )
     except BaseException as exc:  # the log never keeps a run "running" that has stopped
         memory.log.end_run(

@@ -7,9 +7,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mulligan import strategies as registry
 from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
-from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
+from mulligan.bench.runner import (
+    check_resume,
+    episode_id,
+    manifest,
+    run_tasks,
+    self_tests_for,
+)
+from mulligan.build import build_loop
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -20,8 +29,8 @@ ModelFor = Callable[[str], ChatModel]
 
 
 def shares_first_attempt(strategy: str) -> bool:
-    """Every strategy but reflexion-memory starts with the same lesson-free trial 1."""
-    return strategy != "reflexion-memory"
+    """A strategy that starts without lessons can start from the shared trial 1."""
+    return registry.get(strategy).shares_first_attempt
 
 
 def first_attempt_source(strategies: list[str], design: str) -> str | None:
@@ -51,6 +60,9 @@ class Study:
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    self_tests: int = 0
+    """Asserts the model writes per task from its prompt alone before trial 1 (Reflexion's
+    internal tests), shared by every strategy; 0: none."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -65,6 +77,7 @@ class Study:
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
             trials=self.loop.trials,
+            stop=self.loop.stop,
             seed=self.seed,
             passes=self.passes,
             concurrency=self.concurrency,
@@ -77,6 +90,7 @@ class Study:
             carry=self.loop.carry,
             min_similarity=self.loop.min_similarity,
             carried_reflections=self.loop.carried_reflections,
+            self_tests=self.self_tests,
             **self.info,
         )
 
@@ -93,6 +107,10 @@ class Study:
         """Every pass, every strategy, every task; finished episodes are not redone."""
         tasks = self.ordered_tasks()
         source = first_attempt_source(self.strategies, self.design)
+        prepare = None
+        if self.self_tests:
+            writer = SelfTestWriter(self.model_for(self.strategies[0]))
+            prepare = self_tests_for(self.memory.log, run_id, writer, self.self_tests)
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
                 shared = source and strategy != source and shares_first_attempt(strategy)
@@ -110,11 +128,12 @@ class Study:
                     strategy=strategy,
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
-                    concurrency=1 if strategy == "reflexion-memory" else self.concurrency,
+                    concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(run_id, source, run_pass) if shared else None,
                     executor=self.executor,
+                    prepare=prepare,
                 )
         self.memory.log.end_run(run_id)
 
@@ -133,6 +152,6 @@ class Study:
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
         settings = replace(self.loop, strategy=strategy)
-        return make_loop(
-            self.model_for(strategy), self.actor_settings, settings, self.memory, run_id
+        return build_loop(
+            self.model_for(strategy), settings, self.actor_settings, self.memory, run_id
         )
