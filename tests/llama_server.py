@@ -86,8 +86,8 @@ def _free_port() -> int:
 class LlamaServer:
     """`python -m llama_cpp.server` on a free loopback port, stopped on exit."""
 
-    def __init__(self, python: str, model: str, n_ctx: int = 2048) -> None:
-        self.python, self.model, self.n_ctx = python, model, n_ctx
+    def __init__(self, python: str, model: str, n_ctx: int = 2048, threads: int = 1) -> None:
+        self.python, self.model, self.n_ctx, self.threads = python, model, n_ctx, threads
         self.port = _free_port()
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop)
         self.process: subprocess.Popen[bytes] | None = None
@@ -99,7 +99,13 @@ class LlamaServer:
     def start(self) -> LlamaServer:
         command = [self.python, "-m", "llama_cpp.server", "--model", self.model]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx)]
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        command += ["--n_threads", str(self.threads), "--n_threads_batch", str(self.threads)]
+        # OpenMP's spinning workers crawl on a busy machine: a 1-token reply to "hi" took
+        # over 300 s at load 11 on 2 cores with the defaults, 8 s with one passive thread
+        environment = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        self.process = subprocess.Popen(
+            command, stdout=self.log, stderr=subprocess.STDOUT, env=environment
+        )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
