@@ -231,6 +231,9 @@ def run_id_of(err: str) -> str:
         (["--model", "other-model"], "model"),
         (["--max-steps", "3"], "max_steps"),
         (["--seed", "7"], "seed"),
+        (["--compress-at", "900"], "compression.threshold_tokens"),
+        (["--protocol", "text"], "protocol"),
+        (["--stop", "oracle"], "stop"),
     ],
 )
 def test_resume_with_other_arguments_than_the_run_is_refused_naming_the_field(

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mulligan import prompts
+from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
-from mulligan.loop import Loop
+from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Attempt, Episode, Task, Verdict
@@ -56,8 +57,24 @@ def manifest(**fields: Any) -> dict[str, Any]:
     return {**fields, "prompt_hashes": prompts.prompt_hashes(), "versions": versions()}
 
 
-NOT_COMPARED = ("prompt_hashes", "versions", "concurrency")
-"""What a resume may change: how fast it runs, and the software's version."""
+def settings_manifest(actor: ActorSettings, loop: LoopSettings) -> dict[str, Any]:
+    """What the actor and loop settings make of a run: every command's manifest has it, so a
+    resume with other settings is refused naming the one that differs."""
+    return {
+        "trials": loop.trials,
+        "stop": loop.stop,
+        "carry": loop.carry,
+        "carried_reflections": loop.carried_reflections,
+        "min_similarity": loop.min_similarity,
+        "budget": vars(actor.budget),
+        "protocol": actor.protocol,
+        "compression": vars(actor.compression),
+    }
+
+
+NOT_COMPARED = ("prompt_hashes", "versions", "concurrency", "endpoint")
+"""What a resume may change: how fast it runs, the software's version, and the address the
+model is reached at (a server restarted on another port serves the same `model`)."""
 FLAGS = {
     "suite": "the suite or task file",
     "tasks": "the task selection (--ids, --limit, --sample)",

@@ -9,11 +9,15 @@ from mulligan.strategies.base import Strategy
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
+from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
-REGISTRY: dict[str, Strategy] = {s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY)}
+REGISTRY: dict[str, Strategy] = {
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR)
+}
 NAMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
 
 
 def get(name: str) -> Strategy:
@@ -42,5 +46,15 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
     return [REGISTRY[n] for n in names]
 
 
-__all__ = ["NAMES", "REGISTRY", "STOP_RULES", "Strategy", "StopRule", "get", "known", "parse"]
-__all__ += ["stop_rule"]
+__all__ = [
+    "DEFAULT_STUDY",
+    "NAMES",
+    "REGISTRY",
+    "STOP_RULES",
+    "StopRule",
+    "Strategy",
+    "get",
+    "known",
+    "parse",
+    "stop_rule",
+]

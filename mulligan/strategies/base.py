@@ -34,6 +34,8 @@ class Strategy:
     """The episode's own diagnoses go to the next attempt."""
     carries_attempt: bool = False
     """The next attempt sees the previous answer and what the visible checks said."""
+    in_default_study: bool = True
+    """`mulligan bench` runs it when --strategies is not given (the paper's four)."""
 
     @property
     def shares_first_attempt(self) -> bool:

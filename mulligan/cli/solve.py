@@ -9,20 +9,26 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import display, prompts, strategies
-from mulligan.actor import ActorSettings, build_tools
+from mulligan.actor import ActorSettings, Budget, build_tools
 from mulligan.actor.tools import Approver
-from mulligan.bench.runner import episode_id, manifest
+from mulligan.bench.runner import episode_id, manifest, settings_manifest
 from mulligan.build import build_loop
-from mulligan.cli_mcp import servers
-from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
-from mulligan.config import Settings
+from mulligan.cli.common import (
+    actor_settings,
+    cli_approver,
+    loop_settings,
+    open_memory,
+    validity_rules,
+)
+from mulligan.cli.mcp import servers
+from mulligan.config import Settings, load_settings
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.connect import connect
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
@@ -72,7 +78,13 @@ def solve_task(
     )
 
 
-def cmd_solve(
+def cmd_solve(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    budget = actor_settings(args, settings, Budget())
+    return _solve(args, settings, budget, cli_approver(args.yes))
+
+
+def _solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)
@@ -84,7 +96,7 @@ def cmd_solve(
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"
     copies = ProjectCopies(project)
-    run_id = args.resume or uuid.uuid4().hex[:10]
+    run_id = new_run_id(args.resume)
     with servers(settings.mcp) as started:
         task = solve_task(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
@@ -99,31 +111,21 @@ def cmd_solve(
             approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
         )
-        if not args.resume:
-            memory.log.start_run(
-                run_id,
-                manifest(
-                    command="solve",
-                    directory=str(project.directory),
-                    task=args.task,
-                    checks=checks,
-                    family=family,
-                    model=model.name,
-                    endpoint=settings.base_url or "api.openai.com",
-                    strategies=[args.strategy],
-                    trials=args.trials,
-                    budget=vars(actor_settings.budget),
-                    mcp=settings.mcp,
-                ),
-            )
-        print(f"run id: {run_id} · {project.directory} · family {family}", file=sys.stderr)
-        try:
+        wanted = manifest(
+            command="solve",
+            directory=str(project.directory),
+            task=args.task,
+            checks=checks,
+            family=family,
+            model=model.name,
+            endpoint=settings.base_url or "api.openai.com",
+            strategies=[args.strategy],
+            mcp=settings.mcp,
+            **settings_manifest(actor_settings, loop.settings),
+        )
+        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
+            print(f"run id: {run_id} · {project.directory} · family {family}", file=sys.stderr)
             episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
-        except KeyboardInterrupt:
-            memory.log.end_run(run_id, "interrupted")
-            print(f"interrupted; continue with --resume {run_id}", file=sys.stderr)
-            raise
-    memory.log.end_run(run_id)
     return _report(episode, project, copies, args.apply, run_id)
 
 

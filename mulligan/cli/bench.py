@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +16,19 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
-from mulligan.cli_style import Progress
-from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import (
+    actor_settings,
+    log_to_resume,
+    loop_settings,
+    open_memory,
+    selected,
+    validity_rules,
+)
+from mulligan.cli.style import Progress
 from mulligan.config import load_settings
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
@@ -58,27 +66,21 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
     lines = []
     for s in stats.strategies:
         by_trial = " → ".join(str(k) for k in s.solved_by_trial)
-        lines.append(f"{prefix}{s.label:<22} solved by trial: {by_trial} of {s.tasks}")
+        oracle = s.any_by_trial[-1] if s.any_by_trial else 0
+        budgets = f"trial budget 1 → {len(s.solved_by_trial)}"
+        lines.append(
+            f"{prefix}{s.label:<22} submitted answer passed, {budgets}: {by_trial} of {s.tasks} "
+            f"(any attempt passed: {oracle})"
+        )
     return lines
 
 
 def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
-    if resume:
-        study.check_resume(run_id)
-    else:
-        study.start(run_id)
-    print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
-    try:
+    with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
+        print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
         progress, on_episode = bench_progress(len(study.tasks), prefix)
         with progress.shown():
             study.run(run_id, on_episode)
-    except KeyboardInterrupt:
-        study.memory.log.end_run(run_id, "interrupted")
-        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
-        raise
-    except Exception:  # the log never keeps a run "running" that has stopped
-        study.memory.log.end_run(run_id, "failed")
-        raise
     stats = write_report(study.memory.log, run_id, out)
     for line in _summary_lines(stats, prefix):
         print(line)
@@ -87,7 +89,16 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
     return stats
 
 
-def cmd_bench(
+def cmd_bench(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = selected(args)
+    if any(s.uses_store for s in registry.parse(args.strategies)):
+        validate.embedding_available(settings.embedding)
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return _bench(args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools)
+
+
+def _bench(
     args: argparse.Namespace,
     actor_settings: ActorSettings,
     suite_tasks: list[Task],
@@ -137,9 +148,10 @@ def cmd_bench(
         },
         executor=executor,
         self_tests=args.self_tests,
+        first_from=args.first_from,
     )
     try:
-        run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+        run_study(study, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:
             executor.close()
@@ -209,7 +221,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     try:
-        run_study(study, uuid.uuid4().hex[:10], False, out, prefix)
+        run_study(study, new_run_id(None), False, out, prefix)
     finally:
         endpoints.close()
     print(f"{prefix}done in {time.perf_counter() - started:.1f}s")
