@@ -1,0 +1,202 @@
+"""The unshare box's pid 1: lay out the mounts, then run the command as the box's user.
+
+Run by `unshare` inside fresh namespaces as `python -I -S box_init.py SPEC -- COMMAND...`
+(see unshare.py). Standard library only: nothing of mulligan is imported here. In order:
+  1. the host's mounts, made private, are all made read-only (one recursive
+     `mount_setattr`; on kernels before 5.12, a read-only remount of each mount);
+  2. a /dev of its own (null, zero, full, random, urandom, tty; a fresh /dev/shm);
+  3. fresh tmpfs mounts on /tmp, /var/tmp and the user's home; into the home, the
+     toolchain bound read-only; the scratch directory bound writable, the working
+     directory writable or not; the hidden paths covered;
+  4. the loopback brought up (the network namespace has nothing else);
+  5. a child that drops to the box's user (as root: its own uid; as a user: a nested user
+     namespace, so it holds no capability over these mounts), starts a session of its own
+     and runs the command, while this process reaps orphans and, when the child ends,
+     exits with its status (128 + signal when killed), which kills every descendant.
+Any failure is one line on stderr and exit status 125.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+KEPT_FLAGS = {1024: 1024, 2048: 2048, 4096: 1 << 21, 2: 2, 4: 4, 8: 8}
+"""statvfs flag -> mount flag a read-only remount must keep (noatime, nodiratime, relatime,
+nosuid, nodev, noexec): dropping one is refused in a user namespace."""
+SYS_MOUNT_SETATTR, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, 0x8000, 1
+AT_FDCWD = -100
+CLONE_NEWUSER = 0x10000000
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+NOBODY = 65534
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def fail(what: str) -> None:
+    sys.stderr.write(f"mulligan box: {what}\n")
+    sys.stderr.flush()
+    os._exit(125)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    args = [s.encode() if s is not None else None for s in (source, target, fstype)]
+    if libc.mount(*args, flags, data.encode() if data else None) != 0:
+        fail(f"mount {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
+    setting, clearing = (MOUNT_ATTR_RDONLY, 0) if readonly else (0, MOUNT_ATTR_RDONLY)
+    attr = struct.pack("QQQQ", setting, clearing, 0, 0)  # struct mount_attr
+    flags = AT_RECURSIVE if recursive else 0
+    done = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, len(attr))
+    if done == 0:
+        return
+    if ctypes.get_errno() != errno.ENOSYS:
+        fail(f"read-only {path}: {os.strerror(ctypes.get_errno())}")
+    for target in mount_points(path) if recursive else [path]:
+        remount(target, readonly)
+
+
+def mount_points(top: str) -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            point = line.split()[4].encode().decode("unicode_escape")
+            if point == top or point.startswith(top.rstrip("/") + "/"):
+                points.append(point)
+    return points
+
+
+def remount(target: str, readonly: bool) -> None:
+    try:
+        kept = os.statvfs(target).f_flag
+    except OSError:
+        return  # covered by a later mount: not reachable, nothing to protect
+    flags = MS_REMOUNT | MS_BIND | (MS_RDONLY if readonly else 0)
+    flags |= sum(mount_flag for flag, mount_flag in KEPT_FLAGS.items() if kept & flag)
+    mount(None, target, None, flags)
+
+
+def bind(fd: int, target: str, writable: bool) -> None:
+    mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+    set_readonly(target, not writable, recursive=not writable)
+
+
+def own_dev(devices: dict[str, int]) -> None:
+    mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name, fd in devices.items():
+        os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
+        bind(fd, f"/dev/{name}", writable=True)
+    os.symlink("/proc/self/fd", "/dev/fd")
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    set_readonly("/dev", True, recursive=False)
+
+
+def loopback_up() -> None:
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def open_path(path: str) -> int:
+    try:
+        return os.open(path, os.O_PATH)
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror}")
+        raise
+
+
+def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    sources = [*spec["toolchain"], spec["scratch"], spec["workdir"]]
+    fds = {path: open_path(path) for path in dict.fromkeys(sources)}
+    null = open_path("/dev/null")
+    present = [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
+    devices = {name: open_path(f"/dev/{name}") for name in present}
+    set_readonly("/", True, recursive=True)
+    own_dev(devices)
+    for top in spec["tmpfs"]:
+        if os.path.isdir(top):
+            mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for parent in spec["parents"]:
+        os.makedirs(parent, mode=0o755, exist_ok=True)
+    for path in spec["toolchain"]:
+        os.makedirs(path, exist_ok=True)
+        bind(fds[path], path, writable=False)
+    os.makedirs(spec["scratch"], exist_ok=True)
+    bind(fds[spec["scratch"]], spec["scratch"], writable=True)
+    if spec["workdir"] != spec["scratch"]:
+        os.makedirs(spec["workdir"], exist_ok=True)
+        bind(fds[spec["workdir"]], spec["workdir"], writable=spec["writable"])
+    for path in spec["hide_dirs"]:
+        if os.path.isdir(path):
+            mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755,size=4k")
+    for path in spec["hide_files"]:
+        if os.path.lexists(path):
+            bind(null, path, writable=False)
+    for fd in [*fds.values(), null, *devices.values()]:
+        os.close(fd)
+    if spec["loopback"]:
+        loopback_up()
+
+
+def become_the_user(spec: dict) -> None:  # type: ignore[type-arg]
+    if spec["uid"] is not None:  # as root: a user id of the run's own; no capability left
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(spec["uid"])
+        return
+    uid, gid = spec["outer"]  # as a user: a nested namespace, where it is itself again
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        fail(f"user namespace: {os.strerror(ctypes.get_errno())}")
+    for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} 0 1"), ("gid_map", f"{gid} 0 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(line)
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    command = sys.argv[3:]
+    lay_out(spec)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the box cannot trace its init
+    child = os.fork()
+    if child == 0:
+        try:
+            for number in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; exec keeps that
+                signal.signal(number, signal.SIG_DFL)
+            become_the_user(spec)
+            os.setsid()
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            os.chdir(spec["workdir"])
+            os.execvp(command[0], command)
+        except OSError as exc:
+            sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
+            sys.stderr.flush()
+            os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(125)
+        if pid == child:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+if __name__ == "__main__":
+    main()
