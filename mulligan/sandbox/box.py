@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import logging
 import os
 import random
 import struct
@@ -17,10 +19,12 @@ from mulligan.sandbox import bwrap, processes, unshare
 from mulligan.sandbox.levels import containment
 from mulligan.sandbox.output import Capped, pump
 from mulligan.sandbox.plan import make_plan
-from mulligan.sandbox.policy import Policy, effective
+from mulligan.sandbox.policy import Policy, effective, home, out_of_reach
 from mulligan.sandbox.results import Limits, RunResult
 from mulligan.sandbox.users import SANDBOX_UIDS, dropping_privileges, give_to, limiter
 from mulligan.sandbox.users import python_for_child as _python_for
+
+log = logging.getLogger("mulligan")
 
 KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 REPORT_BYTES = 1 << 20
@@ -90,6 +94,17 @@ def python_for_child(policy: Policy | None = None) -> str:
     return _python_for(home_bound=boxed)
 
 
+@functools.cache
+def _say_out_of_reach(blocked: tuple[str, ...]) -> None:
+    if blocked:
+        log.warning(
+            "sandbox: without namespaces the run's user cannot pass %s, so the toolchain on "
+            "your PATH there is out of its reach; install bubblewrap or allow unshare, or "
+            "keep the venv outside",
+            ", ".join(blocked),
+        )
+
+
 def _frame(value: Any) -> bytes:
     data = json.dumps(value).encode()
     return struct.pack(">Q", len(data)) + data
@@ -113,6 +128,7 @@ def _run(
     if drop:
         if not boxed:  # in a pid namespace, its init reaps; nothing reaches us
             processes.become_subreaper()
+            _say_out_of_reach(tuple(out_of_reach(home())))
         give_to(scratch, uid)
         if cwd is not None and writable:
             give_to(cwd, uid)

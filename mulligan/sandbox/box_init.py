@@ -131,11 +131,15 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
     devices = {name: open_path(f"/dev/{name}") for name in present}
     set_readonly("/", True, recursive=True)
     own_dev(devices)
-    for top in spec["tmpfs"]:
-        if os.path.isdir(top):
-            mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    for parent in spec["parents"]:
-        os.makedirs(parent, mode=0o755, exist_ok=True)
+    for kind, path in spec["fresh"]:
+        if kind == "dir":
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            continue
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        except OSError:
+            continue  # not on this host (say, no /var/tmp): nothing to cover
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     for path in spec["toolchain"]:
         os.makedirs(path, exist_ok=True)
         bind(fds[path], path, writable=False)

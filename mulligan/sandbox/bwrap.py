@@ -24,10 +24,12 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         if plan.network:
             box.append("--share-net")
     box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for top in plan.tmpfs:
-        box += ["--perms", "1777", "--tmpfs", top]
-    for parent in plan.parents:  # reachable, whatever the host's modes
-        box += ["--perms", "0755", "--dir", parent]
+    for kind, path in plan.fresh:  # directories made are reachable, whatever the host's modes
+        box += (
+            ["--perms", "1777", "--tmpfs", path]
+            if kind == "tmpfs"
+            else ["--perms", "0755", "--dir", path]
+        )
     for path in plan.toolchain:
         box += ["--ro-bind", path, path]
     box += ["--bind", plan.scratch, plan.scratch]

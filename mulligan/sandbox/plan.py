@@ -6,10 +6,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from mulligan.sandbox.policy import Policy, home, toolchain_paths
+from mulligan.sandbox.policy import Policy, Reach, home, toolchain
 
 TEMP_DIRS = ("/tmp", "/var/tmp")
+Step = tuple[Literal["tmpfs", "dir"], str]
 
 
 @dataclass(frozen=True)
@@ -24,28 +26,33 @@ class Plan:
     uid: int | None
     """As root: the unprivileged user id the run drops to."""
     home: str | None
-    """Covered by an empty home of the box's own ..."""
+    """The box's own home, in place of the user's (HOME in the box)."""
+    fresh: tuple[Step, ...]
+    """In order: fresh empty tmpfs mounts (the temp directories, the home, any directory
+    the run's user could not pass on the way to the toolchain) and the directories to make
+    in them so that the binds below land."""
     toolchain: tuple[str, ...]
-    """... into which these are bound read-only."""
-    parents: tuple[str, ...]
-    """Directories to make inside the fresh tmpfs mounts, outermost first, so that binds land."""
+    """Bound read-only."""
     hide_dirs: tuple[str, ...]
     hide_files: tuple[str, ...]
-
-    @property
-    def tmpfs(self) -> list[str]:
-        """The fresh, empty, writable mounts: the temp directories and the home."""
-        return [*TEMP_DIRS, *([self.home] if self.home else [])]
 
 
 def make_plan(
     scratch: str, workdir: str, writable: bool, network: bool, uid: int | None, policy: Policy
 ) -> Plan:
     user_home = home()
-    toolchain = toolchain_paths(user_home) if policy.toolchain else ()
-    covering = [*TEMP_DIRS, *([str(user_home)] if user_home else [])]
+    if policy.toolchain:
+        reach = toolchain(user_home)
+    else:
+        reach = Reach(covers=(str(user_home),) if user_home else ())
+    binds = [*reach.binds, scratch, workdir]
+    fresh: list[Step] = [("tmpfs", top) for top in TEMP_DIRS]
+    for cover in reach.covers:
+        fresh += [("dir", p) for p in _parents_in([top for _, top in fresh], [cover])]
+        fresh.append(("tmpfs", cover))
+    covering = [path for kind, path in fresh if kind == "tmpfs"]
+    fresh += [("dir", p) for p in _parents_in(covering, binds)]
     needed = [scratch, workdir, os.path.realpath(sys.executable), sys.prefix]
-    binds = [*toolchain, scratch, workdir]
     hide_dirs, hide_files = [], []
     for path in sorted(policy.hidden):
         if any(Path(n).is_relative_to(path) for n in needed):
@@ -63,21 +70,23 @@ def make_plan(
         network=network,
         uid=uid,
         home=str(user_home) if user_home else None,
-        toolchain=toolchain,
-        parents=tuple(_parents_in(covering, binds)),
+        fresh=tuple(fresh),
+        toolchain=reach.binds,
         hide_dirs=tuple(hide_dirs),
         hide_files=tuple(hide_files),
     )
 
 
 def _parents_in(tops: list[str], paths: list[str]) -> list[str]:
-    """The directories between each top (a fresh tmpfs) and each path, outermost first."""
+    """The directories between the innermost top holding each path and it, outermost first."""
     parents: list[str] = []
     for path in paths:
-        for top in tops:
-            if Path(path).is_relative_to(top):
-                chain = [str(p) for p in Path(path).parents if p.is_relative_to(top)]
-                parents += [p for p in reversed(chain) if p != top and p not in parents]
+        holding = [top for top in tops if Path(path).is_relative_to(top) and path != top]
+        if not holding:
+            continue
+        top = max(holding, key=len)
+        chain = [str(p) for p in Path(path).parents if p.is_relative_to(top) and str(p) != top]
+        parents += [p for p in reversed(chain) if p not in parents]
     return parents
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -79,18 +80,30 @@ def home() -> Path | None:
     return path
 
 
-def toolchain_paths(home_dir: Path | None) -> tuple[str, ...]:
-    """What the box needs from under `home_dir` to run what the user's PATH finds."""
-    if home_dir is None:
-        return ()
+@dataclass(frozen=True)
+class Reach:
+    """How the box reaches the user's toolchain without the rest of the home."""
+
+    covers: tuple[str, ...] = ()
+    """Directories replaced by fresh empty ones: the home, and any other directory the
+    run's user could not pass (mode 700, like /root) on the way to the toolchain."""
+    binds: tuple[str, ...] = ()
+    """Bound read-only into them."""
+
+
+def toolchain(home_dir: Path | None) -> Reach:
+    """What the box needs to run what the user's PATH finds, and mulligan's own python."""
     interpreter = Path(sys.executable)
-    return _toolchain(os.environ.get("PATH", ""), str(home_dir), str(interpreter.parent))
+    found = _toolchain(os.environ.get("PATH", ""), str(home_dir or ""), str(interpreter.parent))
+    return Reach(
+        tuple(sorted({*([str(home_dir)] if home_dir else []), *found.covers})), found.binds
+    )
 
 
 @functools.cache
-def _toolchain(path_env: str, home_dir: str, interpreter_dir: str) -> tuple[str, ...]:
-    top = Path(home_dir)
+def _toolchain(path_env: str, home_dir: str, interpreter_dir: str) -> Reach:
     wanted: list[Path] = []
+    covers: set[Path] = set()
     queue = [Path(entry) for entry in path_env.split(os.pathsep) if entry]
     queue.append(Path(interpreter_dir))
     seen: set[Path] = set()
@@ -100,14 +113,34 @@ def _toolchain(path_env: str, home_dir: str, interpreter_dir: str) -> tuple[str,
             continue
         seen.add(entry)
         for place in {entry, entry.resolve()}:
-            if not place.is_relative_to(top) or place == top or not place.is_dir():
+            top = _covering(place, Path(home_dir) if home_dir else None)
+            if top is None or place == top or not place.is_dir():
                 continue
+            covers.add(top)
             for prefix in _prefix_of(place, top):
                 if prefix not in wanted:
                     wanted.append(prefix)
                     queue += _leads_from(prefix)
+    wanted = [p for p in wanted if p.is_dir()]
     outermost = [p for p in wanted if not any(p != q and p.is_relative_to(q) for q in wanted)]
-    return tuple(str(p) for p in sorted(outermost))
+    kept = [c for c in covers if not any(c != o and c.is_relative_to(o) for o in covers)]
+    return Reach(tuple(str(c) for c in sorted(kept)), tuple(str(p) for p in sorted(outermost)))
+
+
+def _covering(place: Path, home_dir: Path | None) -> Path | None:
+    """The directory the box replaces on the way to `place`: the home, or the outermost
+    directory that others may not pass; None when the box sees `place` as the host does."""
+    blocker = None
+    for parent in reversed(place.parents):
+        try:
+            if parent != Path("/") and not parent.stat().st_mode & stat.S_IXOTH:
+                blocker = parent
+                break
+        except OSError:
+            break
+    if home_dir is not None and place.is_relative_to(home_dir):
+        return blocker if blocker is not None and home_dir.is_relative_to(blocker) else home_dir
+    return blocker
 
 
 def _prefix_of(directory: Path, top: Path) -> list[Path]:
@@ -149,3 +182,15 @@ def _leads_from(prefix: Path) -> list[Path]:
             if item.is_symlink():
                 leads.append(Path(os.path.realpath(item.path)).parent)
     return leads
+
+
+def out_of_reach(home_dir: Path | None) -> list[str]:
+    """Without namespaces, as root: the directories holding the toolchain that the run's
+    user cannot pass (no mount can bind it past them)."""
+    reach = toolchain(home_dir)
+    return [
+        cover
+        for cover in reach.covers
+        if any(Path(b).is_relative_to(cover) for b in reach.binds)
+        and not all(p.stat().st_mode & stat.S_IXOTH for p in [Path(cover), *Path(cover).parents])
+    ]
