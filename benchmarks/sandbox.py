@@ -1,11 +1,12 @@
-"""The cost of the box: one trivial run with and without the namespaces.
+"""The cost of the box: one trivial run under each backend and with limits only.
 
-Measures, for each containment level available here, the median and p90 wall time of
+Measures, for each setting available here, the median and p90 wall time of
   - a trivial `python_tests` check (one assert; the two-process harness),
   - the `python` tool (`print(1)` in a scratch workspace),
   - `run_shell("true")`,
-and prints what the namespaces add. Levels: `namespaces` (bubblewrap) and `rlimits`
-(MULLIGAN_SANDBOX=rlimits: resource limits only, as on machines without namespaces).
+and prints what each backend adds over limits only. Settings: `rlimits` (resource limits
+only, as on machines without namespaces), `bwrap` (bubblewrap, where installed) and
+`unshare` (util-linux unshare and mulligan's box_init).
 
     python benchmarks/sandbox.py [--runs 40]
 """
@@ -24,6 +25,7 @@ from mulligan import sandbox
 from mulligan.actor.builtin_tools import Workspace
 from mulligan.actor.tools import ToolRegistry
 from mulligan.evaluator import Evaluator
+from mulligan.sandbox import levels as levels_module
 from mulligan.schema import Attempt, PythonTestsCheck, Task, ToolCall
 
 TASK = Task(
@@ -47,7 +49,8 @@ def timed(action: Callable[[], object], runs: int) -> list[float]:
 def measure(level: str, runs: int) -> dict[str, list[float]]:
     os.environ["MULLIGAN_SANDBOX"] = level
     sandbox.containment.cache_clear()
-    assert sandbox.containment().level == level, sandbox.containment()
+    box = sandbox.containment()
+    assert (box.backend or box.level) == level, box
     evaluator = Evaluator()
 
     def check() -> None:
@@ -72,23 +75,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
     levels = ["rlimits"]
-    os.environ["MULLIGAN_SANDBOX"] = "auto"
-    if sandbox.containment().level == "namespaces":
-        levels.append("namespaces")
-    else:
-        print(f"namespaces unavailable here: {sandbox.containment().detail}")
+    for backend in levels_module.BACKENDS:
+        problem = levels_module.probe(backend)
+        if problem is None:
+            levels.append(backend)
+        else:
+            print(f"{backend} unavailable here: {problem}")
     results = {level: measure(level, args.runs) for level in levels}
     print(f"{args.runs} runs each, {os.cpu_count()} cores, uid {os.geteuid()}")
-    print(f"| what | {' | '.join(f'{lv} median (p90) ms' for lv in levels)} | added |")
-    print(f"|---|{'---|' * len(levels)}---|")
+    heads = " | ".join(f"{lv} median (p90) ms" for lv in levels)
+    added = " | ".join(f"{lv} adds" for lv in levels[1:])
+    print(f"| what | {heads} | {added} |")
+    print(f"|---|{'---|' * (2 * len(levels) - 1)}")
     for name in results["rlimits"]:
         cells, medians = [], []
         for level in levels:
             times = results[level][name]
             medians.append(statistics.median(times))
             cells.append(f"{medians[-1]:.1f} ({statistics.quantiles(times, n=10)[-1]:.1f})")
-        added = f"{medians[-1] - medians[0]:+.1f} ms" if len(medians) > 1 else "n/a"
-        print(f"| {name} | {' | '.join(cells)} | {added} |")
+        more = [f"{m - medians[0]:+.1f} ms" for m in medians[1:]]
+        print(f"| {name} | {' | '.join(cells + more)} |")
 
 
 if __name__ == "__main__":

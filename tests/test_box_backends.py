@@ -140,7 +140,7 @@ def test_hide_still_covers_every_later_run(tmp_path: Path) -> None:
     try:
         run = sandbox.run_python(READ.format(path=str(answer)), cwd=tmp_path, policy=Policy())
         assert "forty-two" not in run.stdout or not NAMESPACES, run.describe()
-        assert sandbox.shared_policy().hidden == {str(answer.resolve())}
+        assert str(answer.resolve()) in sandbox.shared_policy().hidden
     finally:
         clear_shared()
 
@@ -220,3 +220,33 @@ def test_the_shell_and_python_tools_find_the_toolchain(
         assert str(private_home / "proj" / "venv") in result.output, result.output
     else:
         assert "Permission denied" in result.output, result.output
+
+
+# ---------------------------------------------------------------- which backend, said
+
+
+@pytest.fixture
+def fresh_containment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    sandbox.containment.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    sandbox.containment.cache_clear()
+
+
+@pytest.mark.parametrize("wanted", ["unshare", "rlimits"])
+def test_doctor_names_the_backend_in_force_and_what_it_lacks(
+    wanted: str,
+    fresh_containment: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mulligan.cli import main
+
+    fresh_containment.setenv("MULLIGAN_SANDBOX", wanted)
+    main(["doctor", "--memory", str(tmp_path), "--embedding", "hash"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "containment:" in ln)
+    if wanted == "unshare":
+        assert line.startswith("ok   containment: namespaces through util-linux unshare"), line
+    else:
+        assert line.startswith("FAIL containment: limits only"), line
+        assert "network isolation" in line and "hidden paths" in line

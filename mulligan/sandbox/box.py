@@ -140,17 +140,17 @@ def _run(
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     env["HOME"] = workdir
+    tree = processes.MemoryCgroup(limits.memory_bytes)
     if boxed:
-        plan = make_plan(
-            scratch, workdir, writable, limits.network, uid if drop else None, effective(policy)
-        )
+        owner = uid if drop else None
+        watch = tree.path is None
+        plan = make_plan(scratch, workdir, writable, limits, owner, effective(policy), watch)
         env["HOME"] = plan.home or workdir
         argv = (bwrap.argv if box.backend == "bwrap" else unshare.argv)(argv, plan)
     report_read, report_write = os.pipe() if report else (-1, -1)
     if report:
         env["MULLIGAN_REPORT_FD"] = str(report_write)
     started = time.perf_counter()
-    tree = processes.MemoryCgroup(limits.memory_bytes)
     with tempfile.TemporaryFile() as stdin_file:  # unlinked: no path leads back to it
         stdin_file.write(stdin)
         stdin_file.seek(0)

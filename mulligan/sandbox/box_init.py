@@ -38,6 +38,7 @@ AT_FDCWD = -100
 CLONE_NEWUSER = 0x10000000
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 NOBODY = 65534
+WATCH_SECONDS = 0.02
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -93,7 +94,7 @@ def bind(fd: int, target: str, writable: bool) -> None:
     set_readonly(target, not writable, recursive=not writable)
 
 
-def own_dev(devices: dict[str, int]) -> None:
+def own_dev(devices: dict[str, int], size: int) -> None:
     mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for name, fd in devices.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
@@ -102,7 +103,7 @@ def own_dev(devices: dict[str, int]) -> None:
     for number, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{number}", f"/dev/{name}")
     os.mkdir("/dev/shm")
-    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={size}")
     set_readonly("/dev", True, recursive=False)
 
 
@@ -130,7 +131,8 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
     present = [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
     devices = {name: open_path(f"/dev/{name}") for name in present}
     set_readonly("/", True, recursive=True)
-    own_dev(devices)
+    set_readonly("/proc", False, recursive=False)  # the box's own; its user namespace maps there
+    own_dev(devices, spec["tmpfs_bytes"])
     for kind, path in spec["fresh"]:
         if kind == "dir":
             os.makedirs(path, mode=0o755, exist_ok=True)
@@ -139,7 +141,7 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
             os.makedirs(path, mode=0o755, exist_ok=True)
         except OSError:
             continue  # not on this host (say, no /var/tmp): nothing to cover
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
     for path in spec["toolchain"]:
         os.makedirs(path, exist_ok=True)
         bind(fds[path], path, writable=False)
@@ -170,8 +172,11 @@ def become_the_user(spec: dict) -> None:  # type: ignore[type-arg]
     if libc.unshare(CLONE_NEWUSER) != 0:
         fail(f"user namespace: {os.strerror(ctypes.get_errno())}")
     for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} 0 1"), ("gid_map", f"{gid} 0 1")):
-        with open(f"/proc/self/{name}", "w") as handle:
-            handle.write(line)
+        try:
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(line)
+        except OSError as exc:
+            fail(f"/proc/self/{name}: {exc.strerror}")
 
 
 def main() -> None:
@@ -179,9 +184,12 @@ def main() -> None:
     command = sys.argv[3:]
     lay_out(spec)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the box cannot trace its init
+    if spec["tree_bytes"] is not None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # waited for with a timeout
     child = os.fork()
     if child == 0:
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
             for number in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; exec keeps that
                 signal.signal(number, signal.SIG_DFL)
             become_the_user(spec)
@@ -193,13 +201,48 @@ def main() -> None:
             sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
             sys.stderr.flush()
             os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    os._exit(wait_for(child, spec["tree_bytes"]))
+
+
+def wait_for(child: int, tree_bytes: int | None) -> int:
+    """Reap every orphan until `child` ends: its status. With `tree_bytes` (where no cgroup
+    caps the tree), the memory of every process in the box is watched, and past the limit
+    the box ends: the exit of this process kills them all."""
     while True:
+        if tree_bytes is not None:
+            signal.sigtimedwait([signal.SIGCHLD], WATCH_SECONDS)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0 if tree_bytes is None else os.WNOHANG)
+            except ChildProcessError:
+                return 125
+            if pid == 0:
+                break
+            if pid == child:
+                return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+        if tree_bytes is not None and tree_memory() > tree_bytes:
+            sys.stderr.write(
+                f"mulligan box: its processes together passed the memory limit "
+                f"({tree_bytes >> 20} MB); every one killed\n"
+            )
+            sys.stderr.flush()
+            return 128 + signal.SIGKILL
+
+
+def tree_memory() -> int:
+    """Bytes of memory every other process here holds (proportional share, and swap)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or entry == "1":
+            continue
         try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(125)
-        if pid == child:
-            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+            with open(f"/proc/{entry}/smaps_rollup", "rb") as rollup:
+                for line in rollup.read().splitlines():
+                    if line.startswith((b"Pss:", b"Swap:")):
+                        total += int(line.split()[1]) << 10
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
+
 from mulligan.sandbox.plan import Plan
 from mulligan.sandbox.users import NOBODY
 
@@ -24,12 +27,13 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         if plan.network:
             box.append("--share-net")
     box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    size = ["--size", str(plan.memory_bytes)] if _sizes_tmpfs() else []
+    size = ["--size", str(plan.memory_bytes)] if _sizes_tmpfs() else []
     for kind, path in plan.fresh:  # directories made are reachable, whatever the host's modes
-        box += (
-            ["--perms", "1777", "--tmpfs", path]
-            if kind == "tmpfs"
-            else ["--perms", "0755", "--dir", path]
-        )
+        if kind == "tmpfs":
+            box += [*size, "--perms", "1777", "--tmpfs", path]
+        else:
+            box += ["--perms", "0755", "--dir", path]
     for path in plan.toolchain:
         box += ["--ro-bind", path, path]
     box += ["--bind", plan.scratch, plan.scratch]
@@ -44,3 +48,14 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         box += ["setpriv", f"--reuid={plan.uid}", f"--regid={NOBODY}", "--clear-groups"]
         box += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     return [*box, *command]
+
+
+@functools.cache
+def _sizes_tmpfs() -> bool:
+    """Whether this bubblewrap has `--size` (0.5 and later): each tmpfs then holds at most
+    the run's memory limit, also where no cgroup counts it."""
+    try:
+        said = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in said.stdout + said.stderr

@@ -74,7 +74,8 @@ def containment() -> Containment:
         if problem is None:
             if problems:
                 log.info("sandbox: %s; namespaces through %s instead", problems[-1], backend)
-            return Containment("namespaces", tree, describe(backend), backend)
+            watched = [] if backend == "unshare" else tree  # its init watches the tree's memory
+            return Containment("namespaces", watched, describe(backend), backend)
         problems.append(problem)
     why = "; ".join(problems)
     if wanted != "auto":
@@ -106,7 +107,7 @@ def probe(backend: Backend) -> str | None:
         uid = random.choice(SANDBOX_UIDS)
         give_to(scratch, uid)
         drop = uid if dropping_privileges() else None
-        plan = make_plan(scratch, scratch, True, False, drop, Policy(toolchain=False))
+        plan = make_plan(scratch, scratch, True, Limits(), drop, Policy(toolchain=False), True)
         build = bwrap.argv if backend == "bwrap" else unshare.argv
         try:
             done = subprocess.run(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from mulligan.sandbox.policy import Policy, Reach, home, toolchain
+from mulligan.sandbox.results import Limits
 
 TEMP_DIRS = ("/tmp", "/var/tmp")
 Step = tuple[Literal["tmpfs", "dir"], str]
@@ -35,10 +36,20 @@ class Plan:
     """Bound read-only."""
     hide_dirs: tuple[str, ...]
     hide_files: tuple[str, ...]
+    memory_bytes: int
+    """The size of each fresh tmpfs, and the memory limit of the tree ..."""
+    watch_tree: bool
+    """... which the box watches itself where no cgroup holds the tree (unshare backend)."""
 
 
 def make_plan(
-    scratch: str, workdir: str, writable: bool, network: bool, uid: int | None, policy: Policy
+    scratch: str,
+    workdir: str,
+    writable: bool,
+    limits: Limits,
+    uid: int | None,
+    policy: Policy,
+    watch_tree: bool = False,
 ) -> Plan:
     user_home = home()
     if policy.toolchain:
@@ -67,13 +78,15 @@ def make_plan(
         scratch=scratch,
         workdir=workdir,
         writable=writable,
-        network=network,
+        network=limits.network,
         uid=uid,
         home=str(user_home) if user_home else None,
         fresh=tuple(fresh),
         toolchain=reach.binds,
         hide_dirs=tuple(hide_dirs),
         hide_files=tuple(hide_files),
+        memory_bytes=limits.memory_bytes,
+        watch_tree=watch_tree,
     )
 
 

@@ -33,6 +33,8 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         "uid": plan.uid,
         "outer": None if plan.uid is not None else [os.getuid(), os.getgid()],
         "fresh": list(plan.fresh),
+        "tmpfs_bytes": plan.memory_bytes,
+        "tree_bytes": plan.memory_bytes if plan.watch_tree else None,
         "toolchain": list(plan.toolchain),
         "hide_dirs": list(plan.hide_dirs),
         "hide_files": list(plan.hide_files),
