@@ -54,14 +54,16 @@ def measure(level: str, runs: int) -> dict[str, list[float]]:
     evaluator = Evaluator()
 
     def check() -> None:
-        assert evaluator.evaluate(TASK, ATTEMPT).passed
+        verdict = evaluator.evaluate(TASK, ATTEMPT)
+        assert verdict.passed, f"{level}: {verdict.checks[0].detail}"
 
     with tempfile.TemporaryDirectory() as scratch:
         tools = ToolRegistry.of(Workspace(Path(scratch), scratch=True).tools())
         call = ToolCall(id="1", name="python", arguments='{"code": "print(1)"}')
 
         def python_tool() -> None:
-            assert tools.run(call).output.strip() == "1"
+            output = tools.run(call).output
+            assert output.strip() == "1", f"{level}: {output}"
 
         return {
             "python_tests check": timed(check, runs),

@@ -83,8 +83,10 @@ def test_empty_output_says_so() -> None:
 
 @pytest.fixture
 def fresh_containment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """Containment is probed once per process; these tests probe it again under their setting."""
+    """Containment is probed once per process; these tests probe it again under their setting
+    (`auto` unless they name one, whatever MULLIGAN_SANDBOX the suite runs under)."""
     sandbox.containment.cache_clear()
+    monkeypatch.delenv("MULLIGAN_SANDBOX", raising=False)
     yield monkeypatch
     monkeypatch.undo()
     sandbox.containment.cache_clear()
