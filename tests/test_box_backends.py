@@ -16,8 +16,6 @@ import secrets
 import subprocess
 import sys
 import venv
-from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -26,31 +24,24 @@ from mulligan import sandbox
 from mulligan.evaluator import Evaluator
 from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, PythonTestsCheck, Task
-from tests.test_containment import fenced, loopback_listener, run_check
+from tests.test_containment import fenced, host_paths, loopback_listener, run_check
+from tests.test_sandbox import fresh_containment
 
 IS_ROOT = os.geteuid() == 0
 NAMESPACES = sandbox.containment().level == "namespaces"
 ADD_TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
+__all__ = ["fresh_containment", "host_paths"]  # fixtures shared with the neighbouring tests
 
 
 def token() -> str:
     return secrets.token_hex(6)
 
 
-@pytest.fixture
-def planted() -> Iterator[list[Path]]:
-    paths: list[Path] = []
-    yield paths
-    for path in paths:
-        with suppress(OSError):
-            path.unlink()
-
-
 def test_a_candidate_writing_into_the_hosts_tmp_leaves_nothing_there(
-    planted: list[Path],
+    host_paths: list[Path],
 ) -> None:
     target = Path("/tmp") / f"mulligan-held-out-{token()}"
-    planted.append(target)
+    host_paths.append(target)
     code = (
         "def add(a, b):\n"
         f"    with open({str(target)!r}, 'w') as handle:\n"
@@ -225,14 +216,6 @@ def test_the_shell_and_python_tools_find_the_toolchain(
 # ---------------------------------------------------------------- which backend, said
 
 
-@pytest.fixture
-def fresh_containment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    sandbox.containment.cache_clear()
-    yield monkeypatch
-    monkeypatch.undo()
-    sandbox.containment.cache_clear()
-
-
 @pytest.mark.parametrize("wanted", ["unshare", "rlimits"])
 def test_doctor_names_the_backend_in_force_and_what_it_lacks(
     wanted: str,
@@ -250,3 +233,44 @@ def test_doctor_names_the_backend_in_force_and_what_it_lacks(
     else:
         assert line.startswith("FAIL containment: limits only"), line
         assert "network isolation" in line and "hidden paths" in line
+
+
+def test_signalling_the_boxs_init_does_not_end_the_run_early() -> None:
+    if not NAMESPACES:
+        pytest.skip("without namespaces pid 1 is the host's init: no signal is sent to it")
+    run = sandbox.run_shell("kill -INT 1; kill -TERM 1; kill -KILL 1; sleep 0.3; echo alive")
+    assert run.ok and "alive" in run.stdout, run.describe()
+
+
+WRITE = """
+import os
+for path in {paths!r}:
+    try:
+        with open(path, "w") as handle:
+            handle.write("planted")
+        print("wrote", path)
+    except OSError as exc:
+        print("refused", path, type(exc).__name__)
+"""
+
+
+def test_the_remount_path_of_older_kernels_keeps_the_host_read_only(
+    tmp_path: Path, host_paths: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Linux 5.12 there is no `mount_setattr`: box_init remounts mount by mount."""
+    from mulligan.sandbox.unshare import REMOUNT_VARIABLE
+
+    if sandbox.containment().backend != "unshare":
+        pytest.skip("the remount path belongs to the unshare backend (MULLIGAN_SANDBOX=unshare)")
+    monkeypatch.setenv(REMOUNT_VARIABLE, "1")
+    outside = [Path(d) / f"mulligan-remount-{token()}" for d in ("/tmp", "/var/tmp", "/dev/shm")]
+    outside += [Path(__file__).parent / f"mulligan-remount-{token()}"]
+    host_paths += outside
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    paths = [str(p) for p in outside] + ["inside.txt"]
+    run = sandbox.run_python(WRITE.format(paths=paths), cwd=ws, writable=True)
+    assert "wrote inside.txt" in run.stdout, run.describe()
+    assert (ws / "inside.txt").read_text() == "planted"
+    assert [p for p in outside if os.path.lexists(p)] == []
+    assert f"refused {outside[-1]}" in run.stdout, run.describe()  # the host is read-only

@@ -42,6 +42,8 @@ WATCH_SECONDS = 0.02
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 libc = ctypes.CDLL(None, use_errno=True)
+REMOUNT = False
+"""Remount mount by mount, as on kernels before 5.12 (the spec's `remount`, for tests)."""
 
 
 def fail(what: str) -> None:
@@ -60,11 +62,12 @@ def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
     setting, clearing = (MOUNT_ATTR_RDONLY, 0) if readonly else (0, MOUNT_ATTR_RDONLY)
     attr = struct.pack("QQQQ", setting, clearing, 0, 0)  # struct mount_attr
     flags = AT_RECURSIVE if recursive else 0
-    done = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, len(attr))
-    if done == 0:
-        return
-    if ctypes.get_errno() != errno.ENOSYS:
-        fail(f"read-only {path}: {os.strerror(ctypes.get_errno())}")
+    if not REMOUNT:
+        done = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, len(attr))
+        if done == 0:
+            return
+        if ctypes.get_errno() != errno.ENOSYS:
+            fail(f"read-only {path}: {os.strerror(ctypes.get_errno())}")
     for target in mount_points(path) if recursive else [path]:
         remount(target, readonly)
 
@@ -180,7 +183,9 @@ def become_the_user(spec: dict) -> None:  # type: ignore[type-arg]
 
 
 def main() -> None:
+    global REMOUNT
     spec = json.loads(sys.argv[1])
+    REMOUNT = spec["remount"]
     command = sys.argv[3:]
     lay_out(spec)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the box cannot trace its init
@@ -201,6 +206,7 @@ def main() -> None:
             sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
             sys.stderr.flush()
             os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # so the box cannot interrupt its init
     os._exit(wait_for(child, spec["tree_bytes"]))
 
 

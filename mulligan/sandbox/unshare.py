@@ -16,6 +16,8 @@ from pathlib import Path
 from mulligan.sandbox.plan import Plan
 
 BOX_INIT = Path(__file__).with_name("box_init.py")
+REMOUNT_VARIABLE = "MULLIGAN_SANDBOX_REMOUNT"
+"""Set to 1, box_init takes the path kernels without `mount_setattr` (before 5.12) take."""
 
 
 def argv(command: list[str], plan: Plan) -> list[str]:
@@ -35,6 +37,7 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         "fresh": list(plan.fresh),
         "tmpfs_bytes": plan.memory_bytes,
         "tree_bytes": plan.memory_bytes if plan.watch_tree else None,
+        "remount": os.environ.get(REMOUNT_VARIABLE) == "1",
         "toolchain": list(plan.toolchain),
         "hide_dirs": list(plan.hide_dirs),
         "hide_files": list(plan.hide_files),
