@@ -274,3 +274,21 @@ def test_the_remount_path_of_older_kernels_keeps_the_host_read_only(
     assert (ws / "inside.txt").read_text() == "planted"
     assert [p for p in outside if os.path.lexists(p)] == []
     assert f"refused {outside[-1]}" in run.stdout, run.describe()  # the host is read-only
+
+
+LOOPBACK = """
+import socket
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+client = socket.create_connection(server.getsockname(), timeout=5)
+conn, _ = server.accept()
+conn.sendall(b"over the box's own loopback")
+print(client.recv(64).decode())
+"""
+
+
+def test_the_boxs_own_loopback_works() -> None:
+    """No network, but a loopback that is up: a check may start a server and talk to it."""
+    run = sandbox.run_python(LOOPBACK)
+    assert "over the box's own loopback" in run.stdout, run.describe()

@@ -1,6 +1,7 @@
 """The unshare box's pid 1: lay out the mounts, then run the command as the box's user.
 
 Run by `unshare` inside fresh namespaces as `python -I -S box_init.py SPEC -- COMMAND...`
+(SPEC: a marshalled dict, in hex)
 (see unshare.py). Standard library only: nothing of mulligan is imported here. In order:
   1. the host's mounts, made private, are all made read-only (one recursive
      `mount_setattr`; on kernels before 5.12, a read-only remount of each mount);
@@ -21,10 +22,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import json
+import marshal
 import os
 import signal
-import socket
 import struct
 import sys
 
@@ -111,11 +111,18 @@ def own_dev(devices: dict[str, int], size: int) -> None:
 
 
 def loopback_up() -> None:
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+    af_inet, sock_dgram, siocgifflags, siocsifflags, iff_up = 2, 2, 0x8913, 0x8914, 0x1
+    sock = libc.socket(af_inet, sock_dgram, 0)  # not the socket module: it costs a startup
+    if sock < 0:
+        fail(f"loopback: {os.strerror(ctypes.get_errno())}")
+    try:
         request = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, request))[1]
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+    except OSError as exc:
+        fail(f"loopback: {exc.strerror}")
+    finally:
+        os.close(sock)
 
 
 def open_path(path: str) -> int:
@@ -184,7 +191,7 @@ def become_the_user(spec: dict) -> None:  # type: ignore[type-arg]
 
 def main() -> None:
     global REMOUNT
-    spec = json.loads(sys.argv[1])
+    spec = marshal.loads(bytes.fromhex(sys.argv[1]))  # marshal: json would double the startup
     REMOUNT = spec["remount"]
     command = sys.argv[3:]
     lay_out(spec)

@@ -8,7 +8,7 @@ namespace, as the user, with no capabilities). Its exit takes every descendant w
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import sys
 from pathlib import Path
@@ -42,5 +42,5 @@ def argv(command: list[str], plan: Plan) -> list[str]:
         "hide_dirs": list(plan.hide_dirs),
         "hide_files": list(plan.hide_files),
     }
-    init = [sys.executable, "-I", "-S", str(BOX_INIT), json.dumps(spec), "--"]
+    init = [sys.executable, "-I", "-S", str(BOX_INIT), marshal.dumps(spec).hex(), "--"]
     return [*box, "--", *init, *command]
