@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -40,14 +41,29 @@ FAILED: list[str] = []
 """Runs that did not give the expected output (on a starved machine: timeouts), said at the end."""
 
 
+CPU: dict[int, list[float]] = {}
+"""CPU ms (mulligan and every process of the run, user + system) per run, by the times list:
+on a machine where others hold the cores, wall time measures them, CPU time the box."""
+
+
 def timed(action: Callable[[], object], runs: int) -> list[float]:
     attempt(action)  # warm up (imports, the containment probe)
-    times = []
+    times: list[float] = []
+    cpu = CPU.setdefault(id(times), [])
     for _ in range(runs):
-        started = time.perf_counter()
+        started, used = time.perf_counter(), cpu_seconds()
         attempt(action)
         times.append((time.perf_counter() - started) * 1000)
+        cpu.append((cpu_seconds() - used) * 1000)
     return times
+
+
+def cpu_seconds() -> float:
+    mine, theirs = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
 
 
 def attempt(action: Callable[[], object]) -> None:
@@ -108,6 +124,13 @@ def main() -> None:
             cells.append(f"{medians[-1]:.1f} ({statistics.quantiles(times, n=10)[-1]:.1f})")
         more = [f"{m - medians[0]:+.1f} ms" for m in medians[1:]]
         print(f"| {name} | {' | '.join(cells + more)} |")
+    print("\nCPU time per run (user + system, mulligan and the run's processes), median ms")
+    print(f"| what | {' | '.join(levels)} | {added} |")
+    print(f"|---|{'---|' * (2 * len(levels) - 1)}")
+    for name in results["rlimits"]:
+        used = [statistics.median(CPU[id(results[level][name])]) for level in levels]
+        more = [f"{u - used[0]:+.1f} ms" for u in used[1:]]
+        print(f"| {name} | {' | '.join(f'{u:.1f}' for u in used)} | {' | '.join(more)} |")
     for failure in FAILED:
         print(f"failed run (counted in the times): {failure}")
 
