@@ -427,6 +427,16 @@ CASES = [
     # memory
     Case("memory path is a file", _memory_is_a_file, ["mem", "--memory"]),
     Case("memory path cannot be created", _memory_under_a_file, ["file", "--memory"]),
+    Case(
+        "memory directory on a filesystem that makes none",
+        _flags("memory", "list", "--memory", "/proc/nope", "--embedding", "hash"),
+        ["/proc/nope", "--memory"],
+    ),
+    Case(
+        "memory directory on /proc for a run",
+        _flags("episodes", "list", "--memory", "/proc/nope/mem"),
+        ["/proc/nope/mem", "--memory"],
+    ),
     Case("corrupt episodes.db", _corrupt_episode_log, ["episodes.db"]),
     Case("truncated episodes.db", _truncated_episode_log, ["episodes.db"]),
     Case("corrupt chroma files", _corrupt_chroma, ["chroma"]),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -9,7 +10,8 @@ import pytest
 
 from mulligan import sandbox
 from mulligan.errors import UserError
-from mulligan.sandbox import Limits
+from mulligan.sandbox import Limits, levels
+from mulligan.sandbox.policy import clear_shared
 
 
 def test_runs_code_and_returns_both_streams() -> None:
@@ -81,8 +83,10 @@ def test_empty_output_says_so() -> None:
 
 @pytest.fixture
 def fresh_containment(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """Containment is probed once per process; these tests probe it again under their setting."""
+    """Containment is probed once per process; these tests probe it again under their setting
+    (`auto` unless they name one, whatever MULLIGAN_SANDBOX the suite runs under)."""
     sandbox.containment.cache_clear()
+    monkeypatch.delenv("MULLIGAN_SANDBOX", raising=False)
     yield monkeypatch
     monkeypatch.undo()
     sandbox.containment.cache_clear()
@@ -102,19 +106,45 @@ def test_without_namespaces_the_limits_still_hold_and_the_gaps_are_named(
     assert not hog.ok and "MemoryError" in hog.stderr
 
 
-def test_missing_bubblewrap_falls_back_or_refuses_as_asked(
+def without(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """As on a machine where these programs are not installed."""
+    real_which = shutil.which
+    monkeypatch.setattr(
+        levels.shutil, "which", lambda name: None if name in names else real_which(name)
+    )
+
+
+def test_missing_bubblewrap_means_the_unshare_backend(
     fresh_containment: pytest.MonkeyPatch,
 ) -> None:
-    real_which = shutil.which
-    fresh_containment.setattr(
-        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
-    )
+    without(fresh_containment, "bwrap")
     box = sandbox.containment()
-    assert box.level == "rlimits" and "apt-get install bubblewrap" in box.detail
+    assert (box.level, box.backend) == ("namespaces", "unshare"), box
+    assert "unshare" in box.detail
+    result = sandbox.run_python("import os\nprint(sorted(os.listdir('/proc'))[:1])")
+    assert result.ok, result.describe()
     sandbox.containment.cache_clear()
-    fresh_containment.setenv("MULLIGAN_SANDBOX", "namespaces")
+    fresh_containment.setenv("MULLIGAN_SANDBOX", "bwrap")
     with pytest.raises(UserError, match="bubblewrap is not installed"):
         sandbox.containment()
+
+
+def test_with_neither_backend_it_falls_back_loudly_or_refuses_as_asked(
+    fresh_containment: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    without(fresh_containment, "bwrap", "unshare")
+    with caplog.at_level(logging.WARNING, logger="mulligan"):
+        box = sandbox.containment()
+        sandbox.containment()  # probed once: said once
+    assert box.level == "rlimits" and box.backend is None
+    assert "apt-get install bubblewrap" in box.detail and "util-linux" in box.detail
+    said = [r.getMessage() for r in caplog.records if "NO NAMESPACES" in r.getMessage()]
+    assert len(said) == 1 and "network isolation" in said[0] and "hidden paths" in said[0]
+    for wanted in ("namespaces", "unshare"):
+        sandbox.containment.cache_clear()
+        fresh_containment.setenv("MULLIGAN_SANDBOX", wanted)
+        with pytest.raises(UserError, match="unshare is not installed"):
+            sandbox.containment()
     sandbox.containment.cache_clear()
     fresh_containment.setenv("MULLIGAN_SANDBOX", "sometimes")
     with pytest.raises(UserError, match="MULLIGAN_SANDBOX='sometimes'"):
@@ -138,7 +168,7 @@ def test_hidden_paths_are_covered_in_the_box(tmp_path: Path) -> None:
         result = sandbox.run_python(code, cwd=tmp_path)
         assert "[]" in result.stdout and "forty-two" not in result.stdout + result.stderr
     finally:
-        sandbox._hidden.clear()
+        clear_shared()
 
 
 def test_the_humaneval_data_is_hidden_once_the_suite_is_loaded() -> None:
@@ -152,4 +182,4 @@ def test_the_humaneval_data_is_hidden_once_the_suite_is_loaded() -> None:
         result = sandbox.run_python(code)
         assert not result.ok and "No such file" in result.stderr
     finally:
-        sandbox._hidden.clear()
+        clear_shared()

@@ -14,7 +14,7 @@ from typing import Any
 from mulligan import sandbox
 from mulligan.actor.tools import Tool, tool
 from mulligan.errors import UserError
-from mulligan.safe_files import Unreadable, read_workspace_file, write_workspace_file
+from mulligan.sandbox.safe_files import Unreadable, read_workspace_file, write_workspace_file
 
 BUILTIN_TOOLS = (
     "calculator",

@@ -6,10 +6,16 @@ view = system + task (pinned) + lessons (pinned, quoted as data) + running summa
 Steps are rendered into messages afresh for every call, a whole step at a time
 (a model turn with all its tool results), so a call is never separated from its
 result. The attempt keeps every step; only the view shrinks.
+
+Everything in the view is neutralised (mulligan.untrusted): tool output, files, the task,
+lessons, the carried attempt and the model's own echo cannot pose as a chat turn. The
+steps themselves keep the raw text, and a call's arguments that are not JSON go back as
+`{}` (the model's text stays in the step; its error observation quotes it).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -17,9 +23,11 @@ from typing import Any, Literal
 
 from mulligan import prompts
 from mulligan.actor.tokens import TokenEstimator
+from mulligan.actor.tools import strict_json
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.schema import CompressionEvent, Step, Usage
+from mulligan.untrusted import neutralise, neutralise_all
 
 log = logging.getLogger("mulligan")
 
@@ -50,23 +58,26 @@ Protocol = Literal["native", "text"]
 
 def render_step(step: Step, protocol: Protocol) -> list[Message]:
     """A step as chat messages: the model's turn, then every result or reminder it got."""
+    text = neutralise(step.text)
+    feedback = [{"role": "user", "content": neutralise(step.feedback)}] if step.feedback else []
     if protocol == "text" or not step.tool_calls:
-        messages: list[Message] = [{"role": "assistant", "content": step.text}]
+        messages: list[Message] = [{"role": "assistant", "content": text}]
         if step.results:
-            observations = "\n".join(r.output for r in step.results)
+            observations = neutralise("\n".join(r.output for r in step.results))
             messages.append({"role": "user", "content": f"Observation: {observations}"})
-        if step.feedback:
-            messages.append({"role": "user", "content": step.feedback})
-        return messages
+        return messages + feedback
     messages = [
         {
             "role": "assistant",
-            "content": step.text or "",  # "" not None: some servers reject null content
+            "content": text,  # "" not None: some servers reject null content
             "tool_calls": [
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "function": {
+                        "name": neutralise(call.name),
+                        "arguments": sendable_arguments(call.arguments),
+                    },
                 }
                 for call in step.tool_calls
             ],
@@ -76,10 +87,24 @@ def render_step(step: Step, protocol: Protocol) -> list[Message]:
     for call in step.tool_calls:
         result = by_id.get(call.id)
         output = result.output if result else "Error: interrupted before this call returned."
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
-    if step.feedback:
-        messages.append({"role": "user", "content": step.feedback})
-    return messages
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": neutralise(output)})
+    return messages + feedback
+
+
+def sendable_arguments(written: str) -> str:
+    """A call's arguments as the history sends them back: valid JSON, neutralised.
+
+    Text that is not JSON becomes `{}` (a strict server refuses the request otherwise; the
+    step keeps what the model wrote). Markers inside JSON strings are neutralised in the
+    decoded value: a server decodes the arguments and renders them again, so a `\u003c|`
+    escape would come back as a real `<|`.
+    """
+    try:
+        value = strict_json(written)
+    except ValueError:
+        return "{}"
+    clean = neutralise_all(value)
+    return written if clean == value else json.dumps(clean, ensure_ascii=False)
 
 
 def extractive_summary(steps: list[Step]) -> str:
@@ -125,7 +150,7 @@ class Context:
     def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
         pinned = [prompts.render("task", prompt=self.task)]
         if self.carried:
-            pinned.append(self.carried)
+            pinned.append(neutralise(self.carried))  # the Python API may pass any text
         if self.lessons:
             pinned.append(prompts.render("lessons", lessons=self.lessons))
         if self.summary:

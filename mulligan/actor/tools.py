@@ -13,7 +13,8 @@ from typing import Any, get_type_hints
 import pydantic
 
 from mulligan.schema import ToolCall, ToolResult, ToolStatus
-from mulligan.text_cut import head_and_tail
+from mulligan.text_cut import head, head_and_tail
+from mulligan.untrusted import neutralise, neutralise_all
 
 DEFAULT_TOOL_TIMEOUT = 60.0
 
@@ -36,21 +37,20 @@ class Tool:
         return parameters
 
     def schema(self) -> dict[str, Any]:
-        """The OpenAI `tools` entry for this tool."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters(),
-            },
+        """The OpenAI `tools` entry for this tool (neutralised: an MCP server's text is
+        untrusted, and the server renders it into the prompt)."""
+        function = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters(),
         }
+        return {"type": "function", "function": neutralise_all(function)}
 
     def signature_line(self) -> str:
         """A compact one-line description for the text protocol's system prompt."""
         params = self.parameters().get("properties", {})
         fields = ", ".join(f'"{name}": {spec.get("type", "any")}' for name, spec in params.items())
-        return f"{self.name}: {self.description} Input: {{{fields}}}"
+        return neutralise(f"{self.name}: {self.description} Input: {{{fields}}}")
 
 
 def tool(
@@ -134,9 +134,9 @@ class ToolRegistry:
             known = ", ".join(sorted(self.tools)) or "none"
             return "error", f"Error: unknown tool {call.name!r}. Available tools: {known}."
         try:
-            raw = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return "error", f"Error: arguments are not valid JSON ({exc.msg} at char {exc.pos})."
+            raw = strict_json(call.arguments or "{}")
+        except ValueError as exc:
+            return "error", _not_json(call.arguments, exc)
         if not isinstance(raw, dict):
             raw = _single_argument(chosen, raw)
             if raw is None:
@@ -157,6 +157,25 @@ class ToolRegistry:
         finally:
             pool.shutdown(wait=False)
         return "ok", value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def strict_json(text: str) -> Any:
+    """JSON as a strict server reads it: `NaN` and `Infinity` are not JSON either."""
+    return json.loads(text, parse_constant=_not_a_constant)
+
+
+def _not_a_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _not_json(written: str, exc: ValueError) -> str:
+    """The error observation; it quotes what the model wrote, since the history sent back
+    carries `{}` in its place (mulligan.actor.context.sendable_arguments)."""
+    where = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+    return (
+        f"Error: arguments are not valid JSON ({where}); write one JSON object of named "
+        f"parameters. You wrote: {head(written, 300)}"
+    )
 
 
 def _single_argument(chosen: Tool, value: Any) -> dict[str, Any] | None:

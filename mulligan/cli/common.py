@@ -86,10 +86,17 @@ def open_memory(
         return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
     validate.memory_directory(location)
-    if location.startswith(("http://", "https://")):
+    remote = location.startswith(("http://", "https://"))
+    if remote:
         validate.memory_directory(default)
-        return Memory(default, embedder, store=location, rules=rules)
-    return Memory(location, embedder, rules=rules)
+    directory = default if remote else location
+    try:
+        return Memory(directory, embedder, store=location if remote else None, rules=rules)
+    except OSError as exc:  # e.g. under /proc: the checks above pass, mkdir does not
+        raise UserError(
+            f"--memory {directory}: cannot be created ({exc.strerror}: {exc.filename}); "
+            "pass a directory on an ordinary filesystem"
+        ) from exc
 
 
 def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY) -> None:

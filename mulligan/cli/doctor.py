@@ -59,7 +59,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         run = sandbox.run_python("print(6 * 7)")
         report("sandbox", run.stdout.strip() == "42", run.describe().splitlines()[0])
         off = "; off: " + ", ".join(box.missing) if box.missing else "; every protection on"
-        report("containment", box.level == "namespaces", f"{box.level} ({box.detail}){off}")
+        how = f"namespaces through {box.detail}" if box.backend else f"limits only ({box.detail})"
+        report("containment", box.level == "namespaces", how + off)
     except UserError as exc:
         report("sandbox", False, str(exc))
     return 1 if problems else 0

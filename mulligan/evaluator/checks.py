@@ -17,7 +17,7 @@ from mulligan.evaluator.code import harness_report, keep_definitions, last_code_
 from mulligan.evaluator.normalize import exact_match, f1_score
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
-from mulligan.safe_files import Unreadable, read_workspace_file
+from mulligan.sandbox.safe_files import Unreadable, read_workspace_file
 from mulligan.schema import (
     Attempt,
     CallableCheck,

@@ -1,6 +1,8 @@
 """Every prompt is a template file in this folder, rendered with strict undefined variables.
 
 Set MULLIGAN_PROMPTS_DIR to a folder of your own files with the same names to replace any.
+Every variable is neutralised (mulligan.untrusted) before it is rendered: what a prompt
+quotes (tasks, answers, trajectories, lessons, feedback) cannot pose as a chat turn.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import jinja2
 
 from mulligan.errors import UserError
+from mulligan.untrusted import neutralise_all
 
 PACKAGE_DIR = Path(__file__).parent
 
@@ -47,14 +50,14 @@ def _environment() -> jinja2.Environment:
 
 
 def render(name: str, /, **variables: Any) -> str:
-    """Render `prompts/NAME.md` with the given variables; a missing variable is an error."""
+    """Render `prompts/NAME.md` with the (neutralised) variables; a missing one is an error."""
     try:
         template = _environment().get_template(f"{name}.md")
     except jinja2.TemplateNotFound as exc:
         raise UserError(f"prompt file {name}.md not found in {_search_path()}") from exc
     except jinja2.TemplateSyntaxError as exc:
         raise UserError(f"prompt file {exc.filename}, line {exc.lineno}: {exc.message}") from exc
-    return template.render(**variables).strip()
+    return template.render(**neutralise_all(variables)).strip()
 
 
 def prompt_hashes() -> dict[str, str]:

@@ -13,6 +13,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+_libc: Any = None
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def proc_table() -> Iterator[tuple[int, int, int]]:
@@ -68,10 +75,9 @@ def become_subreaper() -> None:
     global _subreaper
     if _subreaper or not sys.platform.startswith("linux"):
         return
-    import ctypes
-
+    assert _libc is not None
     pr_set_child_subreaper = 36
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+    _libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     _subreaper = True
 
 
@@ -144,3 +150,10 @@ def join_cgroup(procs: str) -> None:
     if procs:
         with open(procs, "w") as handle:
             handle.write("0")
+
+
+def die_with_parent() -> None:
+    """Between fork and exec: SIGKILL this process when the thread that started it ends."""
+    if _libc is not None:  # loaded before the fork: no import between fork and exec
+        pr_set_pdeathsig = 1
+        _libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
