@@ -12,7 +12,16 @@ import pytest
 
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
 from mulligan.memory.validity import apply_outcome
-from mulligan.schema import Attempt, Episode, Lesson, LessonScope, LessonSource, Task, Verdict
+from mulligan.schema import (
+    Attempt,
+    CheckResult,
+    Episode,
+    Lesson,
+    LessonScope,
+    LessonSource,
+    Task,
+    Verdict,
+)
 
 # a hang guard only: these tests start several processes, slow on a loaded machine
 pytestmark = pytest.mark.timeout(600)
@@ -22,6 +31,12 @@ TEXTS = {
     "helps": "Check the official government seat before naming a capital city.",
     "mixed": "Prefer one-word answers when the question asks for one word only.",
 }
+
+
+def seen(passed: bool) -> Verdict:
+    """A verdict with one feedback-visible check: the evidence the counters count on."""
+    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
+    return Verdict(passed=passed, score=float(passed), checks=[check])
 
 
 def seeded(directory: Path, embedder: HashEmbedding | None = None) -> Memory:
@@ -42,7 +57,7 @@ def outcome(memory: Memory, given: list[Lesson], passed: bool, episode_id: str) 
     episode = Episode(id=episode_id, task_id="t", strategy="reflexion-memory")
     memory.start_episode(episode)
     attempt = Attempt(task_id="t", trial=1, lesson_ids=[lesson.id for lesson in given])
-    memory.finish_attempt(episode, attempt, Verdict(passed=passed, score=float(passed)), given)
+    memory.finish_attempt(episode, attempt, seen(passed), given)
 
 
 HAMMER = """
@@ -58,7 +73,7 @@ for n in range(rounds):
         episode = Episode(id=f"{name}-{n}-{passed}", task_id="t", strategy="reflexion-memory")
         memory.start_episode(episode)
         attempt = Attempt(task_id="t", trial=1, lesson_ids=[x.id for x in given])
-        memory.finish_attempt(episode, attempt, Verdict(passed=passed, score=float(passed)), given)
+        memory.finish_attempt(episode, attempt, seen(passed), given)
 """
 
 

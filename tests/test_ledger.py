@@ -452,7 +452,8 @@ def test_a_log_from_before_the_split_migrates_and_reports_its_tokens_as_unsplit(
     import sqlite_utils
 
     from mulligan.bench.report import role_rows
-    from mulligan.memory.log import EpisodeLog, _m001_initial
+    from mulligan.memory.log import EpisodeLog
+    from mulligan.memory.migrations import _m001_initial
     from mulligan.schema import Attempt, Verdict
 
     path = tmp_path / "episodes.db"

@@ -10,10 +10,24 @@ import pytest
 from mulligan.actor import Actor
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Attempt, Episode, Lesson, LessonScope, LessonValidity, Verdict
+from mulligan.schema import (
+    Attempt,
+    CheckResult,
+    Episode,
+    Lesson,
+    LessonScope,
+    LessonValidity,
+    Verdict,
+)
 from mulligan.testing import ScriptedModel
 
 TEXT = "Check the official seat of government before naming a capital city."
+
+
+def seen(passed: bool) -> Verdict:
+    """A verdict with one feedback-visible check: the evidence the counters count on."""
+    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
+    return Verdict(passed=passed, score=float(passed), checks=[check])
 
 
 def exported(tmp_path: Path) -> Path:
@@ -56,7 +70,7 @@ def test_an_imported_lesson_is_a_fresh_candidate(
         memory.start_episode(episode)
         attempt = Attempt(task_id="t", lesson_ids=["trusted-elsewhere"])
         given = memory.lessons(["trusted-elsewhere"])
-        memory.finish_attempt(episode, attempt, Verdict(passed=False, score=0.0), given)
+        memory.finish_attempt(episode, attempt, seen(False), given)
     assert memory.store.get(["trusted-elsewhere"])[0].validity.status == "refuted"
     events = [e["event"] for e in memory.log.lesson_events("trusted-elsewhere")]
     assert events == ["imported", "hurt", "hurt", "hurt", "status:refuted"]
