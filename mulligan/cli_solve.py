@@ -11,6 +11,7 @@ import re
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from mulligan import display, prompts
@@ -28,11 +29,20 @@ from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
-from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
-from mulligan.text_cut import last_lines
+from mulligan.solve import (
+    ChangeRecordingEvaluator,
+    CheckRun,
+    Project,
+    ProjectCopies,
+    cannot_run,
+    preflight,
+)
+from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
 REPEATED_TEMPERATURE = 0.7
+BEFORE_CHARS = 3000
+"""How much of a check's output on the untouched project attempt 1's prompt quotes."""
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -64,12 +74,29 @@ def solve_task(
     checks: list[str],
     tools: list[str],
     args: argparse.Namespace,
+    before: list[CheckRun] | None = None,
 ) -> Task:
+    names = list(dict.fromkeys(PROJECT_TOOLS + tools))
+    shown = [
+        {
+            "command": r.check.command,
+            "passed": r.run.ok,
+            "output": head_and_tail(r.output, BEFORE_CHARS),
+        }
+        for r in before or []
+    ]
     return Task(
         id=f"solve-{slug(text)}",
         family=family,
-        prompt=prompts.render("solve", task=text, project=project.directory.name, checks=checks),
-        tools=list(dict.fromkeys(PROJECT_TOOLS + tools)),
+        prompt=prompts.render(
+            "solve",
+            task=text,
+            project=project.directory.name,
+            checks=checks,
+            tools=names,
+            before=shown,
+        ),
+        tools=names,
         checks=[CommandCheck(command=c, name=c, timeout=args.check_timeout) for c in checks],
         network=args.network,
     )
@@ -79,6 +106,7 @@ def cmd_solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)
+    actor_settings = replace(actor_settings, nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     repeated = args.strategy != "react" and args.trials > 1
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
@@ -92,6 +120,14 @@ def cmd_solve(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
+        before = checks_before(copies, task)
+        if all(r.run.ok for r in before):
+            print(
+                f"every check already passes on {project.directory} as it is: nothing to fix",
+                file=sys.stderr,
+            )
+            return 0
+        task = solve_task(args.task, project, family, checks, task.tools, args, before)
         loop = Loop(
             actor=Actor(model, actor_settings, approve=approve),
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
@@ -128,6 +164,18 @@ def cmd_solve(
             raise
     memory.log.end_run(run_id)
     return _report(episode, project, copies, args.apply, run_id)
+
+
+def checks_before(copies: ProjectCopies, task: Task) -> list[CheckRun]:
+    """Every check once on the untouched project; one that cannot run at all stops `solve`."""
+    before = preflight(copies, task)
+    for done in before:
+        problem = cannot_run(done, copies.project.directory)
+        if problem:
+            raise UserError(f'--check "{done.check.command}" cannot run in the box: {problem}')
+    failing = [r.check.command for r in before if not r.run.ok]
+    print(f"before any change: {len(failing)} of {len(before)} check(s) fail", file=sys.stderr)
+    return before
 
 
 def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
