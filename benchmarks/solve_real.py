@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -207,11 +208,17 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             "--dir", str(directory), "--strategy", strategy, "--trials", str(args.trials),
             "--memory", str(memory), "--embedding", args.embedding, "--family", bug.project,
             "--base-url", args.base_url, "--yes", "--max-steps", str(args.max_steps),
-            "--max-seconds", str(args.max_seconds)]  # fmt: skip
+            "--max-seconds", str(args.max_seconds), "--timeout", str(args.timeout),
+            "--max-reply-tokens", str(args.max_reply_tokens)]  # fmt: skip
     argv += ["--protocol", args.protocol] if args.protocol else []
     argv += ["--model", args.model] if args.model else []
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    limit = args.trials * args.max_seconds + 900
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        done = subprocess.CompletedProcess(argv, -9, "", err + f"\nkilled after {limit:.0f}s")
     seconds = time.monotonic() - started
     err = done.stderr
     found = SUMMARY.search(err)
@@ -244,7 +251,7 @@ def _episodes(memory: Path, run_id: str) -> list[Episode]:
 def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug]) -> list[Outcome]:
     work = Path(args.work).resolve()
     python = str(check_python(work)) if not args.smoke else ""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     outcomes: list[Outcome] = []
     for name in dict.fromkeys(b.project for b in bugs):
         source = sources[name]
@@ -374,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bugs", help="comma-separated bug ids (default: all)")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--max-steps", type=int, default=12)
-    parser.add_argument("--max-seconds", type=float, default=900.0)
+    parser.add_argument("--max-seconds", type=float, default=1800.0, help="per attempt")
+    parser.add_argument("--max-reply-tokens", type=int, default=1024)
+    parser.add_argument("--timeout", type=float, default=900.0, help="per model call (queues)")
     parser.add_argument("--protocol", choices=["native", "text"], help="default: solve's own")
     parser.add_argument("--embedding", default="hash")
     parser.add_argument("--work", default="mulligan-bench/solve-real")

@@ -121,11 +121,7 @@ def cmd_solve(
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
         before = checks_before(copies, task)
-        if all(r.run.ok for r in before):
-            print(
-                f"every check already passes on {project.directory} as it is: nothing to fix",
-                file=sys.stderr,
-            )
+        if before is None:
             return 0
         task = solve_task(args.task, project, family, checks, task.tools, args, before)
         loop = Loop(
@@ -166,14 +162,19 @@ def cmd_solve(
     return _report(episode, project, copies, args.apply, run_id)
 
 
-def checks_before(copies: ProjectCopies, task: Task) -> list[CheckRun]:
-    """Every check once on the untouched project; one that cannot run at all stops `solve`."""
+def checks_before(copies: ProjectCopies, task: Task) -> list[CheckRun] | None:
+    """Every check once on the untouched project, before any model call: one that cannot run
+    at all stops `solve` (exit 2); None when all pass already (nothing to fix)."""
     before = preflight(copies, task)
     for done in before:
         problem = cannot_run(done, copies.project.directory)
         if problem:
             raise UserError(f'--check "{done.check.command}" cannot run in the box: {problem}')
     failing = [r.check.command for r in before if not r.run.ok]
+    if not failing:
+        where = copies.project.directory
+        print(f"every check already passes in {where} as it is: nothing to fix", file=sys.stderr)
+        return None
     print(f"before any change: {len(failing)} of {len(before)} check(s) fail", file=sys.stderr)
     return before
 
