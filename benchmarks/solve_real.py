@@ -260,7 +260,8 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
         for strategy in args.strategies[:1] if args.verify else args.strategies:
             memory = work / "runs" / stamp / strategy / name / "memory"
             for order, bug in enumerate((b for b in bugs if b.project == name), 1):
-                planted = plant(bug, pristine, work / "runs" / stamp / strategy / bug.id)
+                where = work / "runs" / stamp / strategy / bug.id / pristine.name  # as a user's
+                planted = plant(bug, pristine, where)
                 problem = verified(bug, pristine, planted, check)
                 if problem:
                     raise SystemExit(problem)

@@ -7,15 +7,18 @@ progress, the summary and messages go to standard error.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlparse
 
 from mulligan import display, prompts
 from mulligan.actor import Actor, ActorSettings, build_tools
+from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest
 from mulligan.cli_mcp import servers
@@ -48,6 +51,29 @@ BEFORE_CHARS = 3000
 def slug(text: str, limit: int = 48) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())
     return "-".join(words)[:limit].strip("-") or "task"
+
+
+def solve_protocol(settings: Settings) -> Protocol:
+    """The user's choice (flag, MULLIGAN_PROTOCOL, mulligan.toml), else `text` on a self-hosted
+    endpoint and `native` on a hosted one.
+
+    Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
+    often hand a small model's tool calls back as text, which the text protocol reads as they
+    are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py, README "Solve")."""
+    if "protocol" in settings.model_fields_set:
+        return settings.protocol
+    return "text" if self_hosted(settings.base_url) else "native"
+
+
+def self_hosted(base_url: str | None) -> bool:
+    host = urlparse(base_url or "").hostname or ""
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
@@ -92,6 +118,7 @@ def solve_task(
             "solve",
             task=text,
             project=project.directory.name,
+            top=top_level(project),
             checks=checks,
             tools=names,
             before=shown,
@@ -102,11 +129,18 @@ def solve_task(
     )
 
 
+def top_level(project: Project, limit: int = 40) -> list[str]:
+    """The project's top-level entries, folders marked with a slash (where paths start)."""
+    names = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in project.files()})
+    return names[:limit] + ([f"... ({len(names) - limit} more)"] if len(names) > limit else [])
+
+
 def cmd_solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)
-    actor_settings = replace(actor_settings, nudge_no_tools=True)
+    protocol = solve_protocol(settings)
+    actor_settings = replace(actor_settings, protocol=protocol, nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     repeated = args.strategy != "react" and args.trials > 1
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
@@ -148,10 +182,14 @@ def cmd_solve(
                     strategies=[args.strategy],
                     trials=args.trials,
                     budget=vars(actor_settings.budget),
+                    protocol=protocol,
                     mcp=settings.mcp,
                 ),
             )
-        print(f"run id: {run_id} · {project.directory} · family {family}", file=sys.stderr)
+        print(
+            f"run id: {run_id} · {project.directory} · family {family} · protocol {protocol}",
+            file=sys.stderr,
+        )
         try:
             episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
         except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ def add(a: int, b: int) -> str:
 
 
 def nudges(messages: list[dict[str, Any]]) -> int:
-    return sum("without using a single tool" in str(m.get("content")) for m in messages)
+    return sum("made no tool call" in str(m.get("content")) for m in messages)
 
 
 @pytest.mark.parametrize("protocol", ["native", "text"])
@@ -74,3 +75,51 @@ def test_solve_nudges_a_prose_answer_and_the_model_then_acts(
     assert [nudges(b["messages"]) for b in bodies] == [0, 1, 1]
     assert "+    return a + b" in captured.out
     assert (project / "calc.py").read_text() == BUGGY
+
+
+@pytest.mark.parametrize(
+    ("base_url", "protocol"),
+    [
+        (None, "native"),
+        ("https://api.openai.com/v1", "native"),
+        ("https://dashscope.aliyuncs.com/compatible-mode/v1", "native"),
+        ("http://127.0.0.1:8011/v1", "text"),
+        ("http://localhost:11434/v1", "text"),
+        ("http://192.168.1.20:1234/v1", "text"),
+        ("http://[::1]:8000/v1", "text"),
+    ],
+)
+def test_solve_speaks_text_to_a_self_hosted_endpoint_unless_told(
+    base_url: str | None, protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mulligan.cli_solve import solve_protocol
+    from mulligan.config import load_settings
+
+    monkeypatch.delenv("MULLIGAN_PROTOCOL", raising=False)
+    assert solve_protocol(load_settings({"base_url": base_url})) == protocol
+    told = load_settings({"base_url": base_url, "protocol": "native"})
+    assert solve_protocol(told) == "native"
+    monkeypatch.setenv("MULLIGAN_PROTOCOL", "native")
+    assert solve_protocol(load_settings({"base_url": base_url})) == "native"
+
+
+def test_solve_on_a_loopback_endpoint_runs_the_text_protocol(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MULLIGAN_PROTOCOL", raising=False)
+    project = make_project(tmp_path / "calc")
+    fix = json.dumps({"path": "calc.py", "content": FIXED})
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if body["messages"][-1]["content"].startswith("Observation:"):
+            return FakeReply(content="Thought: fixed\nFinal Answer: add() adds now.")
+        return FakeReply(content=f"Thought: fix it\nAction: write_file\nAction Input: {fix}")
+
+    with FakeOpenAIServer(policy=policy) as server:
+        argv = solve_args(server, project, tmp_path / "mem", "--trials", "1")
+        code = main([a for a in argv if a not in ("--protocol", "native")])
+        first = server.requests[0]
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "tools" not in first and "Action Input" in first["messages"][0]["content"]
+    assert "protocol text" in captured.err and "+    return a + b" in captured.out

@@ -83,6 +83,7 @@ def test_attempt_one_is_shown_how_the_checks_fail_now(
     # the failing check's own output, from the preflight, before any change
     assert "$ python3 test_calc.py" in task and "add(2, 3) = -1" in task
     assert "`true` already passes" in task
+    assert "where paths start: calc.py, test_calc.py" in task
     # the prompt names the tools and the check to run with them
     for name in ("read_file", "write_file", "list_files", "shell"):
         assert name in task
