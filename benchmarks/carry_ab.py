@@ -28,8 +28,9 @@ from typing import Any, cast
 from mulligan.actor import ActorSettings
 from mulligan.actor.budget import Budget
 from mulligan.actor.context import CompressionSettings
-from mulligan.bench.runner import episode_id, make_loop
+from mulligan.bench.runner import episode_id
 from mulligan.bench.stats import same_answer, wilson
+from mulligan.build import build_loop
 from mulligan.config import load_settings
 from mulligan.defaults import Carry
 from mulligan.llm.connect import connect
@@ -104,9 +105,7 @@ def main() -> None:
     chosen = actor_settings(manifest)
     variants = [parse_variant(text) for text in args.variants.split(",")]
     loops = {
-        label: make_loop(
-            model, chosen, LoopSettings(strategy="reflexion", trials=2, carry=mode), None
-        )
+        label: build_loop(model, LoopSettings(strategy="reflexion", trials=2, carry=mode), chosen)
         for label, mode, _ in variants
     }
     rows: list[dict[str, Any]] = []

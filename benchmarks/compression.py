@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 
+from long_task import LongTaskScript, is_summary_request  # beside this script
+
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.actor.tokens import raw_estimate
-from mulligan.testing import LongTaskScript, ScriptedModel, is_summary_request
+from mulligan.testing import ScriptedModel
 
 
 def measure(script: LongTaskScript, compression: CompressionSettings) -> dict[str, object]:

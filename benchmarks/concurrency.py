@@ -19,7 +19,8 @@ import tempfile
 import time
 
 from mulligan.actor import ActorSettings
-from mulligan.bench.runner import make_loop, run_tasks
+from mulligan.bench.runner import run_tasks
+from mulligan.build import build_loop
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
@@ -43,7 +44,7 @@ def main() -> None:
     for level in [int(x) for x in args.levels.split(",")]:
         # the endpoint runs in its own process, as a real one would
         server = subprocess.Popen(
-            [sys.executable, "-m", "mulligan.testing", "ok", str(args.latency)],
+            [sys.executable, "-m", "mulligan.llm.fake_server", "ok", str(args.latency)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -55,8 +56,8 @@ def main() -> None:
             memory = Memory(home, HashEmbedding())
             started = time.perf_counter()
             episodes = run_tasks(
-                lambda model=model, memory=memory: make_loop(  # type: ignore[misc]
-                    model, ActorSettings(), LoopSettings(strategy="react"), memory, "concurrency"
+                lambda model=model, memory=memory: build_loop(  # type: ignore[misc]
+                    model, LoopSettings(strategy="react"), ActorSettings(), memory, "concurrency"
                 ),
                 tasks,
                 run_id="concurrency",

@@ -21,7 +21,8 @@ import time
 
 from mulligan.actor import ActorSettings
 from mulligan.bench.executors import QUIET_RAY
-from mulligan.bench.runner import make_loop, run_tasks
+from mulligan.bench.runner import run_tasks
+from mulligan.build import build_loop
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
@@ -55,7 +56,7 @@ def main() -> None:
         for name in ("threads", "ray"):
             # the endpoint runs in its own process, as a real one would
             server = subprocess.Popen(
-                [sys.executable, "-m", "mulligan.testing", "ok", str(args.latency)],
+                [sys.executable, "-m", "mulligan.llm.fake_server", "ok", str(args.latency)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -73,8 +74,8 @@ def main() -> None:
                 start = time.perf_counter() - started
                 started = time.perf_counter()
                 episodes = run_tasks(
-                    lambda model=model, memory=memory: make_loop(  # type: ignore[misc]
-                        model, ActorSettings(), LoopSettings(strategy="react"), memory, "exec"
+                    lambda model=model, memory=memory: build_loop(  # type: ignore[misc]
+                        model, LoopSettings(strategy="react"), ActorSettings(), memory, "exec"
                     ),
                     tasks,
                     run_id="exec",

@@ -25,17 +25,13 @@ def carried_answer(task: Task, answer: str) -> tuple[str, bool]:
 
 
 def carry_over(
-    task: Task, episode: Episode, lessons: list[Lesson], carry: Carry, strategy: str
+    task: Task, episode: Episode, lessons: list[Lesson], carry: Carry
 ) -> tuple[list[str], str]:
     """(texts for the lessons block, the previous-attempt block) for the next attempt.
-
-    Only the reflexion strategies carry anything over (retry starts afresh every time).
 
     With `full`, this episode's own reflections move into the previous-attempt block next to
     the answer and feedback they explain; lessons from the store stay in the lessons block.
     """
-    if not strategy.startswith("reflexion"):
-        return [], ""
     if carry == "lessons" or not episode.attempts:
         return [lesson.text for lesson in lessons], ""
     own = set(episode.lessons_written)

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-STRATEGIES = ("react", "retry", "reflexion", "reflexion-memory")
-
 MIN_SIMILARITY = 0.35
 """Below this cosine similarity to the task, a stored lesson is not retrieved: with MiniLM it
 kept 88% of related lessons and 5% of unrelated ones (benchmarks/similarity_floor.py)."""

@@ -1,11 +1,7 @@
 """The outer loop: attempts, verdicts, reflections and memory, wired together.
 
-Strategies differ only in what they carry from one attempt to the next:
-  react             one attempt
-  retry             up to N attempts, nothing carried over
-  reflexion         up to N attempts; the previous answer, its visible feedback and the
-                    episode's diagnoses carried over (mulligan/carry.py)
-  reflexion-memory  as reflexion, plus general lessons from and into the persistent store
+The loop asks its strategy (mulligan/strategies/) what to carry over and whether to
+reflect, and its stop rule whether the episode is over; it compares no names.
 """
 
 from __future__ import annotations
@@ -17,15 +13,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mulligan import sandbox
+from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
-from mulligan.carry import carry_over, unseen
+from mulligan.carry import unseen
 from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
+from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
@@ -35,6 +31,9 @@ WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
 class LoopSettings:
     strategy: str = "reflexion"
     trials: int = 3
+    stop: str = "honest"
+    """`honest`: the episode ends at the first attempt whose visible checks pass; `oracle`:
+    when the hidden checks pass (mulligan/strategies/stopping.py)."""
     carried_reflections: int = 3
     """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
     retrieved_lessons: int = 3
@@ -49,6 +48,7 @@ class LoopSettings:
     def __post_init__(self) -> None:
         if self.carried_reflections < 0 or self.retrieved_lessons < 0:
             raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
+        strategies.get(self.strategy), strategies.stop_rule(self.stop)  # known names only
 
 
 @dataclass
@@ -61,6 +61,8 @@ class Loop:
     run_id: str = ""
 
     def __post_init__(self) -> None:
+        self.strategy = strategies.get(self.settings.strategy)
+        self.stop = strategies.stop_rule(self.settings.stop)
         if self.memory:  # past verdicts and hidden details are no business of the box
             sandbox.hide(self.memory.directory)
 
@@ -74,79 +76,90 @@ class Loop:
         """One task under the strategy; an episode id already in the log is resumed.
 
         `first`: a trial 1 already made without lessons (a paired study shares it)."""
-        s = self.settings
-        trials = 1 if s.strategy == "react" else s.trials
+        strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
         episode = self._resumed(task, episode_id, position)
         reflections = list(episode_reflections(episode, self.memory))
-        reflects = self.reflector is not None and s.strategy.startswith("reflexion")
-        if reflects and self.memory and self.memory.reflection_pending(episode):
-            given = self.memory.lessons(episode.attempts[-1].lesson_ids)  # a crash cut it short
-            reflections += self._reflect(task, episode, given, len(episode.attempts) >= trials)
+        if self.memory and self.memory.reflection_pending(episode):  # a crash cut it short
+            given = self.memory.lessons(episode.attempts[-1].lesson_ids)
+            reflections += self._after(task, episode, given, len(episode.attempts) >= trials)
         for trial in range(len(episode.attempts) + 1, trials + 1):
-            if episode.passed:
-                break
-            lessons = self._lessons_for(task, reflections, episode, trial)
-            texts, carried = carry_over(task, episode, lessons, s.carry, s.strategy)
+            if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
+                break  # the answer is submitted
+            lessons = strategy.lessons_for(
+                reflections, self.settings.carried_reflections, self._retriever(task, episode)
+            )
+            texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
             if first and trial == 1 and not lessons:
                 attempt, verdict = first[0].model_copy(deep=True), first[1].model_copy(deep=True)
             else:
-                with self._workspace(task) as workspace:
-                    attempt = self.actor.run(
-                        task.id, task.prompt, self._tools(task, workspace),
-                        lessons=texts, carried=carried,
-                        lesson_ids=[lesson.id for lesson in lessons], trial=trial,
-                        budget=self.actor.settings.budget_for(task.budget),
-                        on_step=self._step_logger(episode.id, trial),
-                        resume=self._unfinished(episode.id, trial),
-                    )  # fmt: skip
-                    verdict = self.evaluator.evaluate(task, attempt, workspace)
+                attempt, verdict = self._attempt(task, episode, trial, lessons, texts, carried)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
-            episode.passed = verdict.passed
+            episode.passed = verdict.passed  # the hidden verdict of the answer it ends with
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
-            if self.reflector and s.strategy.startswith("reflexion"):
-                reflections += self._reflect(task, episode, lessons, last=trial == trials)
+            reflections += self._after(task, episode, lessons, last=trial == trials)
         if self.memory:
             self.memory.finish_episode(episode)
         return episode
 
+    def _attempt(
+        self,
+        task: Task,
+        episode: Episode,
+        trial: int,
+        lessons: list[Lesson],
+        texts: list[str],
+        carried: str,
+    ) -> tuple[Attempt, Verdict]:
+        with self._workspace(task) as workspace:
+            attempt = self.actor.run(
+                task.id, task.prompt, self._tools(task, workspace),
+                lessons=texts, carried=carried,
+                lesson_ids=[lesson.id for lesson in lessons], trial=trial,
+                budget=self.actor.settings.budget_for(task.budget),
+                on_step=self._step_logger(episode.id, trial),
+                resume=self._unfinished(episode.id, trial),
+            )  # fmt: skip
+            return attempt, self.evaluator.evaluate(task, attempt, workspace)
+
     # ------------------------------------------------------------ what differs
 
-    def _lessons_for(
-        self, task: Task, reflections: list[Lesson], episode: Episode, trial: int
-    ) -> list[Lesson]:
-        """The episode's last few diagnoses; with memory, general lessons from the store first."""
-        s = self.settings
-        if not s.strategy.startswith("reflexion"):
-            return []
-        carried = [r for r in reflections if r.validity.status in ("candidate", "validated")]
-        diagnoses = [r for r in carried if r.kind == "diagnosis"]
-        lessons = diagnoses[-s.carried_reflections :] if s.carried_reflections > 0 else []
-        if s.strategy == "reflexion-memory" and self.memory:
-            known = {lesson.id for lesson in lessons} | set(episode.lessons_written)
-            found = self.memory.retrieve(
+    def _retriever(self, task: Task, episode: Episode) -> strategies.base.Retrieve:
+        """General lessons from the store for this task, none already in play."""
+
+        def retrieve(known: set[str]) -> list[Lesson]:
+            if not self.memory:
+                return []
+            s = self.settings
+            known = known | set(episode.lessons_written)
+            trial = len(episode.attempts) + 1
+            return self.memory.retrieve(
                 task, s.retrieved_lessons, known, episode.id, trial, min_similarity=s.min_similarity
             )
-            lessons = found + lessons
-        return lessons
 
-    def _reflect(
-        self, task: Task, episode: Episode, given: list[Lesson], last: bool
-    ) -> list[Lesson]:
-        """A diagnosis after a failure (not after the last trial), with memory also a general
-        lesson for the store; with memory, an insight after a pass that followed a failure.
+        return retrieve
+
+    def _after(self, task: Task, episode: Episode, given: list[Lesson], last: bool) -> list[Lesson]:
+        """After an attempt the stop rule did not accept (and not after the last trial), a
+        diagnosis, and with the store also a general lesson; with the store, an insight after
+        an accepted attempt that followed a rejected one. Nothing after an attempt that tells
+        nothing about the task (the endpoint failed, a check could not start).
         Returns what this episode carries on: its diagnoses."""
-        assert self.reflector is not None
         attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
-        memory_strategy = self.settings.strategy == "reflexion-memory"
-        if verdict.passed and memory_strategy and len(episode.attempts) > 1:
+        if not (self.reflector and self.strategy.reflects) or tells_nothing(attempt, verdict):
+            return []
+        stored = self.strategy.uses_store
+        accepted = self.stop.ends(verdict)
+        if accepted and stored and len(episode.attempts) > 1:
             failed, failed_verdict = episode.attempts[-2], episode.verdicts[-2]
+            if tells_nothing(failed, failed_verdict):
+                return []  # the attempt before never met the task: nothing made a difference
             written = self.reflector.insight(task, failed, failed_verdict, attempt, episode.id)
             replaces: dict[str, list[Lesson]] = {}
-        elif not verdict.passed and not last:
+        elif not accepted and not last:
             reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
-            general = reflection.lessons if memory_strategy else []
+            general = reflection.lessons if stored else []
             written = ([reflection.diagnosis] if reflection.diagnosis else []) + general
             replaces = reflection.replaces
         else:
@@ -155,12 +168,12 @@ class Loop:
         written = unseen(written, episode_reflections(episode, self.memory) + given)
         kept = []
         for lesson in written:
-            persistent = memory_strategy and lesson.kind != "diagnosis"
-            stored = self.memory.keep(lesson, persistent=persistent) if self.memory else lesson
+            persistent = stored and lesson.kind != "diagnosis"
+            kept_lesson = self.memory.keep(lesson, persistent=persistent) if self.memory else lesson
             for old in replaces.get(lesson.id, []):
-                if old.id != stored.id:
-                    self._supersede(old, stored, episode)
-            kept.append(stored)
+                if old.id != kept_lesson.id:
+                    self._supersede(old, kept_lesson, episode)
+            kept.append(kept_lesson)
         episode.lessons_written += [lesson.id for lesson in kept]
         if self.memory:
             self.memory.note_written(episode)

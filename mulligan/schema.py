@@ -57,7 +57,7 @@ class Usage(Record):
         return self.model_dump() | {"total_tokens": self.total_tokens}
 
 
-Role = Literal["actor", "summariser", "reflector", "judge"]
+Role = Literal["actor", "summariser", "reflector", "judge", "tester"]
 """Who made a model call: the actor's turns, context compression, reflections and insights,
 llm_judge checks."""
 
@@ -270,13 +270,38 @@ class CheckResult(Record):
     passed: bool
     score: float
     detail: str = ""
+    environment: bool = False
+    """It failed for a reason the attempt could not cause: the check could not start."""
 
 
 class Verdict(Record):
     passed: bool
+    """Every check passed, hidden ones included: the score, never a reason to try again."""
     score: float
     checks: list[CheckResult] = Field(default_factory=list)
     feedback: str = ""
+
+    @property
+    def visible_passed(self) -> bool | None:
+        """Every feedback-visible check passed: the evidence an agent has (None: it has none)."""
+        visible = [c for c in self.checks if c.visibility == "feedback"]
+        return all(c.passed for c in visible) if visible else None
+
+    @property
+    def failed_visible(self) -> list[str]:
+        """The names of the feedback-visible checks that failed; hidden ones are never named."""
+        return [c.name for c in self.checks if c.visibility == "feedback" and not c.passed]
+
+    @property
+    def environment_failed(self) -> bool:
+        """A check could not start: the verdict says nothing about the attempt."""
+        return any(c.environment and not c.passed for c in self.checks)
+
+
+def tells_nothing(attempt: Attempt, verdict: Verdict) -> bool:
+    """The attempt is no evidence about the task: the endpoint failed, or a check could not
+    start. Nothing is reflected on, and no lesson is counted helped or hurt, after it."""
+    return attempt.stop_reason == "model_error" or verdict.environment_failed
 
 
 # ---------------------------------------------------------------- tasks

@@ -111,14 +111,9 @@ def attempt_tools(names: str, workspace: Path) -> None:
 
 
 def strategies(names: Iterable[str], flag: str) -> list[str]:
-    from mulligan.defaults import STRATEGIES
+    from mulligan import strategies as registry
 
-    chosen = [n.strip() for n in names if n.strip()]
-    unknown = [n for n in chosen if n not in STRATEGIES]
-    if unknown or not chosen:
-        named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
-        raise UserError(f"{flag}: {named}; use {', '.join(STRATEGIES)}")
-    return chosen
+    return [s.name for s in registry.parse(",".join(names), flag)]
 
 
 def embedding_problem(spec: str) -> str | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan import cli_style
 from mulligan.cli import build_parser, main
+from mulligan.cli import style as cli_style
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Lesson, LessonScope
 

@@ -1,17 +1,12 @@
 from __future__ import annotations
 
+from benchmarks.long_task import LONG_TASK_FACT, LongTaskScript, is_summary_request
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.actor.context import extractive_summary
 from mulligan.actor.tokens import TokenEstimator, raw_estimate
 from mulligan.display import trajectory
 from mulligan.schema import Step, ToolCall, ToolResult
-from mulligan.testing import (
-    LONG_TASK_FACT,
-    LongTaskScript,
-    ScriptedModel,
-    is_summary_request,
-    orphan_problems,
-)
+from mulligan.testing import ScriptedModel, orphan_problems
 
 PROMPT = "Read the pages one by one, then tell me the vault code."
 THRESHOLD = 4000

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from mulligan.actor import Actor, build_tools
+from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import ToolCall
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel, reply
@@ -103,3 +106,28 @@ def test_example_script_without_endpoint_says_how() -> None:
     done = run_script("paper_year.py", {})
     assert done.returncode == 2
     assert "OPENAI_BASE_URL" in done.stderr
+
+
+def test_reflexion_with_memory_from_python(tmp_path: Path) -> None:
+    """examples/reflexion_memory.py: wrong, reflected on, right; the lesson is in the memory
+    directory afterwards, for the next run."""
+    lesson = "Answer with the capital city, Canberra, not the largest city."
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        first = str(body["messages"][0]["content"])
+        if "You review a failed attempt" in first:
+            diagnosis = "Sydney is the largest city; the capital is Canberra."
+            return FakeReply(content=json.dumps({"diagnosis": diagnosis, "lesson": lesson}))
+        return FakeReply(content="Canberra" if "Canberra" in json.dumps(body) else "Sydney")
+
+    assert len((EXAMPLES / "reflexion_memory.py").read_text().splitlines()) <= 40
+    with FakeOpenAIServer(policy=policy) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "MULLIGAN_EMBEDDING": "hash"}
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / "reflexion_memory.py"), str(tmp_path / "mem")],
+            capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "trial 1: FAIL 'Sydney'" in done.stdout and "trial 2: PASS 'Canberra'" in done.stdout
+    stored = Memory(tmp_path / "mem", HashEmbedding()).store.all()
+    assert [s.text for s in stored] == [lesson]

@@ -47,8 +47,8 @@ def test_the_probe_would_see_a_heavy_import() -> None:
 
 def test_every_command_names_a_handler_that_exists() -> None:
     """Handlers are named as "module:function" so parsing imports nothing; each must resolve."""
-    from mulligan import cli_style
-    from mulligan.cli_parser import build_parser, handler_of
+    from mulligan.cli import style as cli_style
+    from mulligan.cli.parser import build_parser, handler_of
 
     parser = build_parser()
     commands = cli_style.commands_of(parser)

@@ -92,7 +92,7 @@ def test_solve_nudges_a_prose_answer_and_the_model_then_acts(
 def test_solve_speaks_text_to_a_self_hosted_endpoint_unless_told(
     base_url: str | None, protocol: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mulligan.cli_solve import solve_protocol
+    from mulligan.cli.solve import solve_protocol
     from mulligan.config import load_settings
 
     monkeypatch.delenv("MULLIGAN_PROTOCOL", raising=False)

@@ -367,7 +367,12 @@ def lesson_policy(lesson: str, right: str, wrong: str) -> Any:
     return policy
 
 
-def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "attempts"), [("honest", 2), ("oracle", 3)])
+def test_hidden_check_details_never_reach_any_model_message(
+    tmp_path: Path, stop: str, attempts: int
+) -> None:
+    """Honest: the visibly passing trial 2 is submitted; oracle: the hidden check asks for
+    a trial 3, and still nothing hidden reaches a model."""
     secret = "SECRET-EXPECTED-VALUE-9931"
     task = Task(
         id="hidden", family="f", prompt="Say something.",
@@ -380,12 +385,12 @@ def test_hidden_check_details_never_reach_any_model_message(tmp_path: Path) -> N
     loop = Loop(
         actor=Actor(model),
         evaluator=Evaluator(),
-        settings=LoopSettings(strategy="reflexion-memory", trials=3),
+        settings=LoopSettings(strategy="reflexion-memory", trials=3, stop=stop),
         reflector=Reflector(model),
         memory=Memory(tmp_path / "mem", HashEmbedding()),
     )
     episode = loop.run_episode(task)
-    assert len(episode.attempts) == 3 and not episode.passed  # the hidden check never passes
+    assert len(episode.attempts) == attempts and not episode.passed  # hidden never passes
     assert episode.verdicts[1].checks[0].passed  # the lesson fixed what feedback could show
     sent = json.dumps([call.messages for call in model.calls])
     assert secret not in sent and "hidden check" not in sent

@@ -16,7 +16,16 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Attempt, Episode, Lesson, LessonScope, LessonSource, Task, Verdict
+from mulligan.schema import (
+    Attempt,
+    CheckResult,
+    Episode,
+    Lesson,
+    LessonScope,
+    LessonSource,
+    Task,
+    Verdict,
+)
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 LESSON = "Recall that the capital of Australia is Canberra, not Sydney; answer with Canberra."
@@ -222,6 +231,9 @@ def run_id_of(err: str) -> str:
         (["--model", "other-model"], "model"),
         (["--max-steps", "3"], "max_steps"),
         (["--seed", "7"], "seed"),
+        (["--compress-at", "900"], "compression.threshold_tokens"),
+        (["--protocol", "text"], "protocol"),
+        (["--stop", "oracle"], "stop"),
     ],
 )
 def test_resume_with_other_arguments_than_the_run_is_refused_naming_the_field(
@@ -276,7 +288,9 @@ def test_help_or_harm_a_crash_left_uncounted_is_counted_once_on_resume(tmp_path:
     given = memory.retrieve(task, 3, episode_id="e1", trial=1)
     assert [lesson.id for lesson in given] == ["planted"]
     attempt = Attempt(task_id=task.id, trial=1, lesson_ids=["planted"])
-    memory.log.log_attempt(episode, attempt, Verdict(passed=True, score=1.0))  # then: killed
+    seen = CheckResult(type="exact_match", name="capital", passed=True, score=1.0)
+    verdict = Verdict(passed=True, score=1.0, checks=[seen])  # counted on visible checks
+    memory.log.log_attempt(episode, attempt, verdict)  # then: killed
     for _ in range(2):  # resumed twice: counted once
         resumed_episode = Memory(tmp_path / "mem", HashEmbedding()).resume_episode("e1")
         assert resumed_episode is not None and resumed_episode.passed

@@ -361,3 +361,20 @@ def test_a_directory_a_parent_repository_ignores_is_copied_whole(tmp_path: Path)
     (tracked / "build").mkdir()
     (tracked / "build" / "x").write_text("ignored")
     assert sorted(Project(tracked).snapshot()) == [".gitignore", "calc.py", "test_calc.py"]
+
+
+def test_solve_resume_with_other_settings_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`solve --resume` runs the same resume check as run and bench (it used to run none)."""
+    project = make_project(tmp_path / "calc")
+    memory = tmp_path / "mem"
+    with FakeOpenAIServer(policy=solver(lambda body: True)) as server:
+        assert main(solve_args(server, project, memory, "--trials", "2", "--yes")) == 0
+        run_id = capsys.readouterr().err.split("run id: ")[1].split()[0]
+        asked = len(server.requests)
+        again = solve_args(server, project, memory, "--trials", "3", "--yes", "--resume", run_id)
+        assert main(again) == 2
+        err = capsys.readouterr().err
+        assert "trials" in err and run_id in err
+        assert len(server.requests) == asked

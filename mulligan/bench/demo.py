@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
 from mulligan.schema import ExactMatchCheck, Task
-from mulligan.testing import FakeOpenAIServer, FakeReply
 
 DEMO_MODEL = "scripted-demo (not a language model)"
 UNITS_LESSON = "How many metres long is a length in km? Multiply the km by 1000."

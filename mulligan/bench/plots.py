@@ -174,3 +174,43 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
             )
         )
     _write(path, parts)
+
+
+def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> None:
+    """Each strategy a line over its trial budgets: mean tokens per task (x) against the
+    submitted answer's success rate (y), so strategies compare at matched budget."""
+    shown = _shown(stats)
+    spent = [t / s.tasks for s in shown for t in s.tokens_by_trial]
+    xs = nice_ticks(1.05 * max(spent, default=0.0))
+    right = xs[-1]
+
+    def x_of(tokens: float) -> float:
+        return LEFT + (tokens / right) * (RIGHT - LEFT) if right else LEFT
+
+    ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
+    title = f"Submitted answer passed against tokens per task{title_suffix}"
+    width = RIGHT + 48 + 7 * max((len(s.label) for s in shown), default=0)
+    parts = _frame(title, "submitted answer passed", 1.05, ticks, (width, HEIGHT))
+    for value in xs:
+        parts += [_line(x_of(value), BOTTOM, x_of(value), BOTTOM + 4, "#333")]
+        parts.append(_text(x_of(value), BOTTOM + 17, _tick_label(value, xs[1])))
+    parts.append(_text((LEFT + RIGHT) / 2, BOTTOM + 40, "mean tokens per task"))
+    for i, s in enumerate(shown):
+        fill = colour(i)
+        budgets = list(zip(s.tokens_by_trial, s.solved_by_trial, strict=True))
+        points = [(x_of(t / s.tasks), y_of(k / s.tasks, 1.05)) for t, k in budgets]
+        path_text = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+        parts.append(f'<g class="strategy">{_tooltip(s.label)}')
+        parts.append(
+            f'<polyline points="{path_text}" fill="none" stroke="{fill}" stroke-width="2"/>'
+        )
+        for trial, ((x, y), (t, k)) in enumerate(zip(points, budgets, strict=True), 1):
+            tip = (
+                f"{s.label}, {trial} trial{'s' * (trial > 1)}: {k}/{s.tasks} submitted answers "
+                f"passed, {t / s.tasks:,.0f} tokens per task"
+            )
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}">{_tooltip(tip)}</circle>'
+            )
+        parts.append("</g>")
+    _write(path, parts + _legend([s.label for s in shown]))

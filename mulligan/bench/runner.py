@@ -11,33 +11,30 @@ from collections.abc import Callable
 from typing import Any
 
 from mulligan import prompts
-from mulligan.actor import Actor, ActorSettings
+from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
 from mulligan.errors import UserError
-from mulligan.evaluator import Evaluator
-from mulligan.llm.base import ChatModel
+from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
-from mulligan.reflector import Reflector
+from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
 
-def make_loop(
-    model: ChatModel,
-    actor_settings: ActorSettings,
-    settings: LoopSettings,
-    memory: Memory | None,
-    run_id: str = "",
-) -> Loop:
-    """The loop every command uses: one model as actor, judge and reflector."""
-    return Loop(
-        actor=Actor(model, actor_settings),
-        evaluator=Evaluator(judge=model),
-        settings=settings,
-        reflector=Reflector(model) if settings.strategy.startswith("reflexion") else None,
-        memory=memory,
-        run_id=run_id,
-    )
+def self_tests_for(
+    log: EpisodeLog, run_id: str, writer: SelfTestWriter, count: int
+) -> Callable[[Task], Task]:
+    """The task with its self-tests as visible checks: written once per run and task and
+    kept in the log, so every strategy of a study (and a resumed run) checks the same ones."""
+
+    def prepare(task: Task) -> Task:
+        kept = log.self_tests(run_id, task.id)
+        if kept is None:
+            kept = writer.write(task, count).as_json()
+            log.keep_self_tests(run_id, task.id, kept)
+        return with_self_tests(task, list(kept["tests"]))
+
+    return prepare
 
 
 def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> str:
@@ -60,8 +57,24 @@ def manifest(**fields: Any) -> dict[str, Any]:
     return {**fields, "prompt_hashes": prompts.prompt_hashes(), "versions": versions()}
 
 
-NOT_COMPARED = ("prompt_hashes", "versions", "concurrency")
-"""What a resume may change: how fast it runs, and the software's version."""
+def settings_manifest(actor: ActorSettings, loop: LoopSettings) -> dict[str, Any]:
+    """What the actor and loop settings make of a run: every command's manifest has it, so a
+    resume with other settings is refused naming the one that differs."""
+    return {
+        "trials": loop.trials,
+        "stop": loop.stop,
+        "carry": loop.carry,
+        "carried_reflections": loop.carried_reflections,
+        "min_similarity": loop.min_similarity,
+        "budget": vars(actor.budget),
+        "protocol": actor.protocol,
+        "compression": vars(actor.compression),
+    }
+
+
+NOT_COMPARED = ("prompt_hashes", "versions", "concurrency", "endpoint")
+"""What a resume may change: how fast it runs, the software's version, and the address the
+model is reached at (a server restarted on another port serves the same `model`)."""
 FLAGS = {
     "suite": "the suite or task file",
     "tasks": "the task selection (--ids, --limit, --sample)",
@@ -111,14 +124,18 @@ def run_tasks(
     on_episode: Callable[[Task, Episode], None] | None = None,
     first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
     executor: Executor | None = None,
+    prepare: Callable[[Task], Task] | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
     `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
     task's shared trial 1 (a paired study), if it has one. Another `executor` (Ray) runs
-    the episodes elsewhere; this process still writes the log.
+    the episodes elsewhere; this process still writes the log. `prepare` turns a task into
+    the one its episode runs (its self-tests added), above the loop.
     """
+    if prepare is not None:
+        tasks = [prepare(task) for task in tasks]
     if executor is not None:
         jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
         return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.errors import UserError
+from mulligan.evaluator.self_tests import SELF_TEST
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Episode, Role, Usage, add_by_role
+from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
+from mulligan.strategies.stopping import HONEST
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -30,7 +32,14 @@ class StrategyStats:
     run_pass: int
     tasks: int = 0
     solved_by_trial: list[int] = field(default_factory=list)
-    """Cumulative: tasks solved at or before trial t (index t - 1)."""
+    """Tasks whose submitted answer passed with a budget of t trials (index t - 1): the
+    episode stopped honestly, at its first attempt whose visible checks all passed, or at
+    trial t; the hidden checks scored that answer. The honest score."""
+    any_by_trial: list[int] = field(default_factory=list)
+    """Cumulative: tasks with some attempt at or before trial t that passed: what an oracle
+    picking among the attempts made would score."""
+    tokens_by_trial: list[int] = field(default_factory=list)
+    """Tokens the episodes would have spent with a budget of t trials (index t - 1)."""
     attempts: int = 0
     steps: int = 0
     prompt_tokens: int = 0
@@ -44,6 +53,13 @@ class StrategyStats:
     seconds: float = 0.0
     lessons: dict[str, int] = field(default_factory=dict)
     solved_at: dict[str, int | None] = field(default_factory=dict)
+    """The trial of the submitted answer (whole budget) if it passed, else None."""
+    submitted: dict[str, list[bool]] = field(default_factory=dict)
+    """Per task, whether the submitted answer passed with a budget of 1, 2, … trials."""
+    any_passed: dict[str, list[bool]] = field(default_factory=dict)
+    """Per task, whether some attempt at or before trial t passed."""
+    spent: dict[str, list[int]] = field(default_factory=dict)
+    """Per task, the tokens spent with a budget of 1, 2, … trials."""
     failed_first: int = 0
     """Tasks whose trial 1 failed."""
     rescued: int = 0
@@ -52,6 +68,8 @@ class StrategyStats:
     """Trials after the first."""
     repeated_answers: int = 0
     """Later trials whose answer was the previous trial's answer again, whitespace aside."""
+    self_tested: SelfTestCounts = field(default_factory=lambda: SelfTestCounts())
+    """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
 
     @property
     def label(self) -> str:
@@ -83,6 +101,34 @@ class StrategyStats:
 
 
 @dataclass
+class SelfTestCounts:
+    """Over attempts that had self-tests and hidden checks."""
+
+    attempts: int = 0
+    self_passed: int = 0
+    """Attempts whose self-tests all passed."""
+    false_passes: int = 0
+    """Of those, attempts the hidden checks failed."""
+    hidden_passed: int = 0
+    """Attempts the hidden checks passed."""
+    false_alarms: int = 0
+    """Of those, attempts some self-test failed."""
+
+    def count(self, verdict: Verdict) -> None:
+        own = [c.passed for c in verdict.checks if c.name.startswith(SELF_TEST)]
+        hidden = [c.passed for c in verdict.checks if c.visibility == "hidden"]
+        if not own or not hidden:
+            return
+        self.attempts += 1
+        if all(own):
+            self.self_passed += 1
+            self.false_passes += not all(hidden)
+        if all(hidden):
+            self.hidden_passed += 1
+            self.false_alarms += not all(own)
+
+
+@dataclass
 class RunStats:
     run_id: str
     manifest: dict[str, Any]
@@ -91,6 +137,8 @@ class RunStats:
     status: str
     strategies: list[StrategyStats]
     task_ids: list[str]
+    self_tests: list[dict[str, Any]] = field(default_factory=list)
+    """Per task, the self-tests written and kept, and those dropped by reason."""
 
 
 def collect(log: EpisodeLog, run_id: str) -> RunStats:
@@ -108,6 +156,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         for run_pass in range(1, int(manifest.get("passes", 1)) + 1):
             groups[(strategy, run_pass)] = StrategyStats(strategy, run_pass)
     events = _lesson_events_by_episode(log)
+    tests = log.run_self_tests(run_id)
+    written = {t["task_id"]: Usage.model_validate(t["usage"]) for t in tests}
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
         run_pass = int(row["id"].rsplit(":pass", 1)[1]) if ":pass" in row["id"] else 1
         stats = groups.setdefault(
@@ -117,11 +167,15 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         if episode is None or not row["ended_at"]:
             continue  # unfinished: not counted until resumed
         stats.tasks += 1
-        first_pass = next(
-            (a.trial for a, v in zip(episode.attempts, episode.verdicts, strict=False) if v.passed),
-            None,
-        )
-        stats.solved_at[episode.task_id] = first_pass
+        budget = by_budget(episode, trials)
+        stats.submitted[episode.task_id] = [b.passed for b in budget]
+        stats.any_passed[episode.task_id] = [b.any_passed for b in budget]
+        stats.spent[episode.task_id] = [b.tokens for b in budget]
+        stats.solved_at[episode.task_id] = budget[-1].trial if budget[-1].passed else None
+        for verdict in episode.verdicts:
+            stats.self_tested.count(verdict)
+        if episode.task_id in written:  # every strategy pays for its tests once
+            stats.add(written[episode.task_id], {"tester": written[episode.task_id]})
         for attempt in episode.attempts:
             stats.attempts += 1
             stats.steps += len(attempt.steps)
@@ -138,10 +192,10 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             if key:
                 stats.lessons[key] = stats.lessons.get(key, 0) + 1
     for stats in groups.values():  # react stays flat after trial 1: it has no later trials
-        stats.solved_by_trial = [
-            sum(1 for t in stats.solved_at.values() if t is not None and t <= trial)
-            for trial in range(1, max(trials, 1) + 1)
-        ]
+        budgets = range(max(trials, 1))
+        stats.solved_by_trial = [sum(s[t] for s in stats.submitted.values()) for t in budgets]
+        stats.any_by_trial = [sum(s[t] for s in stats.any_passed.values()) for t in budgets]
+        stats.tokens_by_trial = [sum(s[t] for s in stats.spent.values()) for t in budgets]
     return RunStats(
         run_id=run_id,
         manifest=manifest,
@@ -150,7 +204,44 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         status=run["status"],
         strategies=list(groups.values()),
         task_ids=list(order),
+        self_tests=tests,
     )
+
+
+@dataclass(frozen=True)
+class AtBudget:
+    """An episode as it would have ended with a budget of `budget` trials."""
+
+    budget: int
+    trial: int
+    """The attempt it submits."""
+    passed: bool
+    """Its hidden verdict: the score."""
+    any_passed: bool
+    """Some attempt it made passed (an oracle's pick)."""
+    tokens: int
+
+
+def by_budget(episode: Episode, trials: int) -> list[AtBudget]:
+    """For budgets 1…trials: the attempt an honest stop submits (the first whose visible
+    checks all pass, else the budget's last) and the tokens spent up to it. Whatever rule
+    the run stopped by, the attempts up to that one are the same, so this reads honest
+    scores out of an oracle run too. A reflection after the submitted attempt was only made
+    because the run went on: it is not counted in that budget's tokens."""
+    found: list[AtBudget] = []
+    verdicts = episode.verdicts
+    for budget in range(1, max(trials, 1) + 1):
+        if not verdicts:
+            found.append(AtBudget(budget, 0, False, False, 0))
+            continue
+        made = min(budget, len(verdicts))
+        end = next((i for i in range(made) if HONEST.ends(verdicts[i])), made - 1)
+        tokens = sum(a.usage.total_tokens for a in episode.attempts[: end + 1])
+        if end + 1 < len(episode.attempts):
+            tokens -= episode.attempts[end].usage_by_role.get("reflector", Usage()).total_tokens
+        anyone = any(v.passed for v in verdicts[:made])
+        found.append(AtBudget(budget, end + 1, verdicts[end].passed, anyone, tokens))
+    return found
 
 
 def same_answer(a: str | None, b: str | None) -> bool:

@@ -7,9 +7,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from mulligan import strategies as registry
 from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
-from mulligan.bench.runner import check_resume, episode_id, make_loop, manifest, run_tasks
+from mulligan.bench.runner import (
+    check_resume,
+    episode_id,
+    manifest,
+    run_tasks,
+    self_tests_for,
+    settings_manifest,
+)
+from mulligan.build import build_loop
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -20,8 +30,8 @@ ModelFor = Callable[[str], ChatModel]
 
 
 def shares_first_attempt(strategy: str) -> bool:
-    """Every strategy but reflexion-memory starts with the same lesson-free trial 1."""
-    return strategy != "reflexion-memory"
+    """A strategy that starts without lessons can start from the shared trial 1."""
+    return registry.get(strategy).shares_first_attempt
 
 
 def first_attempt_source(strategies: list[str], design: str) -> str | None:
@@ -51,6 +61,9 @@ class Study:
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    self_tests: int = 0
+    """Asserts the model writes per task from its prompt alone before trial 1 (Reflexion's
+    internal tests), shared by every strategy; 0: none."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -64,19 +77,14 @@ class Study:
             command="bench",
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
-            trials=self.loop.trials,
             seed=self.seed,
             passes=self.passes,
             concurrency=self.concurrency,
-            budget=vars(self.actor_settings.budget),
-            protocol=self.actor_settings.protocol,
-            compression=vars(self.actor_settings.compression),
             task_order=[t.id for t in self.ordered_tasks()],
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
-            carry=self.loop.carry,
-            min_similarity=self.loop.min_similarity,
-            carried_reflections=self.loop.carried_reflections,
+            self_tests=self.self_tests,
+            **settings_manifest(self.actor_settings, self.loop),
             **self.info,
         )
 
@@ -93,6 +101,10 @@ class Study:
         """Every pass, every strategy, every task; finished episodes are not redone."""
         tasks = self.ordered_tasks()
         source = first_attempt_source(self.strategies, self.design)
+        prepare = None
+        if self.self_tests:
+            writer = SelfTestWriter(self.model_for(self.strategies[0]))
+            prepare = self_tests_for(self.memory.log, run_id, writer, self.self_tests)
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
                 shared = source and strategy != source and shares_first_attempt(strategy)
@@ -110,11 +122,12 @@ class Study:
                     strategy=strategy,
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
-                    concurrency=1 if strategy == "reflexion-memory" else self.concurrency,
+                    concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(run_id, source, run_pass) if shared else None,
                     executor=self.executor,
+                    prepare=prepare,
                 )
         self.memory.log.end_run(run_id)
 
@@ -133,6 +146,6 @@ class Study:
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
         settings = replace(self.loop, strategy=strategy)
-        return make_loop(
-            self.model_for(strategy), self.actor_settings, settings, self.memory, run_id
+        return build_loop(
+            self.model_for(strategy), settings, self.actor_settings, self.memory, run_id
         )

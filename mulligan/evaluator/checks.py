@@ -48,7 +48,20 @@ class CheckContext:
         return self.attempt.answer or ""
 
 
-def result(check: Check, passed: bool, detail: str, score: float | None = None) -> CheckResult:
+CANNOT_START = (126, 127)
+"""The shell's exit statuses for a command it found but could not run, or did not find."""
+
+
+def result(
+    check: Check,
+    passed: bool,
+    detail: str,
+    score: float | None = None,
+    *,
+    environment: bool | None = None,
+) -> CheckResult:
+    """`environment`: the check failed for a reason the attempt could not cause (by default,
+    one that says it "cannot run")."""
     return CheckResult(
         type=check.type,
         name=check.name or check.type,
@@ -56,6 +69,7 @@ def result(check: Check, passed: bool, detail: str, score: float | None = None) 
         passed=passed,
         score=float(passed) if score is None else score,
         detail=detail,
+        environment=detail.startswith("cannot run") if environment is None else environment,
     )
 
 
@@ -225,7 +239,9 @@ def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
             timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=ctx.task.network
         ),
     )
-    return result(check, run.ok, f"$ {check.command}\n{run.describe()}")
+    cannot_start = run.exit_code in CANNOT_START and not run.timed_out
+    detail = f"$ {check.command}\n{run.describe()}"
+    return result(check, run.ok, detail, environment=cannot_start)
 
 
 def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:

@@ -18,120 +18,12 @@ from typing import Any
 
 import sqlite_utils
 
-from mulligan.schema import Attempt, Episode, Lesson, Step, ToolResult, Verdict
-
-
-def _m001_initial(db: sqlite_utils.Database) -> None:
-    db.table("runs").create(
-        {"id": str, "started_at": float, "ended_at": float, "status": str, "manifest": str},
-        pk="id",
-    )
-    db.table("episodes").create(
-        {
-            "id": str,
-            "run_id": str,
-            "task_id": str,
-            "strategy": str,
-            "position": int,
-            "started_at": float,
-            "ended_at": float,
-            "passed": int,
-            "trials": int,
-            "lessons_written": str,
-        },
-        pk="id",
-    )
-    db.table("attempts").create(
-        {
-            "id": str,
-            "episode_id": str,
-            "trial": int,
-            "stop_reason": str,
-            "answer": str,
-            "passed": int,
-            "score": float,
-            "steps": int,
-            "prompt_tokens": int,
-            "completion_tokens": int,
-            "cost": float,
-            "seconds": float,
-            "lesson_ids": str,
-            "record": str,
-            "verdict": str,
-            "finished_at": float,
-        },
-        pk="id",
-    )
-    db.table("steps").create(
-        {"attempt_id": str, "idx": int, "kind": str, "record": str, "logged_at": float},
-        pk=("attempt_id", "idx"),
-    )
-    db.table("lessons").create(
-        {"id": str, "text": str, "kind": str, "status": str, "record": str, "updated_at": float},
-        pk="id",
-    )
-    db.table("lesson_events").create(
-        {
-            "id": int,
-            "lesson_id": str,
-            "event": str,
-            "episode_id": str,
-            "trial": int,
-            "detail": str,
-            "at": float,
-        },
-        pk="id",
-    )
-    db.table("attempts").create_index(["episode_id"])
-    db.table("episodes").create_index(["run_id"])
-    db.table("lesson_events").create_index(["lesson_id"])
-
-
-def _m002_reflection_state_and_stored_lessons(db: sqlite_utils.Database) -> None:
-    # an attempt is logged with its reflection pending; a resume redoes one still pending
-    db.table("attempts").add_column("reflection", str, not_null_default="pending")
-    # the lesson is also in the lesson store (whose metadata is a cache of this table)
-    db.table("lessons").add_column("stored", int, not_null_default=0)
-
-
-def _m003_attempt_usage_by_role(db: sqlite_utils.Database) -> None:
-    """Usage per role (actor, summariser, reflector, judge) as JSON; the token and cost
-    columns hold the sum over every role from here on (before: the actor's and summariser's)."""
-    db.table("attempts").add_column("usage_by_role", str)
-
-
-MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
-    ("001_initial", _m001_initial),
-    ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
-    ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
-]
-"""Append only: never edit or reorder an entry that has shipped."""
+from mulligan.memory.migrations import MIGRATIONS
+from mulligan.memory.repair import repair_steps
+from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 LessonChange = Callable[[Lesson], list[str]]
 """Changes a lesson in place; returns the further events (e.g. `status:refuted`) it caused."""
-
-
-def repair_steps(steps: list[Step]) -> list[Step]:
-    """Close every tool call that has no result with an `interrupted` observation."""
-    repaired = []
-    for step in steps:
-        answered = {r.call_id for r in step.results}
-        missing = [c for c in step.tool_calls if c.id not in answered]
-        if missing:
-            step = step.model_copy(deep=True)
-            step.results += [
-                ToolResult(
-                    call_id=c.id,
-                    name=c.name,
-                    status="interrupted",
-                    output="Interrupted: the run stopped before this call returned.",
-                )
-                for c in missing
-            ]
-            order = {c.id: n for n, c in enumerate(step.tool_calls)}
-            step.results.sort(key=lambda r: order.get(r.call_id, len(order)))
-        repaired.append(step)
-    return repaired
 
 
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -168,6 +60,31 @@ class EpisodeLog:
                 if name not in done:
                     migrate(self.db)
                     self.db.table("migrations").insert({"name": name, "applied_at": time.time()})
+
+    # ------------------------------------------------------------ self-tests
+
+    @_serialized
+    def self_tests(self, run_id: str, task_id: str) -> dict[str, Any] | None:
+        """What `keep_self_tests` kept for this run and task (None: none yet)."""
+        rows = list(
+            self.db.table("self_tests").rows_where("run_id = ? and task_id = ?", [run_id, task_id])
+        )
+        return {k: json.loads(rows[0][k]) for k in ("tests", "dropped", "usage")} if rows else None
+
+    @_serialized
+    def keep_self_tests(self, run_id: str, task_id: str, written: dict[str, Any]) -> None:
+        row = {k: json.dumps(written[k]) for k in ("tests", "dropped", "usage")}
+        self.db.table("self_tests").insert(
+            {"run_id": run_id, "task_id": task_id, **row}, replace=True
+        )
+
+    @_serialized
+    def run_self_tests(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.db.table("self_tests").rows_where("run_id = ?", [run_id], order_by="task_id")
+        return [
+            {"task_id": r["task_id"]} | {k: json.loads(r[k]) for k in ("tests", "dropped", "usage")}
+            for r in rows
+        ]
 
     # ------------------------------------------------------------ runs
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.validity import ACTIVE, ValidityRules, apply_outcome
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict
+from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
@@ -80,7 +80,7 @@ class Memory:
         if episode and episode.attempts:
             attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
             given = self.lessons(attempt.lesson_ids)
-            self._count_outcome(episode.id, attempt.trial, verdict.passed, given)
+            self._count_outcome(episode.id, attempt, verdict, given)
         return episode
 
     def reflection_pending(self, episode: Episode) -> bool:
@@ -96,12 +96,17 @@ class Memory:
     ) -> None:
         """Log the attempt, then count `helped` or `hurt` on every lesson it was given."""
         self.log.log_attempt(episode, attempt, verdict)
-        self._count_outcome(episode.id, attempt.trial, verdict.passed, given)
+        self._count_outcome(episode.id, attempt, verdict, given)
 
     def _count_outcome(
-        self, episode_id: str, trial: int, passed: bool, given: list[Lesson]
+        self, episode_id: str, attempt: Attempt, verdict: Verdict, given: list[Lesson]
     ) -> None:
-        """Once per attempt, however often a resumed run gets here."""
+        """Once per attempt, however often a resumed run gets here. Counted on what the
+        feedback-visible checks said, never the hidden ones; not at all when the attempt
+        tells nothing (no visible check, the endpoint failed, a check could not start)."""
+        passed, trial = verdict.visible_passed, attempt.trial
+        if passed is None or tells_nothing(attempt, verdict):
+            return
 
         def count(lesson: Lesson) -> list[str]:
             changed = apply_outcome(lesson, passed, self.rules)

@@ -114,7 +114,7 @@ class Reflector:
             lessons=[lesson.text for lesson in in_play],
         )
         draft = self._draft(prompt, task, REFLECTION_FORMAT)
-        failed = [c.name for c in verdict.checks if not c.passed]
+        failed = verdict.failed_visible  # a hidden check is never named, not even here
         reflection = Reflection()
         if draft is None:
             return reflection

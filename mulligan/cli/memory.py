@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mulligan import display, validate
-from mulligan.cli_style import marked, table
-from mulligan.cli_tasks import open_memory
+from mulligan.cli.common import open_memory
+from mulligan.cli.style import marked, table
 from mulligan.config import load_settings
 from mulligan.errors import UserError
 from mulligan.memory import Memory, make_embedder

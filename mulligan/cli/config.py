@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mulligan.cli_style import table
+from mulligan.cli.style import table
 from mulligan.config import Settings, settings_and_sources
 from mulligan.defaults import CONFIG_FILE, user_config_path
 

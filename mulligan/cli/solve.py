@@ -10,27 +10,31 @@ import argparse
 import ipaddress
 import re
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mulligan import display, prompts
-from mulligan.actor import Actor, ActorSettings, build_tools
+from mulligan import display, prompts, strategies
+from mulligan.actor import ActorSettings, Budget, build_tools
 from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
-from mulligan.bench.runner import episode_id, manifest
-from mulligan.cli_mcp import servers
-from mulligan.cli_tasks import loop_settings, open_memory, validity_rules
-from mulligan.config import Settings
-from mulligan.defaults import STRATEGIES
+from mulligan.bench.runner import episode_id, manifest, settings_manifest
+from mulligan.build import build_loop
+from mulligan.cli.common import (
+    actor_settings,
+    cli_approver,
+    loop_settings,
+    open_memory,
+    validity_rules,
+)
+from mulligan.cli.mcp import servers
+from mulligan.config import Settings, load_settings
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.connect import connect
-from mulligan.loop import Loop
 from mulligan.memory import Memory
-from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import (
     ChangeRecordingEvaluator,
@@ -84,8 +88,7 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
-    if args.strategy not in STRATEGIES:
-        raise UserError(f"--strategy {args.strategy!r}: use one of {', '.join(STRATEGIES)}")
+    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
     if args.trials < 1:
         raise UserError("--trials must be at least 1")
     if not args.task.strip():
@@ -135,20 +138,27 @@ def top_level(project: Project, limit: int = 40) -> list[str]:
     return names[:limit] + ([f"... ({len(names) - limit} more)"] if len(names) > limit else [])
 
 
-def cmd_solve(
+def cmd_solve(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    budget = actor_settings(args, settings, Budget())
+    return _solve(args, settings, budget, cli_approver(args.yes))
+
+
+def _solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)
     protocol = solve_protocol(settings)
     actor_settings = replace(actor_settings, protocol=protocol, nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
-    repeated = args.strategy != "react" and args.trials > 1
+    strategy = strategies.get(args.strategy)
+    repeated = strategy.repeats and args.trials > 1
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     memory = open_memory(settings, model, validity_rules(args))
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"
     copies = ProjectCopies(project)
-    run_id = args.resume or uuid.uuid4().hex[:10]
+    run_id = new_run_id(args.resume)
     with servers(settings.mcp) as started:
         task = solve_task(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
@@ -158,45 +168,33 @@ def cmd_solve(
         if before is None:
             return 0
         task = solve_task(args.task, project, family, checks, task.tools, args, before)
-        loop = Loop(
-            actor=Actor(model, actor_settings, approve=approve),
+        loop = build_loop(
+            model,
+            loop_settings(args, args.strategy, extra_tools=started.tools, workspace_for=copies),
+            actor_settings,
+            memory,
+            run_id,
+            approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
-            settings=loop_settings(
-                args, args.strategy, extra_tools=started.tools, workspace_for=copies
-            ),
-            reflector=Reflector(model) if args.strategy.startswith("reflexion") else None,
-            memory=memory,
-            run_id=run_id,
         )
-        if not args.resume:
-            memory.log.start_run(
-                run_id,
-                manifest(
-                    command="solve",
-                    directory=str(project.directory),
-                    task=args.task,
-                    checks=checks,
-                    family=family,
-                    model=model.name,
-                    endpoint=settings.base_url or "api.openai.com",
-                    strategies=[args.strategy],
-                    trials=args.trials,
-                    budget=vars(actor_settings.budget),
-                    protocol=protocol,
-                    mcp=settings.mcp,
-                ),
+        wanted = manifest(
+            command="solve",
+            directory=str(project.directory),
+            task=args.task,
+            checks=checks,
+            family=family,
+            model=model.name,
+            endpoint=settings.base_url or "api.openai.com",
+            strategies=[args.strategy],
+            mcp=settings.mcp,
+            **settings_manifest(actor_settings, loop.settings),
+        )
+        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
+            print(
+                f"run id: {run_id} · {project.directory} · family {family} · protocol {protocol}",
+                file=sys.stderr,
             )
-        print(
-            f"run id: {run_id} · {project.directory} · family {family} · protocol {protocol}",
-            file=sys.stderr,
-        )
-        try:
             episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
-        except KeyboardInterrupt:
-            memory.log.end_run(run_id, "interrupted")
-            print(f"interrupted; continue with --resume {run_id}", file=sys.stderr)
-            raise
-    memory.log.end_run(run_id)
     return _report(episode, project, copies, args.apply, run_id)
 
 

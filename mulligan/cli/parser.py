@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Callable
 from typing import NoReturn
 
-from mulligan import cli_style
+from mulligan.cli import style as cli_style
 from mulligan.defaults import (
     CARRY_MODES,
     DATA_ENV,
@@ -17,9 +17,10 @@ from mulligan.defaults import (
     DEFAULT_MEMORY,
     DESIGNS,
     MIN_SIMILARITY,
-    STRATEGIES,
     user_config_path,
 )
+from mulligan.strategies import DEFAULT_STUDY, STOP_RULES
+from mulligan.strategies import NAMES as STRATEGIES
 
 Handler = Callable[[argparse.Namespace], int]
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]
@@ -50,7 +51,25 @@ def similarity(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A whole number, 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
 # ---------------------------------------------------------------- shared flag groups
+
+
+def add_self_tests_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--self-tests",
+        type=count,
+        default=0,
+        metavar="N",
+        help="before trial 1 the model writes up to N asserts from the prompt alone; they are "
+        "visible checks of every attempt (Reflexion's internal tests; code tasks; default 0)",
+    )
 
 
 def add_network_flag(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +137,13 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
     parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
     parser.add_argument(
+        "--stop",
+        choices=tuple(STOP_RULES),
+        default="honest",
+        help="when an episode ends: honest (default; at the first attempt whose visible checks "
+        "pass) or oracle (the hidden checks decide whether to try again, as some papers do)",
+    )
+    parser.add_argument(
         "--carried-reflections",
         type=int,
         default=3,
@@ -167,7 +193,7 @@ def add_attempt(commands: Commands) -> None:
     add_mcp_flag(attempt)
     add_endpoint_flags(attempt)
     add_budget_flags(attempt)
-    attempt.set_defaults(handler="mulligan.cli_run:cmd_attempt")
+    attempt.set_defaults(handler="mulligan.cli.attempt:cmd_attempt")
 
 
 def add_run(commands: Commands) -> None:
@@ -176,8 +202,9 @@ def add_run(commands: Commands) -> None:
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
     add_run_flags(run, memory_default=DEFAULT_MEMORY)
+    add_self_tests_flag(run)
     add_executor_flags(run)
-    run.set_defaults(handler="mulligan.cli_run:cmd_run")
+    run.set_defaults(handler="mulligan.cli.run:cmd_run")
 
 
 def add_solve(commands: Commands) -> None:
@@ -202,13 +229,13 @@ def add_solve(commands: Commands) -> None:
     add_network_flag(solve)
     add_run_flags(solve, memory_default=DEFAULT_MEMORY)
     # a project's lessons are stored under its own family: no similarity floor within it
-    solve.set_defaults(handler="mulligan.cli_run:cmd_solve", min_similarity=0.0)
+    solve.set_defaults(handler="mulligan.cli.solve:cmd_solve", min_similarity=0.0)
 
 
 def add_tasks(commands: Commands) -> None:
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     add_selection_flags(tasks)
-    tasks.set_defaults(handler="mulligan.cli_tasks:cmd_tasks")
+    tasks.set_defaults(handler="mulligan.cli.run:cmd_tasks")
 
 
 def add_memory(commands: Commands) -> None:
@@ -228,7 +255,7 @@ def add_memory(commands: Commands) -> None:
     memory.add_argument(
         "--embedding", help="search, import: embed with this (default: as the store was built)"
     )
-    memory.set_defaults(handler="mulligan.cli_memory:cmd_memory")
+    memory.set_defaults(handler="mulligan.cli.memory:cmd_memory")
 
     episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")
     episodes.add_argument("action", choices=["list", "show"])
@@ -236,13 +263,15 @@ def add_memory(commands: Commands) -> None:
     episodes.add_argument("--run", help="only this run's episodes")
     episodes.add_argument("--memory", help=f"memory directory ({DEFAULT_MEMORY})")
     episodes.add_argument("--embedding", help=argparse.SUPPRESS)
-    episodes.set_defaults(handler="mulligan.cli_memory:cmd_episodes")
+    episodes.set_defaults(handler="mulligan.cli.memory:cmd_episodes")
 
 
 def add_bench(commands: Commands) -> None:
     bench = commands.add_parser("bench", help="strategies side by side, with a report")
     add_selection_flags(bench)
-    bench.add_argument("--strategies", default=",".join(STRATEGIES))
+    bench.add_argument(
+        "--strategies", default=",".join(DEFAULT_STUDY), help=f"of {', '.join(STRATEGIES)}"
+    )
     bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
     bench.add_argument(
@@ -253,19 +282,20 @@ def add_bench(commands: Commands) -> None:
         "start without lessons; independent: each strategy makes its own",
     )
     add_run_flags(bench, memory_default="OUT/memory")
+    add_self_tests_flag(bench)
     add_executor_flags(bench)
-    bench.set_defaults(handler="mulligan.cli_run:cmd_bench")
+    bench.set_defaults(handler="mulligan.cli.bench:cmd_bench")
 
     report = commands.add_parser("report", help="rebuild a bench report from the log")
     report.add_argument("run_id")
     report.add_argument("--out", default="mulligan-bench")
     report.add_argument("--memory", help="the directory holding episodes.db (default OUT/memory)")
-    report.set_defaults(handler="mulligan.cli_bench:cmd_report")
+    report.set_defaults(handler="mulligan.cli.bench:cmd_report")
 
     demo = commands.add_parser("demo", help="the study offline, on a scripted model")
     demo.add_argument("--out", default="mulligan-demo")
     demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(handler="mulligan.cli_bench:cmd_demo")
+    demo.set_defaults(handler="mulligan.cli.bench:cmd_demo")
 
 
 def add_doctor(commands: Commands) -> None:
@@ -275,7 +305,7 @@ def add_doctor(commands: Commands) -> None:
     doctor.add_argument("--model")
     doctor.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
     doctor.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
-    doctor.set_defaults(handler="mulligan.cli_doctor:cmd_doctor")
+    doctor.set_defaults(handler="mulligan.cli.doctor:cmd_doctor")
 
 
 def add_data(commands: Commands) -> None:
@@ -287,7 +317,7 @@ def add_data(commands: Commands) -> None:
     )
     parser.add_argument("action", choices=["fetch", "list"])
     parser.add_argument("names", nargs="*", help=f"{', '.join(DATASET_NAMES)} (default: all)")
-    parser.set_defaults(handler="mulligan.cli_data:cmd_data")
+    parser.set_defaults(handler="mulligan.cli.data:cmd_data")
 
 
 def add_config(commands: Commands) -> None:
@@ -299,7 +329,7 @@ def add_config(commands: Commands) -> None:
         "then the defaults.",
     )
     parser.add_argument("action", choices=["show"])
-    parser.set_defaults(handler="mulligan.cli_config:cmd_config")
+    parser.set_defaults(handler="mulligan.cli.config:cmd_config")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from mulligan import sandbox
-from mulligan.cli_tasks import open_memory
+from mulligan.cli.common import open_memory
 from mulligan.config import endpoint_configured, load_settings
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm.connect import connect

@@ -1,5 +1,5 @@
 """The command line: a thin layer over the library. Parsing imports nothing heavy
-(`cli_parser`); the chosen command's module is imported only when it runs."""
+(`cli/parser.py`); the chosen command's module is imported only when it runs."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import os
 import signal
 import sys
 
-from mulligan import cli_style, validate
-from mulligan.cli_parser import build_parser, handler_of
+from mulligan import validate
+from mulligan.cli import style as cli_style
+from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -44,7 +45,3 @@ def entry() -> None:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
-
-
-if __name__ == "__main__":
-    entry()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from mulligan import strategies as registry
 from mulligan import validate
 from mulligan.actor import ActorSettings, Budget, Tool
 from mulligan.bench import demo
@@ -16,11 +16,19 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
-from mulligan.cli_style import Progress
-from mulligan.cli_tasks import log_to_resume, loop_settings, open_memory, validity_rules
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import (
+    actor_settings,
+    log_to_resume,
+    loop_settings,
+    open_memory,
+    selected,
+    validity_rules,
+)
+from mulligan.cli.style import Progress
 from mulligan.config import load_settings
-from mulligan.defaults import STRATEGIES
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
@@ -54,14 +62,6 @@ def refuse_to_overwrite(out: Path, resume: str | None) -> None:
         )
 
 
-def _strategies(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
-    if unknown or not names:
-        raise UserError(f"unknown strategies {unknown}: choose from {', '.join(STRATEGIES)}")
-    return names
-
-
 def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
     lines = []
     for s in stats.strategies:
@@ -71,22 +71,11 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
 
 
 def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
-    if resume:
-        study.check_resume(run_id)
-    else:
-        study.start(run_id)
-    print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
-    try:
+    with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
+        print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
         progress, on_episode = bench_progress(len(study.tasks), prefix)
         with progress.shown():
             study.run(run_id, on_episode)
-    except KeyboardInterrupt:
-        study.memory.log.end_run(run_id, "interrupted")
-        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
-        raise
-    except Exception:  # the log never keeps a run "running" that has stopped
-        study.memory.log.end_run(run_id, "failed")
-        raise
     stats = write_report(study.memory.log, run_id, out)
     for line in _summary_lines(stats, prefix):
         print(line)
@@ -95,16 +84,26 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
     return stats
 
 
-def cmd_bench(
+def cmd_bench(args: argparse.Namespace) -> int:
+    settings = load_settings(vars(args))
+    suite = selected(args)
+    if any(s.uses_store for s in registry.parse(args.strategies)):
+        validate.embedding_available(settings.embedding)
+    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
+        return _bench(args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools)
+
+
+def _bench(
     args: argparse.Namespace,
     actor_settings: ActorSettings,
     suite_tasks: list[Task],
     extra: list[Tool],
 ) -> int:
     settings = load_settings(vars(args))
-    strategies = _strategies(args.strategies)
+    chosen = registry.parse(args.strategies)
+    strategies = [s.name for s in chosen]
     refuse_to_overwrite(Path(args.out), args.resume)
-    repeated = args.trials > 1 and any(s != "react" for s in strategies)
+    repeated = args.trials > 1 and any(s.repeats for s in chosen)
     model = connect(settings, default_temperature=REPEATED_TEMPERATURE if repeated else 0.0)
     given = "max_cost" in actor_settings.forced
     require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
@@ -120,10 +119,10 @@ def cmd_bench(
     executor = open_executor(
         args.executor, args.ray_address, concurrency=args.concurrency,
         memory_location=settings.memory or str(out / "memory"),
-        uses_store="reflexion-memory" in strategies,
+        uses_store=any(s.uses_store for s in chosen),
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
-    if "reflexion-memory" in strategies and executor is None:  # on Ray, the workers open it
+    if any(s.uses_store for s in chosen) and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
@@ -140,11 +139,13 @@ def cmd_bench(
             "suite": args.suite,
             "endpoint": settings.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
+            **({"feedback": args.feedback} if args.suite == "hotpotqa" else {}),
         },
         executor=executor,
+        self_tests=args.self_tests,
     )
     try:
-        run_study(study, args.resume or uuid.uuid4().hex[:10], bool(args.resume), out)
+        run_study(study, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:
             executor.close()
@@ -181,7 +182,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     endpoints = demo.DemoEndpoints()
     models: dict[str, OpenAIChatModel] = {}
 
-    strategies = list(STRATEGIES)
+    strategies = list(demo.EXPECTED)
     source = first_attempt_source(strategies, "paired")
 
     def model_for(strategy: str) -> ChatModel:
@@ -214,7 +215,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     try:
-        run_study(study, uuid.uuid4().hex[:10], False, out, prefix)
+        run_study(study, new_run_id(None), False, out, prefix)
     finally:
         endpoints.close()
     print(f"{prefix}done in {time.perf_counter() - started:.1f}s")

@@ -1,0 +1,43 @@
+"""The one place that wires a model, the actor, the evaluator, the reflector and the memory
+into a `Loop`: `run`, `bench`, `solve`, the Ray worker and the Python API all build theirs
+here.
+
+    from mulligan.build import build_loop
+    loop = build_loop(model, LoopSettings(strategy="reflexion-memory"), memory=Memory(dir))
+    episode = loop.run_episode(task)
+"""
+
+from __future__ import annotations
+
+from mulligan import strategies
+from mulligan.actor import Actor, ActorSettings
+from mulligan.actor.tools import Approver
+from mulligan.evaluator import Evaluator
+from mulligan.llm.base import ChatModel
+from mulligan.loop import Loop, LoopSettings
+from mulligan.memory import Memory
+from mulligan.reflector import Reflector
+
+
+def build_loop(
+    model: ChatModel,
+    settings: LoopSettings | None = None,
+    actor_settings: ActorSettings | None = None,
+    memory: Memory | None = None,
+    run_id: str = "",
+    *,
+    approve: Approver | None = None,
+    evaluator: Evaluator | None = None,
+) -> Loop:
+    """One model as actor, judge and reflector (the reflector only for strategies that
+    reflect). `evaluator`: another one (solve's records each attempt's changes)."""
+    settings = settings or LoopSettings()
+    reflects = strategies.get(settings.strategy).reflects
+    return Loop(
+        actor=Actor(model, actor_settings or ActorSettings(), approve=approve),
+        evaluator=evaluator or Evaluator(judge=model),
+        settings=settings,
+        reflector=Reflector(model) if reflects else None,
+        memory=memory,
+        run_id=run_id,
+    )

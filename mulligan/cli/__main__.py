@@ -1,0 +1,3 @@
+from mulligan.cli import entry
+
+entry()

@@ -1,0 +1,108 @@
+"""The episode log's schema: an append-only list of migrations, applied in order by
+`EpisodeLog` (mulligan/memory/log.py, the only module that imports sqlite-utils; this one
+only receives its database)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+
+def _m001_initial(db: sqlite_utils.Database) -> None:
+    db.table("runs").create(
+        {"id": str, "started_at": float, "ended_at": float, "status": str, "manifest": str},
+        pk="id",
+    )
+    db.table("episodes").create(
+        {
+            "id": str,
+            "run_id": str,
+            "task_id": str,
+            "strategy": str,
+            "position": int,
+            "started_at": float,
+            "ended_at": float,
+            "passed": int,
+            "trials": int,
+            "lessons_written": str,
+        },
+        pk="id",
+    )
+    db.table("attempts").create(
+        {
+            "id": str,
+            "episode_id": str,
+            "trial": int,
+            "stop_reason": str,
+            "answer": str,
+            "passed": int,
+            "score": float,
+            "steps": int,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost": float,
+            "seconds": float,
+            "lesson_ids": str,
+            "record": str,
+            "verdict": str,
+            "finished_at": float,
+        },
+        pk="id",
+    )
+    db.table("steps").create(
+        {"attempt_id": str, "idx": int, "kind": str, "record": str, "logged_at": float},
+        pk=("attempt_id", "idx"),
+    )
+    db.table("lessons").create(
+        {"id": str, "text": str, "kind": str, "status": str, "record": str, "updated_at": float},
+        pk="id",
+    )
+    db.table("lesson_events").create(
+        {
+            "id": int,
+            "lesson_id": str,
+            "event": str,
+            "episode_id": str,
+            "trial": int,
+            "detail": str,
+            "at": float,
+        },
+        pk="id",
+    )
+    db.table("attempts").create_index(["episode_id"])
+    db.table("episodes").create_index(["run_id"])
+    db.table("lesson_events").create_index(["lesson_id"])
+
+
+def _m002_reflection_state_and_stored_lessons(db: sqlite_utils.Database) -> None:
+    # an attempt is logged with its reflection pending; a resume redoes one still pending
+    db.table("attempts").add_column("reflection", str, not_null_default="pending")
+    # the lesson is also in the lesson store (whose metadata is a cache of this table)
+    db.table("lessons").add_column("stored", int, not_null_default=0)
+
+
+def _m003_attempt_usage_by_role(db: sqlite_utils.Database) -> None:
+    """Usage per role (actor, summariser, reflector, judge) as JSON; the token and cost
+    columns hold the sum over every role from here on (before: the actor's and summariser's)."""
+    db.table("attempts").add_column("usage_by_role", str)
+
+
+def _m004_self_tests(db: sqlite_utils.Database) -> None:
+    """The asserts a model wrote for a task before its first attempt (`--self-tests`), once
+    per run and task, so that every strategy of a study checks against the same ones."""
+    db.table("self_tests").create(
+        {"run_id": str, "task_id": str, "tests": str, "dropped": str, "usage": str},
+        pk=("run_id", "task_id"),
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
+    ("001_initial", _m001_initial),
+    ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
+    ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
+    ("004_self_tests", _m004_self_tests),
+]
+"""Append only: never edit or reorder an entry that has shipped."""

@@ -1,0 +1,60 @@
+"""The strategies, registered by name: one file each. Nothing outside this package compares
+a strategy's name; it asks the strategy object instead.
+
+Light on imports (no pydantic): the command line lists the names before any work."""
+
+from __future__ import annotations
+
+from mulligan.strategies.base import Strategy
+from mulligan.strategies.react import REACT
+from mulligan.strategies.reflexion import REFLEXION
+from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
+from mulligan.strategies.repair import REPAIR
+from mulligan.strategies.retry import RETRY
+from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
+
+REGISTRY: dict[str, Strategy] = {
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR)
+}
+NAMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
+
+
+def get(name: str) -> Strategy:
+    """The strategy of that name; an unknown name is the user's mistake."""
+    if name not in REGISTRY:
+        from mulligan.errors import UserError
+
+        raise UserError(f"unknown strategy {name!r}: use one of {', '.join(NAMES)}")
+    return REGISTRY[name]
+
+
+def known(name: str) -> Strategy | None:
+    """For reading logs: a run may name a strategy this version no longer has."""
+    return REGISTRY.get(name)
+
+
+def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
+    """Comma-separated names, each known, at least one."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown or not names:
+        from mulligan.errors import UserError
+
+        named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
+        raise UserError(f"{flag}: {named}; use {', '.join(NAMES)}")
+    return [REGISTRY[n] for n in names]
+
+
+__all__ = [
+    "DEFAULT_STUDY",
+    "NAMES",
+    "REGISTRY",
+    "STOP_RULES",
+    "StopRule",
+    "Strategy",
+    "get",
+    "known",
+    "parse",
+    "stop_rule",
+]

@@ -1,0 +1,69 @@
+"""What a strategy is: the answers the loop, the study, the report and the CLI ask of it.
+
+Kept free of heavy imports: `mulligan --help` lists the strategies without loading pydantic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mulligan.defaults import Carry
+    from mulligan.schema import Episode, Lesson, Task
+
+Retrieve = Callable[[set[str]], list["Lesson"]]
+"""Lessons from the persistent store for the next attempt, skipping the ids given."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of going from one attempt to the next. Same actor, budgets and evaluator for
+    all: only what a strategy carries over, and whether it reflects, differs."""
+
+    name: str
+    summary: str
+    repeats: bool = True
+    """More than one trial (react makes one)."""
+    reflects: bool = False
+    """After an attempt that failed, the reflector writes a diagnosis."""
+    uses_store: bool = False
+    """Reads lessons from the persistent store before an attempt and writes general lessons
+    (and insights) into it after one: its trial 1 differs, so it runs its own."""
+    carries_reflections: bool = False
+    """The episode's own diagnoses go to the next attempt."""
+    carries_attempt: bool = False
+    """The next attempt sees the previous answer and what the visible checks said."""
+    in_default_study: bool = True
+    """`mulligan bench` runs it when --strategies is not given (the paper's four)."""
+
+    @property
+    def shares_first_attempt(self) -> bool:
+        """It starts without lessons, so a paired study can give it the shared trial 1."""
+        return not self.uses_store
+
+    def trials(self, budget: int) -> int:
+        return budget if self.repeats else 1
+
+    def lessons_for(
+        self, reflections: list[Lesson], carried: int, retrieve: Retrieve
+    ) -> list[Lesson]:
+        """The lessons for the next attempt: the episode's last `carried` diagnoses, and with
+        the store, what it retrieves first."""
+        lessons: list[Lesson] = []
+        if self.carries_reflections and carried > 0:
+            usable = [r for r in reflections if r.validity.status in ("candidate", "validated")]
+            lessons = [r for r in usable if r.kind == "diagnosis"][-carried:]
+        if self.uses_store:
+            lessons = retrieve({lesson.id for lesson in lessons}) + lessons
+        return lessons
+
+    def carry_over(
+        self, task: Task, episode: Episode, lessons: list[Lesson], mode: Carry
+    ) -> tuple[list[str], str]:
+        """(texts for the lessons block, the previous-attempt block) for the next attempt."""
+        from mulligan.carry import carry_over
+
+        if not (self.carries_attempt or lessons):
+            return [], ""
+        return carry_over(task, episode, lessons, mode if self.carries_attempt else "lessons")

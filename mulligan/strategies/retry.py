@@ -1,0 +1,3 @@
+from mulligan.strategies.base import Strategy
+
+RETRY = Strategy("retry", "up to N attempts, nothing carried over")

@@ -1,0 +1,148 @@
+"""Reflexion's internal tests (`--self-tests N`): written from the prompt alone, checked and
+counted when dropped, shared by every strategy of a study, and measured in the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mulligan.bench.stats import collect
+from mulligan.bench.study import Study
+from mulligan.evaluator.self_tests import SELF_TEST, SelfTestWriter
+from mulligan.loop import LoopSettings
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import (
+    Attempt,
+    CheckResult,
+    Episode,
+    PythonTestsCheck,
+    Task,
+    Verdict,
+)
+from mulligan.testing import ScriptedModel
+
+VISIBLE_MARK = "VISIBLE_MARK_5512"
+HIDDEN_MARK = "HIDDEN_MARK_9034"
+WRITING = "You write unit tests before any code exists"
+REPLY = """Here are the tests:
+```python
+assert add(2, 2) == 4
+assert add(1,
+assert 1 == 1
+assert True or add(1, 1)
+assert add(0, 5) == 5
+```"""
+
+
+def code_task(task_id: str = "add") -> Task:
+    return Task(
+        id=task_id,
+        family="code",
+        prompt="Write add(a, b): the sum of a and b.",
+        checks=[
+            PythonTestsCheck(tests=f"assert add(1, 2) == 3  # {VISIBLE_MARK}", entry_point="add"),
+            PythonTestsCheck(
+                tests=f"assert add(3, 4) == 7  # {HIDDEN_MARK}",
+                entry_point="add",
+                visibility="hidden",
+            ),
+        ],
+    )
+
+
+def writing(messages: list[dict[str, Any]]) -> bool:
+    return WRITING in str(messages[0]["content"])
+
+
+def test_self_tests_are_written_from_the_prompt_alone_and_bad_ones_dropped() -> None:
+    model = ScriptedModel([REPLY])
+    written = SelfTestWriter(model).write(code_task(), 5)
+    (call,) = model.calls
+    sent = json.dumps(call.messages)
+    assert "Write add(a, b): the sum of a and b." in sent
+    assert VISIBLE_MARK not in sent and HIDDEN_MARK not in sent and "add(1, 2)" not in sent
+    assert written.tests == ["assert add(2, 2) == 4", "assert add(0, 5) == 5"]
+    assert written.dropped == {
+        "does not parse": 1,
+        "names no entry point": 1,
+        "passes without the function": 1,
+    }
+    assert written.usage.total_tokens > 0
+
+
+def test_a_task_without_a_function_under_test_gets_no_call() -> None:
+    task = Task(id="q", prompt="Say hi.", checks=[])
+    assert SelfTestWriter(ScriptedModel()).write(task, 3).tests == []  # a call would fail
+
+
+def policy(answer: str) -> Any:
+    def reply(messages: list[dict[str, Any]], tools: Any) -> str:
+        if writing(messages):
+            return "```python\nassert add(2, 2) == 5\n```"  # a wrong self-test
+        return answer
+
+    return reply
+
+
+def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) -> None:
+    """add is right (visible and hidden checks pass) but the model's own test is wrong: the
+    episode does not stop at trial 1, and the tests are written once per task."""
+    model = ScriptedModel(policy=policy("```python\ndef add(a, b):\n    return a + b\n```"))
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    study = Study(
+        tasks=[code_task("a"), code_task("b")],
+        strategies=["react", "retry"],
+        model_for=lambda strategy: model,
+        memory=memory,
+        loop=LoopSettings(trials=2),
+        self_tests=2,
+    )
+    study.start("run")
+    study.run("run")
+    assert sum(writing(call.messages) for call in model.calls) == 2  # once per task
+    stats = {s.strategy: s for s in collect(memory.log, "run").strategies}
+    assert stats["retry"].attempts == 4  # the false alarm asked for trial 2 on both tasks
+    assert stats["react"].attempts == 2
+    assert stats["retry"].self_tested.false_alarms == 4
+    assert stats["retry"].by_role["tester"].total_tokens > 0
+    episode = memory.log.episode("run:retry:a")
+    assert episode is not None
+    names = [c.name for c in episode.verdicts[0].checks]
+    assert any(name.startswith(SELF_TEST) for name in names)
+    assert study.manifest()["self_tests"] == 2
+
+
+def verdict(own: list[bool], hidden: bool) -> Verdict:
+    checks = [
+        CheckResult(type="python_tests", name=f"{SELF_TEST} {n}", passed=p, score=float(p))
+        for n, p in enumerate(own, 1)
+    ]
+    checks.append(
+        CheckResult(type="python_tests", name="h", visibility="hidden", passed=hidden, score=0.0)
+    )
+    return Verdict(passed=all(own) and hidden, score=0.0, checks=checks)
+
+
+def test_false_pass_and_false_alarm_rates_match_a_hand_count(tmp_path: Path) -> None:
+    made = {
+        "t1": [verdict([True, True], False)],  # false pass
+        "t2": [verdict([True, False], True), verdict([True, True], True)],  # alarm, then right
+        "t3": [verdict([True], True)],  # right
+        "t4": [verdict([False], False), verdict([False], False)],  # both fail: neither
+    }
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    memory.log.start_run("r", {"strategies": ["retry"], "trials": 2, "stop": "honest"})
+    for task_id, verdicts in made.items():
+        episode = Episode(id=f"r:retry:{task_id}", run_id="r", task_id=task_id, strategy="retry")
+        memory.log.start_episode(episode)
+        for trial, v in enumerate(verdicts, 1):
+            episode.attempts.append(Attempt(task_id=task_id, trial=trial))
+            episode.verdicts.append(v)
+            memory.log.log_attempt(episode, episode.attempts[-1], v)
+        memory.log.end_episode(episode)
+    (retry,) = collect(memory.log, "r").strategies
+    counts = retry.self_tested
+    assert counts.attempts == 6
+    assert (counts.self_passed, counts.false_passes) == (3, 1)  # t1, t2's second, t3
+    assert (counts.hidden_passed, counts.false_alarms) == (3, 1)  # t2 twice, t3
