@@ -9,7 +9,7 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.testing import FakeOpenAIServer, FakeReply
-from tests.test_solve import BUGGY, FIXED, make_project, solve_args, solver
+from tests.test_solve import BUGGY, CHECK, FIXED, make_project, solve_args, solver
 
 
 def no_model_call(body: dict[str, Any]) -> FakeReply:
@@ -34,7 +34,7 @@ def solve_with(project: Path, tmp_path: Path, *extra: str) -> tuple[int, FakeOpe
         ("./run_tests.sh", "./run_tests.sh: Permission denied (exit 126)", "chmod +x"),
         ("./missing.sh", "(exit 127)", "./missing.sh is not in the project"),
         ("python3 -m no_such_runner_xyz", "No module named no_such_runner_xyz", "install"),
-        ("sleep 20", "timed out after", "--check-timeout"),
+        ("sleep 60", "timed out after", "--check-timeout (now 3s)"),
     ],
 )
 def test_a_check_that_cannot_run_stops_before_any_model_call(
@@ -42,9 +42,10 @@ def test_a_check_that_cannot_run_stops_before_any_model_call(
 ) -> None:
     project = make_project(tmp_path / "calc")
     (project / "run_tests.sh").write_text("#!/bin/sh\npython3 test_calc.py\n")  # not executable
-    code, server = solve_with(
-        project, tmp_path, "--check", check, "--check-timeout", "1", "--trials", "1"
-    )
+    timeout = "3" if check.startswith("sleep") else "300"
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem", "--check-timeout", timeout)
+        code = main([check if a == CHECK else a for a in argv])  # the one check
     captured = capsys.readouterr()
     assert code == 2
     assert [b for b in server.requests if "messages" in b] == []
