@@ -58,8 +58,8 @@ class Usage(Record):
 
 
 Role = Literal["actor", "summariser", "reflector", "judge", "tester"]
-"""Who made a model call: the actor's turns, context compression, reflections and insights,
-llm_judge checks."""
+"""Who made a model call: the actor, context compression, reflections and insights,
+llm_judge checks, self-tests."""
 
 
 def add_by_role(*parts: dict[Role, Usage]) -> dict[Role, Usage]:
@@ -288,19 +288,17 @@ class Verdict(Record):
         return all(c.passed for c in visible) if visible else None
 
     @property
-    def failed_visible(self) -> list[str]:
-        """The names of the feedback-visible checks that failed; hidden ones are never named."""
+    def failed_visible(self) -> list[str]:  # a hidden check is never named
         return [c.name for c in self.checks if c.visibility == "feedback" and not c.passed]
 
     @property
-    def environment_failed(self) -> bool:
-        """A check could not start: the verdict says nothing about the attempt."""
+    def environment_failed(self) -> bool:  # a check could not start
         return any(c.environment and not c.passed for c in self.checks)
 
 
 def tells_nothing(attempt: Attempt, verdict: Verdict) -> bool:
-    """The attempt is no evidence about the task: the endpoint failed, or a check could not
-    start. Nothing is reflected on, and no lesson is counted helped or hurt, after it."""
+    """No evidence about the task (the endpoint failed, a check could not start): nothing is
+    reflected on, and no lesson counted helped or hurt, after it."""
     return attempt.stop_reason == "model_error" or verdict.environment_failed
 
 

@@ -123,7 +123,7 @@ def test_bench_killed_and_resumed_ends_with_the_same_counts(tmp_path: Path) -> N
         out, err = whole.communicate(timeout=120)
         assert whole.returncode == 0, err
         whole_id = run_ids(err)[0]
-        assert "reflexion" in out and "solved by trial" in out
+        assert "reflexion" in out and "submitted answer passed" in out
 
         killed = bench_process(server, tmp_path / "killed", tasks)
         start = len(server.requests)

@@ -13,8 +13,9 @@ from mulligan import strategies
 from mulligan.actor import Actor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import collect
+from mulligan.bench.study import Study
 from mulligan.build import build_loop
-from mulligan.errors import ModelError
+from mulligan.errors import ModelError, UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import Price
@@ -25,9 +26,11 @@ from mulligan.schema import (
     Attempt,
     CheckResult,
     CommandCheck,
+    ContainsCheck,
     Episode,
     ExactMatchCheck,
     PythonTestsCheck,
+    RegexCheck,
     Task,
     Usage,
     Verdict,
@@ -225,3 +228,34 @@ def test_repair_carries_the_answer_and_feedback_and_never_reflects() -> None:
     second = json.dumps(model.calls[1].messages)
     assert "Your previous final answer" in second and "FAIL" in second  # answer and feedback
     assert episode.lessons_written == []
+
+
+def test_a_study_continues_from_another_runs_trial_1s(tmp_path: Path) -> None:
+    """--first-from: the oracle study reuses the honest study's trial 1s (paired, paid once);
+    only its later trials call the model."""
+    task = Task(
+        id="t", family="f", prompt="Say yes.",
+        checks=[
+            ContainsCheck(text="yes", name="word"),
+            RegexCheck(pattern="^yes$", name="hidden", visibility="hidden"),
+        ],
+    )  # fmt: skip
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+
+    def study(stop: str, replies: list[str], first_from: str | None = None) -> ScriptedModel:
+        model = ScriptedModel(replies)
+        run = Study(
+            tasks=[task], strategies=["react", "retry"], model_for=lambda s: model,
+            memory=memory, loop=LoopSettings(trials=2, stop=stop), first_from=first_from,
+        )  # fmt: skip
+        run.start(f"{stop}-{first_from}")
+        run.run(f"{stop}-{first_from}")
+        return model
+
+    honest = study("honest", ["yes."])  # passes visibly, fails hidden: retry submits it
+    oracle = study("oracle", ["yes"], first_from="honest-None")  # only retry's trial 2
+    assert len(honest.calls) == 1 and len(oracle.calls) == 1
+    stats = {s.strategy: s for s in collect(memory.log, "oracle-honest-None").strategies}
+    assert stats["react"].solved_by_trial == [0, 0] and stats["retry"].any_by_trial == [0, 1]
+    with pytest.raises(UserError, match="first-from nosuch"):
+        study("oracle", [], first_from="nosuch")

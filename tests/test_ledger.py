@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.long_task import SUMMARISER_MARK
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.bench.stats import collect
 from mulligan.cli import main
@@ -31,13 +32,7 @@ from mulligan.schema import (
     ToolResult,
     Usage,
 )
-from mulligan.testing import (
-    SUMMARISER_MARK,
-    FakeOpenAIServer,
-    FakeReply,
-    ScriptedModel,
-    tool_call,
-)
+from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel, tool_call
 
 REFLECT_MARK = "You review a failed attempt"
 JUDGE_MARK = "You grade an answer against a rubric"

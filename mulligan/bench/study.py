@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,7 @@ from mulligan.bench.runner import (
     settings_manifest,
 )
 from mulligan.build import build_loop
+from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
@@ -61,6 +63,10 @@ class Study:
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    first_from: str | None = None
+    """Another run in the same log whose trial 1s this study's strategies that start without
+    lessons continue from (that run's own shared trial 1), so that two studies (honest and
+    oracle stopping, say) are paired on the very same first attempts and pay for them once."""
     self_tests: int = 0
     """Asserts the model writes per task from its prompt alone before trial 1 (Reflexion's
     internal tests), shared by every strategy; 0: none."""
@@ -83,6 +89,7 @@ class Study:
             task_order=[t.id for t in self.ordered_tasks()],
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
+            first_attempt_run=self.first_from,
             self_tests=self.self_tests,
             **settings_manifest(self.actor_settings, self.loop),
             **self.info,
@@ -101,13 +108,17 @@ class Study:
         """Every pass, every strategy, every task; finished episodes are not redone."""
         tasks = self.ordered_tasks()
         source = first_attempt_source(self.strategies, self.design)
+        first_run, first_source = run_id, source
+        if self.first_from:
+            first_run, first_source = self.first_from, self._source_of(self.first_from)
         prepare = None
         if self.self_tests:
             writer = SelfTestWriter(self.model_for(self.strategies[0]))
-            prepare = self_tests_for(self.memory.log, run_id, writer, self.self_tests)
+            prepare = self_tests_for(self.memory.log, first_run, writer, self.self_tests)
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
-                shared = source and strategy != source and shares_first_attempt(strategy)
+                shared = source and shares_first_attempt(strategy)
+                shared = shared and (strategy != source or self.first_from is not None)
 
                 def report(
                     task: Task, episode: Episode, strategy: str = strategy, run_pass: int = run_pass
@@ -125,11 +136,29 @@ class Study:
                     concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
-                    first=self._first_attempts(run_id, source, run_pass) if shared else None,
+                    first=self._first_attempts(first_run, first_source, run_pass)
+                    if shared
+                    else None,
                     executor=self.executor,
                     prepare=prepare,
                 )
         self.memory.log.end_run(run_id)
+
+    def _source_of(self, other: str) -> str | None:
+        """The strategy whose trial 1s the other run shared; refused unless it ran the same
+        tasks in the same order, with the same self-tests."""
+        run = self.memory.log.run(other)
+        if run is None:
+            raise UserError(f"--first-from {other}: no run with this id in {self.memory.log.path}")
+        theirs = json.loads(run["manifest"] or "{}")
+        mine = self.manifest()
+        for key, flag in (("task_order", "--sample/--seed/--ids"), ("self_tests", "--self-tests")):
+            if theirs.get(key, 0) != mine.get(key, 0):
+                raise UserError(
+                    f"--first-from {other}: that run's {key} differs from this one's; "
+                    f"use its own {flag}"
+                )
+        return theirs.get("first_attempt_from")
 
     def _first_attempts(
         self, run_id: str, source: str | None, run_pass: int

@@ -66,7 +66,12 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
     lines = []
     for s in stats.strategies:
         by_trial = " → ".join(str(k) for k in s.solved_by_trial)
-        lines.append(f"{prefix}{s.label:<22} solved by trial: {by_trial} of {s.tasks}")
+        oracle = s.any_by_trial[-1] if s.any_by_trial else 0
+        budgets = f"trial budget 1 → {len(s.solved_by_trial)}"
+        lines.append(
+            f"{prefix}{s.label:<22} submitted answer passed, {budgets}: {by_trial} of {s.tasks} "
+            f"(any attempt passed: {oracle})"
+        )
     return lines
 
 
@@ -143,6 +148,7 @@ def _bench(
         },
         executor=executor,
         self_tests=args.self_tests,
+        first_from=args.first_from,
     )
     try:
         run_study(study, new_run_id(args.resume), bool(args.resume), out)

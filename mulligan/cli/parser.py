@@ -281,6 +281,12 @@ def add_bench(commands: Commands) -> None:
         help="paired (default): trial 1 made once per task and shared by the strategies that "
         "start without lessons; independent: each strategy makes its own",
     )
+    bench.add_argument(
+        "--first-from",
+        metavar="RUN_ID",
+        help="continue from the trial 1s of another run in the same memory (pass its --memory): "
+        "two studies paired on the same first attempts",
+    )
     add_run_flags(bench, memory_default="OUT/memory")
     add_self_tests_flag(bench)
     add_executor_flags(bench)

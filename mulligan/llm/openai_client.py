@@ -14,8 +14,9 @@ import openai
 
 from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.llm.base import ChatResponse, Message
+from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
-from mulligan.schema import ToolCall, Usage
+from mulligan.schema import Usage
 
 log = logging.getLogger("mulligan")
 
@@ -157,7 +158,7 @@ class OpenAIChatModel:
 
     def list_models(self) -> list[str]:
         def read(body: str) -> list[str]:
-            data = _json_field(body, "data", list)
+            data = json_field(body, "data", list)
             if not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
                 raise MalformedReply("a model in `data` has no id", body)
             return [m["id"] for m in data]
@@ -169,7 +170,7 @@ class OpenAIChatModel:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         def read(body: str) -> list[list[float]]:
-            data = _json_field(body, "data", list)
+            data = json_field(body, "data", list)
             vectors = [item.get("embedding") if isinstance(item, dict) else None for item in data]
             if len(vectors) != len(texts) or not all(
                 isinstance(v, list) and all(type(x) in (int, float) for x in v) for v in vectors
@@ -260,95 +261,6 @@ class Tally:
     timed_out: int = 0
 
 
-class MalformedReply(Exception):
-    """A 200 response whose body is not a chat completion; retried like a transient fault."""
-
-    def __init__(self, problem: str, body: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.body = body
-
-
-@dataclass
-class Completion:
-    text: str
-    tool_calls: list[ToolCall]
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-
-
-def read_completion(body: str) -> Completion:
-    """The parts of a chat completion mulligan uses; `MalformedReply` for any other shape."""
-
-    def bad(problem: str) -> MalformedReply:
-        return MalformedReply(problem, body)
-
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise bad(f"the body is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise bad("the body is not a JSON object")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise bad("no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise bad("choices[0].message is missing or not an object")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise bad(f"message content is a {type(content).__name__}, not text")
-    finish_reason = choices[0].get("finish_reason")
-    if finish_reason is not None and not isinstance(finish_reason, str):
-        raise bad("finish_reason is not text")
-    usage = data.get("usage") or {}
-    if not isinstance(usage, dict):
-        raise bad("usage is not an object")
-    tokens = [usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0]
-    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in tokens):
-        raise bad("usage token counts are not numbers")
-    return Completion(
-        text=content or "",
-        tool_calls=_tool_calls(message.get("tool_calls"), bad),
-        finish_reason=finish_reason or "stop",
-        prompt_tokens=int(tokens[0]),
-        completion_tokens=int(tokens[1]),
-    )
-
-
-def _json_field(body: str, name: str, kind: type) -> Any:
-    """`body`'s field `name`, which must be of `kind`; `MalformedReply` otherwise."""
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        raise MalformedReply(f"the body is not JSON ({exc})", body) from None
-    if not isinstance(data, dict) or not isinstance(data.get(name), kind):
-        raise MalformedReply(f"no `{name}` {kind.__name__} in the body", body)
-    return data[name]
-
-
-def _tool_calls(calls: Any, bad: Callable[[str], MalformedReply]) -> list[ToolCall]:
-    if calls is None:
-        return []
-    if not isinstance(calls, list):
-        raise bad("tool_calls is not a list")
-    found = []
-    for index, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise bad(f"tool_calls[{index}] has no function name")
-        call_id = call.get("id")
-        found.append(
-            ToolCall(
-                id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-                name=function["name"],
-                arguments=_arguments_text(function.get("arguments")),
-            )
-        )
-    return found
-
-
 def _malformed(exc: Exception) -> tuple[str, str]:
     """What was wrong with a 200 response, and its body (for the error)."""
     if isinstance(exc, MalformedReply):
@@ -367,12 +279,6 @@ def _format_forms(response_format: dict[str, Any] | None) -> list[dict[str, Any]
     if response_format.get("type") == "json_schema" and schema:
         forms.append({"type": "json_object", "schema": schema})
     return forms
-
-
-def _arguments_text(arguments: Any) -> str:
-    if arguments is None:
-        return "{}"
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _body_text(exc: openai.APIStatusError) -> str:
