@@ -45,8 +45,7 @@ PYTEST = "{python} -m pytest -q -x -p no:cacheprovider"
 class Source:
     name: str
     version: str
-    check: str
-    """Run in the project's root; {python} is the interpreter that has pytest."""
+    check: str  # run in the project's root; {python}: the interpreter that has pytest
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,7 @@ class Bug:
     id: str
     path: str
     find: str
-    replace: str
-    """`find` occurs once in `path`; the two differ in one line."""
+    replace: str  # `find` occurs once in `path`; the two differ in one line
 
 
 SOURCES = {
@@ -107,16 +105,13 @@ class Outcome:
     project: str
     strategy: str
     protocol: str
-    order: int
-    """1 for a project's first bug, 2 for the second (run with the first one's memory)."""
+    order: int  # 1: a project's first bug; 2: its second, run with the first one's memory
     passed: bool
     attempts: int
     tokens: int
     seconds: float
-    given_lessons: int
-    """Lessons attempt 1 was given (from the project's memory)."""
-    silent_attempts: int
-    """Attempts that made no tool call at all."""
+    given_lessons: int  # lessons attempt 1 was given (from the project's memory)
+    silent_attempts: int  # attempts that made no tool call at all
     exit: int
     note: str = ""
 
@@ -226,21 +221,14 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
     episodes = _episodes(memory, run.group(1)) if run else []
     silent = sum(1 for e in episodes for a in e.attempts if not any(s.tool_calls for s in a.steps))
     protocol = episodes[0].attempts[0].protocol if episodes and episodes[0].attempts else "?"
-    return Outcome(
-        bug=bug.id,
-        project=bug.project,
-        strategy=strategy,
-        protocol=protocol,
-        order=order,
-        passed=done.returncode == 0,
+    return Outcome(bug.id, bug.project, strategy, protocol, order, done.returncode == 0,
         attempts=int(found.group(2)) if found else 0,
         tokens=int(found.group(3)) + int(found.group(4)) if found else 0,
         seconds=round(seconds, 1),
         given_lessons=len(re.findall(r"^attempt 1 was given: ", err, re.M)),
-        silent_attempts=silent,
-        exit=done.returncode,
+        silent_attempts=silent, exit=done.returncode,
         note="" if found else " ".join(err.strip().splitlines()[-1:])[:300],
-    )
+    )  # fmt: skip
 
 
 def _episodes(memory: Path, run_id: str) -> list[Episode]:
@@ -275,9 +263,6 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
                     with open(args.out, "a") as out:
                         out.write(json.dumps(asdict(outcome)) + "\n")
     return outcomes
-
-
-# ---------------------------------------------------------------- the table
 
 
 def _line(o: Outcome) -> str:
@@ -369,9 +354,6 @@ def smoke(args: argparse.Namespace) -> int:
         print(f"smoke: unexpected outcomes {[asdict(o) for o in outcomes]}", file=sys.stderr)
         return 1
     return 0
-
-
-# ---------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> int:
