@@ -343,8 +343,8 @@ def smoke(args: argparse.Namespace) -> int:
             return FakeReply(content=None, tool_calls=[call])
         return FakeReply(content="I read ops.py.")
 
-    with FakeOpenAIServer(policy=policy) as server:
-        args.base_url = server.base_url
+    with FakeOpenAIServer(policy=policy) as server:  # it sends tool calls natively
+        args.base_url, args.protocol = server.base_url, args.protocol or "native"
         outcomes = run_all(args, sources, bugs)
     print(table(outcomes))
     memory = [o for o in outcomes if o.strategy == "reflexion-memory"]
