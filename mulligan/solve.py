@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import shlex
+import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterator
@@ -22,7 +25,8 @@ from mulligan.diffs import Link, Snapshot, unified_diff
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
-from mulligan.schema import Attempt, Task, Verdict
+from mulligan.schema import Attempt, CommandCheck, Task, Verdict
+from mulligan.text_cut import last_lines
 
 JUNK_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -257,3 +261,87 @@ class ChangeRecordingEvaluator(Evaluator):
         if self.on_verdict:
             self.on_verdict(attempt, verdict)
         return verdict
+
+
+# ---------------------------------------------------------------- the preflight
+
+
+@dataclass
+class CheckRun:
+    """One check run once on the untouched project, before any attempt."""
+
+    check: CommandCheck
+    run: sandbox.RunResult
+
+    @property
+    def output(self) -> str:
+        """As an attempt's verdict would show it: the command, then what it printed."""
+        return f"$ {self.check.command}\n{self.run.describe()}"
+
+
+def run_check(check: CommandCheck, workspace: Path, network: bool) -> sandbox.RunResult:
+    """As the evaluator runs a command check: in the box, in the workspace."""
+    limits = sandbox.Limits(
+        timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=network
+    )
+    return sandbox.run_shell(check.command, cwd=workspace, writable=True, limits=limits)
+
+
+def preflight(copies: ProjectCopies, task: Task) -> list[CheckRun]:
+    """Every command check once, in order, in one copy of the project as it is now."""
+    with copies(task) as workspace:
+        return [
+            CheckRun(check, run_check(check, workspace, task.network))
+            for check in task.checks
+            if isinstance(check, CommandCheck)
+        ]
+
+
+def cannot_run(done: CheckRun, project: Path) -> str | None:
+    """What stopped the check from running at all, and the fix; None if it ran (pass or fail).
+
+    Only what no change to the project can mend counts: the shell could not start the command
+    (exit 126 or 127), `python -m X` has no X, or the check ran out of time untouched."""
+    run, command = done.run, done.check.command
+    said = " ".join(last_lines(run.stderr, 1)).strip()
+    if run.timed_out:
+        return (
+            f"timed out after {run.seconds:.0f}s on the untouched project; raise --check-timeout "
+            f"(now {done.check.timeout:g}s) or give a faster check"
+        )
+    if run.exit_code in (126, 127):
+        program = _program(command)
+        return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
+    module = re.search(r"(?:^|\s)-m\s+([\w.]+)", command)
+    if module and run.exit_code and f"No module named {module.group(1)}" in said:
+        return (
+            f"{said} (exit {run.exit_code}); install {module.group(1)} for that python, "
+            "or name a python that has it"
+        )
+    return None
+
+
+def _not_started(program: str, project: Path) -> str:
+    """Why the box's shell could not start `program`, as far as can be told from outside."""
+    if "/" in program and not program.startswith("/"):  # relative to the project's root
+        path = project / program
+        if not path.is_file():
+            return f"{program} is not in the project: give the right path"
+        return f"{program} is not executable: chmod +x it, or run it as `sh {program}`"
+    found = program if program.startswith("/") else shutil.which(program)
+    if not found or not Path(found).exists():
+        return f"{program} is not installed or not on the PATH: install it or give its full path"
+    return (
+        f"outside the box it is {found}, which the box's user cannot reach (a directory only "
+        "you can read, such as /root, hides it): name a program it can reach, "
+        "e.g. /usr/bin/python3, or make that directory readable"
+    )
+
+
+def _program(command: str) -> str:
+    """The command's program: its first word that is not a VAR=value assignment."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return next((w for w in words if not re.match(r"^\w+=", w)), command)

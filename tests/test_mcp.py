@@ -101,7 +101,7 @@ def test_solve_offers_mcp_tools_to_its_attempts(
     with FakeOpenAIServer(replies) as server:
         code = main(
             ["solve", "Put the definition of mulligan in WORD", "--check", "grep -q second WORD"]
-            + ["--dir", str(project), "--mcp", START, "--strategy", "react"]
+            + ["--dir", str(project), "--mcp", START, "--strategy", "react", "--protocol", "native"]
             + ["--base-url", server.base_url, "--memory", str(tmp_path / "mem")]
         )
         observed = server.requests[1]["messages"][-1]["content"]

@@ -88,6 +88,8 @@ def solve_args(server: FakeOpenAIServer, project: Path, memory: Path, *extra: st
         str(memory),
         "--embedding",
         "hash",
+        "--protocol",
+        "native",  # the fake server sends tool calls natively (a loopback default is text)
         *extra,
     ]
 

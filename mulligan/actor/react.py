@@ -40,6 +40,8 @@ class ActorSettings:
     compression: CompressionSettings = field(default_factory=CompressionSettings)
     forced: tuple[str, ...] = ()
     """Budget fields the user set for this run (flags): a task's own budget keeps them."""
+    nudge_no_tools: bool = False
+    """An answer before any tool call is sent back once, asking for the tools (`solve`)."""
 
     def budget_for(self, overrides: BudgetOverrides | None) -> Budget:
         """Defaults, then the task's own budget, then the user's flags."""
@@ -97,6 +99,11 @@ class Actor:
         )
         spend.resume(attempt.steps)
         seen = {_call_key(call) for step in attempt.steps for call in step.tool_calls}
+        use_tools = (  # the nudge to an answer given before any tool call
+            prompts.render("use_tools", protocol=s.protocol, tool_names=", ".join(registry.tools))
+            if s.nudge_no_tools and registry.tools
+            else ""
+        )
         stop: StopReason | None
         while (stop := spend.exhausted()) is None:
             last = spend.last_call()
@@ -124,6 +131,9 @@ class Actor:
                 cut = f"it was cut off at the {spend.budget.max_reply_tokens}-token reply limit"
                 self._format_error(step, f"{cut}; reply more briefly", list(registry.tools))
             step.fold_usage = folded[1] if folded else step.fold_usage
+            acted = any(st.tool_calls or st.feedback == use_tools for st in attempt.steps)
+            if use_tools and step.kind == "final" and not last and not acted:
+                step.kind, step.feedback = "act", use_tools  # once: the next answer stands
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
             if on_step and step.tool_calls:
                 on_step(step)  # logged before the tools run: a crash leaves calls to repair

@@ -7,13 +7,17 @@ progress, the summary and messages go to standard error.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlparse
 
 from mulligan import display, prompts, strategies
 from mulligan.actor import ActorSettings, Budget, build_tools
+from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id, manifest, settings_manifest
 from mulligan.build import build_loop
@@ -33,16 +37,48 @@ from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.connect import connect, local_fields
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
-from mulligan.solve import ChangeRecordingEvaluator, Project, ProjectCopies
-from mulligan.text_cut import last_lines
+from mulligan.solve import (
+    ChangeRecordingEvaluator,
+    CheckRun,
+    Project,
+    ProjectCopies,
+    cannot_run,
+    preflight,
+)
+from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
 REPEATED_TEMPERATURE = 0.7
+BEFORE_CHARS = 3000
+"""How much of a check's output on the untouched project attempt 1's prompt quotes."""
 
 
 def slug(text: str, limit: int = 48) -> str:
     words = re.findall(r"[a-z0-9]+", text.lower())
     return "-".join(words)[:limit].strip("-") or "task"
+
+
+def solve_protocol(settings: Settings) -> Protocol:
+    """The user's choice (flag, MULLIGAN_PROTOCOL, mulligan.toml), else `text` on a self-hosted
+    endpoint and `native` on a hosted one.
+
+    Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
+    often hand a small model's tool calls back as text, which the text protocol reads as they
+    are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py, README "Solve")."""
+    if "protocol" in settings.model_fields_set:
+        return settings.protocol
+    return "text" if self_hosted(settings.base_url) else "native"
+
+
+def self_hosted(base_url: str | None) -> bool:
+    host = urlparse(base_url or "").hostname or ""
+    if host == "localhost" or host.endswith((".local", ".localhost")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
@@ -68,15 +104,39 @@ def solve_task(
     checks: list[str],
     tools: list[str],
     args: argparse.Namespace,
+    before: list[CheckRun] | None = None,
 ) -> Task:
+    names = list(dict.fromkeys(PROJECT_TOOLS + tools))
+    shown = [
+        {
+            "command": r.check.command,
+            "passed": r.run.ok,
+            "output": head_and_tail(r.output, BEFORE_CHARS),
+        }
+        for r in before or []
+    ]
     return Task(
         id=f"solve-{slug(text)}",
         family=family,
-        prompt=prompts.render("solve", task=text, project=project.directory.name, checks=checks),
-        tools=list(dict.fromkeys(PROJECT_TOOLS + tools)),
+        prompt=prompts.render(
+            "solve",
+            task=text,
+            project=project.directory.name,
+            top=top_level(project),
+            checks=checks,
+            tools=names,
+            before=shown,
+        ),
+        tools=names,
         checks=[CommandCheck(command=c, name=c, timeout=args.check_timeout) for c in checks],
         network=args.network,
     )
+
+
+def top_level(project: Project, limit: int = 40) -> list[str]:
+    """The project's top-level entries, folders marked with a slash (where paths start)."""
+    names = sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in project.files()})
+    return names[:limit] + ([f"... ({len(names) - limit} more)"] if len(names) > limit else [])
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -89,6 +149,8 @@ def _solve(
     args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
 ) -> int:
     directory, checks = _validated(args)
+    protocol = solve_protocol(settings)
+    actor_settings = replace(actor_settings, protocol=protocol, nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     strategy = strategies.get(args.strategy)
     repeated = strategy.repeats and args.trials > 1
@@ -107,6 +169,10 @@ def _solve(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
+        before = checks_before(copies, task)
+        if before is None:
+            return 0
+        task = solve_task(args.task, project, family, checks, task.tools, args, before)
         loop = build_loop(
             model,
             loop_settings(args, args.strategy, extra_tools=started.tools, workspace_for=copies),
@@ -129,9 +195,29 @@ def _solve(
             **settings_manifest(actor_settings, loop.settings),
         )
         with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
-            print(f"run id: {run_id} · {project.directory} · family {family}", file=sys.stderr)
+            print(
+                f"run id: {run_id} · {project.directory} · family {family} · protocol {protocol}",
+                file=sys.stderr,
+            )
             episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
     return _report(episode, project, copies, args.apply, run_id)
+
+
+def checks_before(copies: ProjectCopies, task: Task) -> list[CheckRun] | None:
+    """Every check once on the untouched project, before any model call: one that cannot run
+    at all stops `solve` (exit 2); None when all pass already (nothing to fix)."""
+    before = preflight(copies, task)
+    for done in before:
+        problem = cannot_run(done, copies.project.directory)
+        if problem:
+            raise UserError(f'--check "{done.check.command}" cannot run in the box: {problem}')
+    failing = [r.check.command for r in before if not r.run.ok]
+    if not failing:
+        where = copies.project.directory
+        print(f"every check already passes in {where} as it is: nothing to fix", file=sys.stderr)
+        return None
+    print(f"before any change: {len(failing)} of {len(before)} check(s) fail", file=sys.stderr)
+    return before
 
 
 def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:

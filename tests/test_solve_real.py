@@ -1,0 +1,61 @@
+"""benchmarks/solve_real.py end to end on its plumbing path (--smoke: a local project, the
+scripted fake server on 127.0.0.1), and its definitions of the real bugs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "solve_real.py"
+
+
+def test_smoke_runs_every_strategy_and_the_second_bug_starts_from_a_lesson(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results.jsonl"
+    argv = [sys.executable, str(SCRIPT), "--smoke", "--work", str(tmp_path / "work")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [*argv, "--trials", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    by = {(r["strategy"], r["bug"]): r for r in rows}
+    assert sorted({r["strategy"] for r in rows}) == ["react", "reflexion-memory", "retry"]
+    assert (
+        not by["react", "tinycalc-add"]["passed"] and by["react", "tinycalc-add"]["attempts"] == 1
+    )
+    assert (
+        by["retry", "tinycalc-mul"]["attempts"] == 2 and not by["retry", "tinycalc-mul"]["passed"]
+    )
+    first, second = by["reflexion-memory", "tinycalc-add"], by["reflexion-memory", "tinycalc-mul"]
+    assert (first["passed"], first["attempts"], first["given_lessons"]) == (True, 2, 0)
+    assert (second["passed"], second["attempts"]) == (True, 1) and second["given_lessons"] >= 1
+    assert all(r["tokens"] > 0 and r["silent_attempts"] == 0 for r in rows)
+    assert "| reflexion-memory | native | 2/2 | 1.5 | 1.5 |" in done.stdout
+    assert "| 1/1 | 1/1 |" in done.stdout.splitlines()[-1]
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0 and again.stdout.strip() == done.stdout.strip()
+
+
+def test_every_real_bug_is_one_line_in_a_known_project() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import solve_real
+    finally:
+        sys.path.pop(0)
+    bugs = solve_real.BUGS
+    assert len(bugs) >= 10 and len({b.project for b in bugs}) >= 5
+    assert all(b.project in solve_real.SOURCES and b.find != b.replace for b in bugs)
+    assert all("\n" not in b.find + b.replace for b in bugs)
+    assert len({b.id for b in bugs}) == len(bugs)
