@@ -63,7 +63,13 @@ def outcome(memory: Memory, given: list[Lesson], passed: bool, episode_id: str) 
 HAMMER = """
 import sys
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import Attempt, Episode, Verdict
+from mulligan.schema import Attempt, CheckResult, Episode, Verdict
+
+
+def seen(passed):
+    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
+    return Verdict(passed=passed, score=float(passed), checks=[check])
+
 
 memory = Memory(sys.argv[1], HashEmbedding())
 name, rounds = sys.argv[2], int(sys.argv[3])

@@ -144,8 +144,9 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
     set_readonly("/proc", False, recursive=False)  # the box's own; its user namespace maps there
     own_dev(devices, spec["tmpfs_bytes"])
     for kind, path in spec["fresh"]:
-        if kind == "dir":
+        if kind == "dir":  # a way through to a bind: passable whatever the umask
             os.makedirs(path, mode=0o755, exist_ok=True)
+            os.chmod(path, 0o755)
             continue
         try:
             os.makedirs(path, mode=0o755, exist_ok=True)
