@@ -213,6 +213,24 @@ def test_the_shell_and_python_tools_find_the_toolchain(
         assert "Permission denied" in result.output, result.output
 
 
+def test_the_shell_tool_starts_in_a_closed_workspace(tmp_path: Path) -> None:
+    """A caller's project of mode 700 below another (as pytest's own tmp_path): the run
+    starts in it under either backend, as bubblewrap's --chdir does before the drop to the
+    run's user."""
+    from mulligan.actor import ToolRegistry
+    from mulligan.actor.builtin_tools import Workspace
+    from mulligan.schema import ToolCall
+
+    closed = tmp_path / "closed"
+    project = closed / "project"
+    project.mkdir(parents=True)
+    project.chmod(0o700)
+    closed.chmod(0o700)
+    registry = ToolRegistry.of(Workspace(project).tools(), approve=lambda c: True)
+    said = registry.run(ToolCall(id="c", name="shell", arguments='{"command": "echo started"}'))
+    assert (said.status, said.output) == ("ok", "started")
+
+
 # ---------------------------------------------------------------- which backend, said
 
 

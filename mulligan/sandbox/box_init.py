@@ -205,10 +205,10 @@ def main() -> None:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
             for number in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; exec keeps that
                 signal.signal(number, signal.SIG_DFL)
-            become_the_user(spec)
+            os.chdir(spec["workdir"])  # before the drop, as bubblewrap's --chdir: the run
+            become_the_user(spec)  # starts there even where its user could not pass on the way
             os.setsid()
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-            os.chdir(spec["workdir"])
             os.execvp(command[0], command)
         except OSError as exc:
             sys.stderr.write(f"{command[0]}: {exc.strerror}\n")
