@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from mulligan.actor import ActorSettings
-from mulligan.actor.budget import Budget
-from mulligan.actor.context import CompressionSettings
 from mulligan.bench.runner import episode_id
 from mulligan.bench.stats import same_answer, wilson
 from mulligan.build import build_loop
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.defaults import Carry
+from mulligan.lifecycle import upgraded
 from mulligan.llm.connect import connect
 from mulligan.loop import LoopSettings
 from mulligan.memory.log import EpisodeLog
+from mulligan.run_config import RunConfig
 from mulligan.tasks.suites import load_suite, select
 
 
@@ -50,11 +50,10 @@ def parse_variant(text: str) -> tuple[str, Carry, Path | None]:
 
 
 def actor_settings(manifest: dict[str, Any]) -> ActorSettings:
-    return ActorSettings(
-        protocol=manifest.get("protocol", "native"),
-        budget=Budget(**manifest["budget"]),
-        compression=CompressionSettings(**manifest["compression"]),
-    )
+    """The run's own actor settings (budget, compression, protocol), read from its manifest."""
+    logged = upgraded(manifest)["config"]
+    sections = {k: logged[k] for k in ("actor", "budget", "compression") if k in logged}
+    return RunConfig.model_validate(sections).actor_settings()
 
 
 def main() -> None:
@@ -100,8 +99,8 @@ def main() -> None:
     failed = failed[: args.limit] if args.limit else failed
     print(f"{len(failed)} tasks failed trial 1 in {run_id} ({source})", file=sys.stderr)
 
-    settings = load_settings({"temperature": manifest.get("temperature")})
-    model = connect(settings, default_temperature=0.7)
+    config = load_config({"temperature": manifest.get("temperature")})
+    model = connect(config.endpoint, default_temperature=0.7)
     chosen = actor_settings(manifest)
     variants = [parse_variant(text) for text in args.variants.split(",")]
     loops = {

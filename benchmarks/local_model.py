@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 from mulligan.actor import ActorSettings
-from mulligan.bench.runner import make_loop
-from mulligan.config import Settings
+from mulligan.build import build_loop
 from mulligan.llm import local_server
 from mulligan.llm.connect import connect
 from mulligan.loop import LoopSettings
+from mulligan.run_config import EndpointSettings
 from mulligan.tasks.suites import load_suite, select
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
@@ -50,7 +50,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
     started = time.perf_counter()
-    model = connect(Settings(model=args.model))
+    model = connect(EndpointSettings(model=args.model))
     server = local_server.server_at(model.base_url)
     assert server is not None and server.process is not None
     print(f"model: {server.model.path} ({server.model.size / 1e9:.2f} GB)")
@@ -71,7 +71,7 @@ def main() -> None:
 
     suite = load_suite("humaneval")
     tasks = select(suite.tasks, sample=args.tasks, seed=args.seed)
-    loop = make_loop(model, ActorSettings(), LoopSettings(strategy="react", trials=1), None)
+    loop = build_loop(model, LoopSettings(strategy="react", trials=1), ActorSettings())
     seconds, passed, tokens_used = [], 0, 0
     for task in tasks:
         began = time.perf_counter()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mulligan import display
 from mulligan.actor import Actor, build_tools
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
@@ -17,7 +17,7 @@ from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
 def run_example(task_id: str) -> int:
     task = next(t for t in TASKS if t.id == task_id)
     try:
-        model = connect(load_settings({}))
+        model = connect(load_config({}).endpoint)
     except UserError as exc:
         print(f"{Path(sys.argv[0]).name}: {exc}", file=sys.stderr)
         return 2

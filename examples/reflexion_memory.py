@@ -7,10 +7,9 @@ the lesson it learns stays in the memory directory for the next run (and other t
 import sys
 
 from mulligan.build import build_loop
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
-from mulligan.loop import LoopSettings
 from mulligan.memory import Memory, make_embedder
 from mulligan.schema import ExactMatchCheck, Task
 
@@ -21,15 +20,17 @@ task = Task(
     checks=[ExactMatchCheck(answer="Canberra", name="capital")],
 )
 try:
-    settings = load_settings({})
-    model = connect(settings)
+    config = load_config({})  # flags none; MULLIGAN_*, mulligan.toml and the user file apply
+    model = connect(config.endpoint)
 except UserError as exc:
     sys.exit(f"reflexion_memory.py: {exc}")
 memory = Memory(
     sys.argv[1] if len(sys.argv) > 1 else "mulligan-memory",
-    make_embedder(settings.embedding, model),
+    make_embedder(config.run.embedding, model),
 )
-loop = build_loop(model, LoopSettings(strategy="reflexion-memory", trials=3), memory=memory)
+loop = build_loop(
+    model, config.loop_settings("reflexion-memory"), config.actor_settings(), memory=memory
+)
 episode = loop.run_episode(task)
 for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=True):
     print(f"trial {attempt.trial}: {'PASS' if verdict.passed else 'FAIL'} {attempt.answer!r}")

@@ -1,5 +1,6 @@
-"""Settings: command-line flags, then MULLIGAN_* environment variables, then ./mulligan.toml,
-then the per-user config file (platform config dir), then the defaults."""
+"""Where the run configuration comes from (mulligan/run_config.py): command-line flags, then
+MULLIGAN_* environment variables, then ./mulligan.toml, then the per-user config file
+(platform config dir), then the defaults; each value's source is kept."""
 
 from __future__ import annotations
 
@@ -7,14 +8,24 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from mulligan import sandbox
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
-from mulligan.validate import embedding_problem, read_text
+from mulligan.run_config import (
+    LEGACY_KEYS,
+    SECTIONS,
+    EndpointSettings,
+    RunConfig,
+    every_path,
+    flag_of,
+    flag_value,
+    section_fields,
+)
+from mulligan.validate import FLAG_BOUNDS, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,134 +39,140 @@ NO_ENDPOINT = (
 )
 
 
-class Settings(BaseModel):
-    """Everything a command can take from flags, the environment or mulligan.toml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str | None = None
-    api_key: str | None = None
-    model: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
-    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    protocol: Literal["native", "text"] = "native"
-    memory: str | None = None
-    embedding: str = "minilm"
-    price_in: float | None = None
-    price_out: float | None = None
-    """US dollars per million prompt / completion tokens of the run's model."""
-    prices: dict[str, Any] = {}
-    """Model name -> {input, output}, dollars per million tokens (`[prices]` in mulligan.toml)."""
-    prices_file: str | None = None
-    """A JSON file of the same shape (MULLIGAN_PRICES), over `prices`."""
-    mcp: list[str] = Field(default_factory=list)
-    """Commands that start MCP servers whose tools every task may use."""
-
-    @field_validator("base_url")
-    @classmethod
-    def _is_http(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("the endpoint must be an http:// or https:// URL")
-        return url
-
-    @field_validator("embedding")
-    @classmethod
-    def _known_embedding(cls, spec: str) -> str:
-        problem = embedding_problem(spec)
-        if problem:
-            raise ValueError(problem)
-        return spec
-
-
 ENVIRONMENT = {
-    "base_url": ("MULLIGAN_BASE_URL", "OPENAI_BASE_URL"),
-    "api_key": ("MULLIGAN_API_KEY", "OPENAI_API_KEY"),
-    "model": ("MULLIGAN_MODEL",),
-    "temperature": ("MULLIGAN_TEMPERATURE",),
-    "timeout": ("MULLIGAN_TIMEOUT",),
-    "protocol": ("MULLIGAN_PROTOCOL",),
-    "memory": ("MULLIGAN_MEMORY",),
-    "embedding": ("MULLIGAN_EMBEDDING",),
-    "prices_file": ("MULLIGAN_PRICES",),
+    "endpoint.base_url": ("MULLIGAN_BASE_URL", "OPENAI_BASE_URL"),
+    "endpoint.api_key": ("MULLIGAN_API_KEY", "OPENAI_API_KEY"),
+    "endpoint.prices_file": ("MULLIGAN_PRICES",),
+    "compression.enabled": ("MULLIGAN_COMPRESSION",),
 }
+"""Where a setting's variable is not MULLIGAN_ and its flag's name (MULLIGAN_MAX_STEPS)."""
 
 
-def load_settings(flags: dict[str, Any], config_path: Path | None = None) -> Settings:
-    """Merge the sources, the first that gives a value winning."""
-    return settings_and_sources(flags, config_path)[0]
+def environment_names(path: str) -> tuple[str, ...]:
+    if path in ENVIRONMENT:
+        return ENVIRONMENT[path]
+    flag = flag_of(path)
+    if flag is None or path in ("run.mcp",):
+        return ()
+    return (f"MULLIGAN_{flag.upper()}",)
 
 
-def settings_and_sources(
-    flags: dict[str, Any], config_path: Path | None = None
-) -> tuple[Settings, dict[str, str]]:
-    """The settings and, for each one given, where its value came from."""
+def load_config(
+    flags: dict[str, Any],
+    config_path: Path | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> RunConfig:
+    """Merge the sources, the first that gives a value winning: flags, MULLIGAN_* variables,
+    ./mulligan.toml, the user file, `defaults` (a command's own, by `section.field`), then
+    the model's defaults. `config.source_of(path)` says where each value came from."""
     path = config_path or Path.cwd() / CONFIG_FILE
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
+
+    def put(where: str, key: str, value: Any, checked_as: str) -> None:
+        merged[key] = _checked(key, value, checked_as)
+        sources[key] = where
+
+    for key, value in (defaults or {}).items():
+        put("this command's default", key, value, f"the default of {key}")
     for file in (user_config_path(), path):  # the project's file over the user's
         if file.exists():
             sandbox.hide(file)  # it may hold an API key: the box never reads it
-            found = _read_toml(file)
-            merged.update(found)
-            sources.update({key: str(file) for key in found})
-    for key, names in ENVIRONMENT.items():
-        for name in names:
+            for key, (value, line, written) in _read_toml(file).items():
+                put(f"{file}:{line}", key, value, f"{file}:{line}: key {written}")
+    for key in every_path():
+        for name in environment_names(key):
             if os.environ.get(name):
-                merged[key] = _checked(key, os.environ[name], f"environment variable {name}")
-                sources[key] = f"${name}"
+                put(f"${name}", key, os.environ[name], f"environment variable {name}")
                 break
-    given = {
-        k: _checked(k, v, "--" + k.replace("_", "-"))
-        for k, v in flags.items()
-        if v is not None and k in Settings.model_fields
-    }
-    merged.update(given)
-    sources.update({key: f"--{key.replace('_', '-')}" for key in given})
+    for key in every_path():
+        flag = flag_of(key)
+        value = flags.get(flag) if flag else None
+        if value is not None and value is not False:
+            put(f"--{flag.replace('_', '-')}", key, flag_value(key, value), _flag(key))  # type: ignore[union-attr]
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in merged.items():
+        section, _, name = key.partition(".")
+        nested.setdefault(section, {})[name] = value
     try:
-        return Settings.model_validate(merged), sources
-    except ValidationError as exc:
+        config = RunConfig.model_validate(nested)
+    except ValidationError as exc:  # each value alone passed: a combination failed
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']} "
-            f"(from {sources.get(str(e['loc'][0]), 'the defaults')})"
+            f"(from {sources.get('.'.join(map(str, e['loc'][:2])), 'the defaults')})"
             for e in exc.errors()
         )
         raise UserError(f"settings: {problems}") from exc
+    config._sources = sources
+    return config
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    """mulligan.toml, each problem named by file, line and key."""
+def _flag(path: str) -> str:
+    return "--" + str(flag_of(path)).replace("_", "-")
+
+
+def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
+    """mulligan.toml as `section.field` -> (value, line, the key as written), each problem
+    named by file, line and key. Sections are tables (`[budget]`); the endpoint's, actor's
+    and run's settings may also stand at the top (`model = ...`), as before sections."""
     text = read_text(path, "settings file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    found: dict[str, tuple[Any, int | str, str]] = {}
     for key, value in data.items():
-        where = f"{path}:{_line_of_key(text, key)}"
-        if key not in Settings.model_fields:
-            known = ", ".join(Settings.model_fields)
-            raise UserError(f"{where}: unknown key {key!r} (remove it); known keys: {known}")
-        _checked(key, value, f"{where}: key {key!r}")
-    return data
+        if key in LEGACY_KEYS:
+            found[LEGACY_KEYS[key]] = (value, _line_of(text, key), repr(key))
+        elif key in SECTIONS and isinstance(value, dict):
+            for name, inner in value.items():
+                line = _line_of(text, name, section=key)
+                if name not in section_fields(key):
+                    known = ", ".join(section_fields(key))
+                    raise UserError(
+                        f"{path}:{line}: unknown key {name!r} in [{key}] (remove it); "
+                        f"known keys there: {known}"
+                    )
+                found[f"{key}.{name}"] = (inner, line, f"{name!r} in [{key}]")
+        else:
+            known = ", ".join([*(f"[{s}]" for s in SECTIONS), *LEGACY_KEYS])
+            raise UserError(
+                f"{path}:{_line_of(text, key)}: unknown key {key!r} (remove it); known: {known}"
+            )
+    return found
 
 
-def _line_of_key(text: str, key: str) -> int | str:
+def _line_of(text: str, key: str, section: str | None = None) -> int | str:
+    """The line that sets `key` (inside `[section]` when given)."""
     pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
+    header = re.compile(rf"^\s*\[\s*{re.escape(section)}\s*\]") if section else None
+    inside = header is None
     for number, line in enumerate(text.splitlines(), start=1):
-        if pattern.match(line):
+        if header is not None and line.lstrip().startswith("["):
+            inside = bool(header.match(line))
+            continue
+        if inside and pattern.match(line):
             return number
     return "?"
 
 
 def _checked(key: str, value: Any, where: str) -> Any:
     """One setting on its own, so a bad value is named by where it came from."""
+    section, _, name = key.partition(".")
+    shown = "" if name == "api_key" else f" (got {value!r:.60})"  # never print a secret
     try:
-        Settings.model_validate({key: value})
+        checked = getattr(RunConfig.model_validate({section: {name: value}}), section)
     except ValidationError as exc:
         problem = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-        shown = "" if key == "api_key" else f" (got {value!r:.60})"  # never print a secret
         raise UserError(f"{where}: {problem}{shown}") from exc
+    bound = FLAG_BOUNDS.get(flag_of(key) or "")
+    number = getattr(checked, name)
+    if bound and isinstance(number, (int, float)) and not isinstance(number, bool):
+        out_of_range = bound.problem(number)  # the flags' own ranges, from any source
+        if out_of_range:
+            raise UserError(f"{where}: {out_of_range}{shown}")
     return value
 
 
-def endpoint_configured(settings: Settings) -> bool:
+def endpoint_configured(settings: EndpointSettings) -> bool:
     return bool(settings.base_url or settings.api_key)

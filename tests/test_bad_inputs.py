@@ -410,7 +410,7 @@ CASES = [
         'embedding = "glove"\n',
     ),
     Case(
-        "toml table", _flags("tasks", "examples"), ["mulligan.toml:1", "endpoint"], "[endpoint]\n"
+        "toml table", _flags("tasks", "examples"), ["mulligan.toml:1", "endpoints"], "[endpoints]\n"
     ),
     Case(
         "toml not UTF-8",

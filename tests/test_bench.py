@@ -63,7 +63,7 @@ def test_demo_shows_reflexion_above_retry_above_react_with_the_scripted_counts(
     assert "| retry | 7 | 3/7 = 43% [16–75] | 11 | 8/11 = 73% [43–90] |" in report
     assert "| reflexion | 7 | 7/7 = 100% [65–100] | 7 | 0/7 = 0% [0–35] |" in report
     assert '- design: `"paired"`' in report and '- first_attempt_from: `"react"`' in report
-    assert '- carry: `"full"`' in report
+    assert '- config.loop: `{"carried_reflections": 3, "carry": "full",' in report
     html = (out / "report.html").read_text()
     assert "scripted, not a language model" in html and "src='success_by_trial.svg'" in html
     assert "![tokens per success](tokens_per_success.svg)" in report

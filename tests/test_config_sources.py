@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
-from mulligan.config import load_settings, settings_and_sources
+from mulligan.config import load_config
 from mulligan.defaults import user_config_path
 from mulligan.errors import UserError
 
@@ -40,24 +40,30 @@ def test_flags_over_environment_over_project_over_user_over_defaults(
     user.write_text('model = "user-model"\ntimeout = 30\nembedding = "hash"\nmemory = "/u"\n')
     project.write_text('timeout = 60\nmemory = "/p"\n')
     monkeypatch.setenv("MULLIGAN_MEMORY", "/env")
-    settings, sources = settings_and_sources({"embedding": "minilm"})
-    assert (settings.model, settings.timeout, settings.memory, settings.embedding) == (
+    config = load_config({"embedding": "minilm"})
+    endpoint, run = config.endpoint, config.run
+    assert (endpoint.model, endpoint.timeout, run.memory, run.embedding) == (
         "user-model", 60.0, "/env", "minilm"
     )  # fmt: skip
-    assert sources == {
-        "model": str(user),
-        "timeout": str(project),
-        "memory": "$MULLIGAN_MEMORY",
-        "embedding": "--embedding",
+    sources = {
+        path: config.source_of(path)
+        for path in ("endpoint.model", "endpoint.timeout", "run.memory", "run.embedding")
     }
-    assert load_settings({}).protocol == "native"  # nobody set it: the default
+    assert sources == {
+        "endpoint.model": f"{user}:1",
+        "endpoint.timeout": f"{project}:1",
+        "run.memory": "$MULLIGAN_MEMORY",
+        "run.embedding": "--embedding",
+    }
+    assert load_config({}).actor.protocol == "native"  # nobody set it: the default
+    assert load_config({}).source_of("actor.protocol") == "default"
 
 
 def test_a_bad_value_names_the_file_it_came_from(places: tuple[Path, Path]) -> None:
     user, _ = places
     user.write_text('timeout = "soon"\n')
     with pytest.raises(UserError, match=rf"{user}:1: key 'timeout'"):
-        load_settings({})
+        load_config({})
 
 
 def test_config_show_lists_every_setting_with_its_source(
@@ -69,9 +75,10 @@ def test_config_show_lists_every_setting_with_its_source(
     assert main(["config", "show", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["files"]["user"] == str(user)
-    assert shown["settings"]["model"] == {"value": "user-model", "from": str(user)}
-    assert shown["settings"]["api_key"] == {"value": "…1234", "from": "$OPENAI_API_KEY"}
-    assert shown["settings"]["protocol"] == {"value": "native", "from": "default"}
+    settings = shown["settings"]
+    assert settings["endpoint.model"] == {"value": "user-model", "from": f"{user}:1"}
+    assert settings["endpoint.api_key"] == {"value": "…1234", "from": "$OPENAI_API_KEY"}
+    assert settings["actor.protocol"] == {"value": "native", "from": "default"}
     assert main(["config", "show"]) == 0
     out = capsys.readouterr().out
-    assert f'model = "user-model"  ({user})' in out and "sk-secret" not in out
+    assert f'endpoint.model = "user-model"  ({user}:1)' in out and "sk-secret" not in out

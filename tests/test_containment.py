@@ -817,7 +817,7 @@ def test_hidden_paths_are_covered_in_the_box(host_paths: list[Path]) -> None:
 
 def test_the_api_key_in_mulligan_toml_is_not_readable_in_the_box(host_paths: list[Path]) -> None:
     """A project's mulligan.toml (often world-readable) holds the API key; the box must not read it."""
-    from mulligan.config import load_settings
+    from mulligan.config import load_config
 
     if not IS_ROOT:
         pytest.skip("needs root to make a world-readable file outside the box's private /tmp")
@@ -830,7 +830,7 @@ def test_the_api_key_in_mulligan_toml_is_not_readable_in_the_box(host_paths: lis
         project.chmod(0o755)
         config.write_text(f'api_key = "{key}"\n')
         config.chmod(0o644)
-        assert load_settings({}, config_path=config).api_key == key
+        assert load_config({}, config_path=config).endpoint.api_key == key
         output = sandbox.run_python(READ_BACK.format(paths=[str(config)])).describe()
         assert "done" in output, output
         assert key not in output, output
@@ -1341,15 +1341,22 @@ for _ in range(6):
             block = b"x" * (150 << 20)
         except MemoryError:
             os._exit(1)
-        os.write(w, b"H")
+        os.write(w, b"%d " % os.getpid())
         time.sleep(60)
         os._exit(0)
     children.append(pid)
 print("started", flush=True)
 time.sleep(3)
-alive = sum(1 for pid in children if os.waitpid(pid, os.WNOHANG) == (0, 0))
+os.set_blocking(r, False)
+try:
+    holders = {int(line) for line in os.read(r, 4096).split()}
+except BlockingIOError:
+    holders = set()
+alive = sum(1 for pid in holders if os.waitpid(pid, os.WNOHANG) == (0, 0))
 print("alive holding", alive, flush=True)
 """
+# A child counts once its 150 MB are allocated: at the limit, the kernel may stall the
+# others in the allocation (alive, holding less) instead of killing them.
 
 
 @pytest.mark.timeout(60)

@@ -22,6 +22,7 @@ from mulligan.llm.pricing import Price
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
+from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import (
     Attempt,
     CheckResult,
@@ -246,7 +247,7 @@ def test_a_study_continues_from_another_runs_trial_1s(tmp_path: Path) -> None:
         model = ScriptedModel(replies)
         run = Study(
             tasks=[task], strategies=["react", "retry"], model_for=lambda s: model,
-            memory=memory, loop=LoopSettings(trials=2, stop=stop), first_from=first_from,
+            memory=memory, config=RunConfig(loop=LoopSection(trials=2, stop=stop)), first_from=first_from,
         )  # fmt: skip
         run.start(f"{stop}-{first_from}")
         run.run(f"{stop}-{first_from}")

@@ -208,12 +208,12 @@ def test_doctor_shows_the_local_model(
 ) -> None:
     """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
     from mulligan.cli.doctor import check_local_model
-    from mulligan.config import Settings
+    from mulligan.run_config import EndpointSettings
 
     monkeypatch.syspath_prepend(str(STANDIN))
     monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "3")
     lines: list[tuple[str, bool, str]] = []
-    settings = Settings(model=f"local:{standin['MODEL']}")
+    settings = EndpointSettings(model=f"local:{standin['MODEL']}")
     try:
         check_local_model(settings, lambda *line: lines.append(line), needed=True)
         (pid,) = started_servers(tmp_path)
@@ -226,7 +226,7 @@ def test_doctor_shows_the_local_model(
     assert "tokens/s (1 tokens in" in detail
     assert gone_within(pid, 60)
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
-    check_local_model(Settings(), lambda *line: lines.append(line), needed=False)
+    check_local_model(EndpointSettings(), lambda *line: lines.append(line), needed=False)
     assert lines[-1][:2] == ("local model", True) and "pip install" in lines[-1][2]
 
 

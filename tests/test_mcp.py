@@ -10,7 +10,7 @@ import pytest
 from mulligan.actor import ToolRegistry
 from mulligan.actor.mcp_tools import MCPServers
 from mulligan.cli import main
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.schema import ToolCall
 from mulligan.testing import FakeOpenAIServer, FakeReply
@@ -141,11 +141,11 @@ def test_task_files_name_their_own_servers(
 def test_mcp_servers_come_from_the_config_file_too(tmp_path: Path) -> None:
     config = tmp_path / "mulligan.toml"
     config.write_text(f'mcp = ["{START}"]\n')
-    assert load_settings({}, config).mcp == [START]
-    assert load_settings({"mcp": ["other"]}, config).mcp == ["other"]  # the flag wins
+    assert load_config({}, config).run.mcp == [START]
+    assert load_config({"mcp": ["other"]}, config).run.mcp == ["other"]  # the flag wins
     config.write_text('mcp = "python srv.py"\n')
     with pytest.raises(UserError, match="key .mcp.: Input should be a valid list"):
-        load_settings({}, config)
+        load_config({}, config)
 
 
 @pytest.mark.parametrize(

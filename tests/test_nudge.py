@@ -93,14 +93,14 @@ def test_solve_speaks_text_to_a_self_hosted_endpoint_unless_told(
     base_url: str | None, protocol: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mulligan.cli.solve import solve_protocol
-    from mulligan.config import load_settings
+    from mulligan.config import load_config
 
     monkeypatch.delenv("MULLIGAN_PROTOCOL", raising=False)
-    assert solve_protocol(load_settings({"base_url": base_url})) == protocol
-    told = load_settings({"base_url": base_url, "protocol": "native"})
+    assert solve_protocol(load_config({"base_url": base_url})) == protocol
+    told = load_config({"base_url": base_url, "protocol": "native"})
     assert solve_protocol(told) == "native"
     monkeypatch.setenv("MULLIGAN_PROTOCOL", "native")
-    assert solve_protocol(load_settings({"base_url": base_url})) == "native"
+    assert solve_protocol(load_config({"base_url": base_url})) == "native"
 
 
 def test_solve_on_a_loopback_endpoint_runs_the_text_protocol(

@@ -32,6 +32,7 @@ from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
+from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import (
     Attempt,
     ExactMatchCheck,
@@ -156,7 +157,7 @@ def test_run_takes_the_carry_setting_and_records_it(tmp_path: Path) -> None:
         assert f"> {DIAGNOSIS}" in second
         assert ("> Sydney, I think" in second) is carried
         run = Memory(memory, HashEmbedding()).log.runs()[0]
-        assert json.loads(run["manifest"])["carry"] == carry
+        assert json.loads(run["manifest"])["config"]["loop"]["carry"] == carry
 
 
 def test_retry_carries_nothing() -> None:
@@ -323,7 +324,7 @@ def test_the_shared_trial_1_is_made_once_and_every_strategy_continues_from_it(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks(), strategies=["react", "retry", "reflexion"],
-        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2), design=design,
+        model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)), design=design,
     )  # fmt: skip
     study.start("r1")
     study.run("r1")
@@ -344,7 +345,7 @@ def test_the_shared_trial_1_is_made_once_and_every_strategy_continues_from_it(
         assert actor["react"] == actor["retry"] == actor["reflexion"]
     assert [len(ep.attempts) for ep in episodes.values() if ep] == [1, 2, 2]
     manifest = json.loads(memory.log.run("r1")["manifest"])  # type: ignore[index]
-    assert manifest["design"] == design and manifest["carry"] == "full"
+    assert manifest["design"] == design and manifest["config"]["loop"]["carry"] == "full"
     assert manifest["first_attempt_from"] == ("react" if design == "paired" else None)
 
 
@@ -369,7 +370,7 @@ def test_reflexion_memory_makes_its_own_first_attempt(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks()[:1], strategies=["react", "reflexion-memory"],
-        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2),
+        model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)),
     )  # fmt: skip
     study.start("r2")
     study.run("r2")
@@ -439,7 +440,7 @@ def test_the_report_shows_the_paired_table_and_trial_1_with_and_without_memory(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=study_tasks(), strategies=["react", "reflexion", "reflexion-memory"],
-        model_for=lambda strategy: model, memory=memory, loop=LoopSettings(trials=2),
+        model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)),
     )  # fmt: skip
     study.start("r3")
     study.run("r3")

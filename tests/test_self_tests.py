@@ -10,8 +10,8 @@ from typing import Any
 from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
 from mulligan.evaluator.self_tests import SELF_TEST, SelfTestWriter
-from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import (
     Attempt,
     CheckResult,
@@ -95,8 +95,7 @@ def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) 
         strategies=["react", "retry"],
         model_for=lambda strategy: model,
         memory=memory,
-        loop=LoopSettings(trials=2),
-        self_tests=2,
+        config=RunConfig(loop=LoopSection(trials=2, self_tests=2)),
     )
     study.start("run")
     study.run("run")
@@ -110,7 +109,7 @@ def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) 
     assert episode is not None
     names = [c.name for c in episode.verdicts[0].checks]
     assert any(name.startswith(SELF_TEST) for name in names)
-    assert study.manifest()["self_tests"] == 2
+    assert study.manifest()["config"]["loop"]["self_tests"] == 2
 
 
 def verdict(own: list[bool], hidden: bool) -> Verdict:

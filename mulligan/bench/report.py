@@ -58,6 +58,10 @@ def _manifest_lines(stats: RunStats) -> list[str]:
     for key in sorted(m):
         if key in ("task_order", "prompt_hashes", "versions"):
             continue
+        if key == "config":  # the run configuration, a line per section
+            for section, values in sorted(m[key].items()):
+                lines.append(f"- {key}.{section}: `{json.dumps(values, sort_keys=True)}`")
+            continue
         lines.append(f"- {key}: `{json.dumps(m[key], sort_keys=True)}`")
     lines.append(f"- task order (seed {m.get('seed')}): {', '.join(m.get('task_order', []))}")
     lines.append(

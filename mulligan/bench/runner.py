@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.metadata
-import json
-import platform
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from mulligan import prompts
-from mulligan.actor import ActorSettings
 from mulligan.bench.executors import Executor
-from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Attempt, Episode, Task, Verdict
@@ -41,75 +34,6 @@ def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> s
     """Deterministic, so a resumed run finds the episodes it already has."""
     suffix = f":pass{run_pass}" if run_pass > 1 else ""
     return f"{run_id}:{strategy}:{task_id}{suffix}"
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("mulligan", "openai", "chromadb", "pydantic", "sqlite-utils"):
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
-
-
-def manifest(**fields: Any) -> dict[str, Any]:
-    return {**fields, "prompt_hashes": prompts.prompt_hashes(), "versions": versions()}
-
-
-def settings_manifest(actor: ActorSettings, loop: LoopSettings) -> dict[str, Any]:
-    """What the actor and loop settings make of a run: every command's manifest has it, so a
-    resume with other settings is refused naming the one that differs."""
-    return {
-        "trials": loop.trials,
-        "stop": loop.stop,
-        "carry": loop.carry,
-        "carried_reflections": loop.carried_reflections,
-        "min_similarity": loop.min_similarity,
-        "budget": vars(actor.budget),
-        "protocol": actor.protocol,
-        "compression": vars(actor.compression),
-    }
-
-
-NOT_COMPARED = ("prompt_hashes", "versions", "concurrency", "endpoint")
-"""What a resume may change: how fast it runs, the software's version, and the address the
-model is reached at (a server restarted on another port serves the same `model`)."""
-FLAGS = {
-    "suite": "the suite or task file",
-    "tasks": "the task selection (--ids, --limit, --sample)",
-    "task_order": "the task selection (--ids, --limit, --sample, --seed)",
-    "strategies": "--strategy/--strategies",
-    "endpoint": "--base-url",
-    "budget": "the budget flags",
-    "compression": "the compression flags",
-}
-
-
-def check_resume(
-    run: dict[str, Any] | None, run_id: str, wanted: dict[str, Any], log: object
-) -> None:
-    """A resume continues the run its id names, with the same arguments, or not at all."""
-    if run is None:
-        raise UserError(
-            f"--resume {run_id}: no run with this id in {log}; "
-            "check the id (`mulligan episodes list` shows runs' episodes) and --memory"
-        )
-    before = json.loads(run["manifest"] or "{}")
-    now = json.loads(json.dumps(wanted, sort_keys=True))
-    for key in sorted(set(before) | set(now)):
-        old, new = before.get(key), now.get(key)
-        if key in NOT_COMPARED or old == new:
-            continue
-        name, flag = key, FLAGS.get(key, f"--{key.replace('_', '-')}")
-        if isinstance(old, dict) and isinstance(new, dict):
-            sub = next(k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
-            name, old, new = f"{key}.{sub}", old.get(sub), new.get(sub)
-            flag = f"--{sub.replace('_', '-')}"
-        raise UserError(
-            f"--resume {run_id}: {name} is {new!r} here but {old!r} in the run's manifest; "
-            f"resume with the run's own {flag}, or start a new run without --resume"
-        )
 
 
 def run_tasks(

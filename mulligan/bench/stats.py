@@ -10,6 +10,7 @@ from typing import Any
 
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SELF_TEST
+from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
 from mulligan.strategies.stopping import HONEST
@@ -148,7 +149,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             f"no run {run_id!r} in {log.path}; `mulligan report` lists nothing to rebuild"
         )
     manifest = json.loads(run["manifest"])
-    trials = int(manifest.get("trials", 1))
+    trials = int(configured(manifest, "loop", "trials", 1))
     rows = log.episodes(run_id)
     order = manifest.get("task_order") or sorted({r["task_id"] for r in rows})
     groups: dict[tuple[str, int], StrategyStats] = {}

@@ -5,26 +5,21 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan import strategies as registry
-from mulligan.actor import ActorSettings
+from mulligan.actor import Tool
 from mulligan.bench.executors import Executor
-from mulligan.bench.runner import (
-    check_resume,
-    episode_id,
-    manifest,
-    run_tasks,
-    self_tests_for,
-    settings_manifest,
-)
+from mulligan.bench.runner import episode_id, run_tasks, self_tests_for
 from mulligan.build import build_loop
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
+from mulligan.lifecycle import check_resume, configured, manifest
 from mulligan.llm.base import ChatModel
-from mulligan.loop import Loop, LoopSettings
+from mulligan.loop import Loop
 from mulligan.memory import Memory
+from mulligan.run_config import RunConfig
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
 ModelFor = Callable[[str], ChatModel]
@@ -49,13 +44,12 @@ class Study:
     strategies: list[str]
     model_for: ModelFor
     memory: Memory
-    actor_settings: ActorSettings = field(default_factory=ActorSettings)
-    loop: LoopSettings = field(default_factory=LoopSettings)
-    """Trials, carry-over, similarity floor, extra tools: every strategy's loop is this one
-    with its own `strategy`."""
+    config: RunConfig = field(default_factory=RunConfig)
+    """Budget, compression, trials, stopping, carry-over, similarity floor, self-tests,
+    concurrency: the same for every strategy."""
+    extra_tools: list[Tool] = field(default_factory=list)
     seed: int = 0
     passes: int = 1
-    concurrency: int = 1
     design: str = "paired"
     """`paired`: trial 1 made once per task and shared by every strategy that starts without
     lessons; `independent`: each strategy makes its own."""
@@ -67,9 +61,6 @@ class Study:
     """Another run in the same log whose trial 1s this study's strategies that start without
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
     oracle stopping, say) are paired on the very same first attempts and pay for them once."""
-    self_tests: int = 0
-    """Asserts the model writes per task from its prompt alone before trial 1 (Reflexion's
-    internal tests), shared by every strategy; 0: none."""
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
@@ -80,18 +71,17 @@ class Study:
     def manifest(self) -> dict[str, Any]:
         """What the run is: a resume must match it."""
         return manifest(
+            self.config,
             command="bench",
             model=self.model_for(self.strategies[0]).name,
             strategies=self.strategies,
             seed=self.seed,
             passes=self.passes,
-            concurrency=self.concurrency,
+            concurrency=self.config.run.concurrency,
             task_order=[t.id for t in self.ordered_tasks()],
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
             first_attempt_run=self.first_from,
-            self_tests=self.self_tests,
-            **settings_manifest(self.actor_settings, self.loop),
             **self.info,
         )
 
@@ -112,9 +102,11 @@ class Study:
         if self.first_from:
             first_run, first_source = self.first_from, self._source_of(self.first_from)
         prepare = None
-        if self.self_tests:
+        if self.config.loop.self_tests:
             writer = SelfTestWriter(self.model_for(self.strategies[0]))
-            prepare = self_tests_for(self.memory.log, first_run, writer, self.self_tests)
+            prepare = self_tests_for(
+                self.memory.log, first_run, writer, self.config.loop.self_tests
+            )
         for run_pass in range(1, self.passes + 1):
             for strategy in self.strategies:
                 shared = source and shares_first_attempt(strategy)
@@ -133,7 +125,9 @@ class Study:
                     strategy=strategy,
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
-                    concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
+                    concurrency=1
+                    if registry.get(strategy).uses_store
+                    else self.config.run.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(first_run, first_source, run_pass)
@@ -152,10 +146,19 @@ class Study:
             raise UserError(f"--first-from {other}: no run with this id in {self.memory.log.path}")
         theirs = json.loads(run["manifest"] or "{}")
         mine = self.manifest()
-        for key, flag in (("task_order", "--sample/--seed/--ids"), ("self_tests", "--self-tests")):
-            if theirs.get(key, 0) != mine.get(key, 0):
+        same = (
+            ("task_order", "--sample/--seed/--ids", theirs.get("task_order"), mine["task_order"]),
+            (
+                "self_tests",
+                "--self-tests",
+                configured(theirs, "loop", "self_tests", 0),
+                self.config.loop.self_tests,
+            ),
+        )
+        for what, flag, their_value, my_value in same:
+            if their_value != my_value:
                 raise UserError(
-                    f"--first-from {other}: that run's {key} differs from this one's; "
+                    f"--first-from {other}: that run's {what} differs from this one's; "
                     f"use its own {flag}"
                 )
         return theirs.get("first_attempt_from")
@@ -174,7 +177,6 @@ class Study:
         return first
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
-        settings = replace(self.loop, strategy=strategy)
-        return build_loop(
-            self.model_for(strategy), settings, self.actor_settings, self.memory, run_id
-        )
+        settings = self.config.loop_settings(strategy, extra_tools=self.extra_tools)
+        actor = self.config.actor_settings()
+        return build_loop(self.model_for(strategy), settings, actor, self.memory, run_id)

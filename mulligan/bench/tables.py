@@ -10,6 +10,7 @@ from mulligan.bench.paired import (
     tokens_per_extra_success,
 )
 from mulligan.bench.stats import RunStats, StrategyStats, wilson
+from mulligan.lifecycle import configured
 from mulligan.schema import Role, Usage
 from mulligan.strategies.stopping import STOP_RULES, StopRule
 
@@ -51,7 +52,8 @@ def _pct(k: int, n: int) -> str:
 
 def stop_rule(stats: RunStats) -> StopRule:
     """The rule the run stopped by (runs logged before the rule was recorded: oracle)."""
-    return STOP_RULES.get(str(stats.manifest.get("stop", "oracle")), STOP_RULES["oracle"])
+    stop = configured(stats.manifest, "loop", "stop", "oracle")
+    return STOP_RULES.get(str(stop), STOP_RULES["oracle"])
 
 
 def setting_lines(stats: RunStats) -> list[str]:

@@ -6,26 +6,26 @@ import argparse
 from pathlib import Path
 
 from mulligan import display
-from mulligan.actor import Actor, Budget, build_tools
+from mulligan.actor import Actor, build_tools
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import actor_settings, cli_approver
+from mulligan.cli.common import cli_approver
 from mulligan.cli.local import REPORTER
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.llm.connect import connect
 from mulligan.llm.pricing import require_price_for_cost_budget
 
 
 def cmd_attempt(args: argparse.Namespace) -> int:
-    settings = load_settings(vars(args))
-    model = connect(settings, reporter=REPORTER)
+    config = load_config(vars(args))
+    model = connect(config.endpoint, reporter=REPORTER)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
-    with cli_mcp.servers(settings.mcp) as mcp:
+    with cli_mcp.servers(config.run.mcp) as mcp:
         names += [t.name for t in mcp.tools]
         tools = build_tools(
             names, workspace=Path(args.workspace), network=args.network, extra=mcp.tools
         )
-        chosen = actor_settings(args, settings, Budget())
-        require_price_for_cost_budget(model.name, model.price, "max_cost" in chosen.forced, [])
+        chosen = config.actor_settings()
+        require_price_for_cost_budget(model.name, model.price, config.given("budget.max_cost"), [])
         actor = Actor(model, chosen, approve=cli_approver(args.yes))
         attempt = actor.run("question", args.question, tools)
     if args.json:

@@ -10,31 +10,24 @@ from pathlib import Path
 
 from mulligan import strategies as registry
 from mulligan import validate
-from mulligan.actor import ActorSettings, Budget, Tool
+from mulligan.actor import Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import (
-    actor_settings,
-    log_to_resume,
-    loop_settings,
-    open_memory,
-    selected,
-    validity_rules,
-)
+from mulligan.cli.common import log_to_resume, open_memory, selected
 from mulligan.cli.local import REPORTER
 from mulligan.cli.style import Progress
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
-from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import Episode, Task
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
@@ -91,31 +84,27 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    settings = load_settings(vars(args))
+    config = load_config(vars(args))
     suite = selected(args)
     if any(s.uses_store for s in registry.parse(args.strategies)):
-        validate.embedding_available(settings.embedding)
-    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
-        return _bench(args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools)
+        validate.embedding_available(config.run.embedding)
+    with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
+        return _bench(args, config, suite.tasks, suite.tools)
 
 
 def _bench(
-    args: argparse.Namespace,
-    actor_settings: ActorSettings,
-    suite_tasks: list[Task],
-    extra: list[Tool],
+    args: argparse.Namespace, config: RunConfig, suite_tasks: list[Task], extra: list[Tool]
 ) -> int:
-    settings = load_settings(vars(args))
     chosen = registry.parse(args.strategies)
     strategies = [s.name for s in chosen]
     refuse_to_overwrite(Path(args.out), args.resume)
-    repeated = args.trials > 1 and any(s.repeats for s in chosen)
+    repeated = config.loop.trials > 1 and any(s.repeats for s in chosen)
     model = connect(
-        settings,
+        config.endpoint,
         default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
         reporter=REPORTER,
     )
-    given = "max_cost" in actor_settings.forced
+    given = config.given("budget.max_cost")
     require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
     if repeated and model.temperature == 0:
         print(
@@ -125,13 +114,13 @@ def _bench(
         )
     out = Path(args.out)
     if args.resume:
-        log_to_resume(settings, args.resume, default=str(out / "memory"))
+        log_to_resume(config, args.resume, default=str(out / "memory"))
     executor = open_executor(
-        args.executor, args.ray_address, concurrency=args.concurrency,
-        memory_location=settings.memory or str(out / "memory"),
+        args.executor, args.ray_address, concurrency=config.run.concurrency,
+        memory_location=config.run.memory or str(out / "memory"),
         uses_store=any(s.uses_store for s in chosen),
     )  # fmt: skip
-    memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
+    memory = open_memory(config, model, default=str(out / "memory"))
     if any(s.uses_store for s in chosen) and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
@@ -139,21 +128,19 @@ def _bench(
         strategies=strategies,
         model_for=lambda strategy: model,
         memory=memory,
-        actor_settings=actor_settings,
-        loop=loop_settings(args, strategies[0], extra_tools=extra),
+        config=config,
+        extra_tools=extra,
         seed=args.seed,
         passes=args.passes,
-        concurrency=args.concurrency,
         design=args.design,
         info={
             "suite": args.suite,
-            "endpoint": settings.base_url or "https://api.openai.com/v1",
+            "endpoint": config.endpoint.base_url or "https://api.openai.com/v1",
             "temperature": model.temperature,
             **({"feedback": args.feedback} if args.suite == "hotpotqa" else {}),
             **local_fields(model),  # a local server's endpoint, model file and flags
         },
         executor=executor,
-        self_tests=args.self_tests,
         first_from=args.first_from,
     )
     try:
@@ -214,8 +201,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         strategies=strategies,
         model_for=model_for,
         memory=memory,
-        actor_settings=ActorSettings(budget=Budget(max_steps=4)),
-        loop=LoopSettings(trials=3),
+        config=RunConfig(budget=Budget(max_steps=4), loop=LoopSection(trials=3)),
         seed=args.seed,
         info={
             "suite": "demo",

@@ -1,51 +1,22 @@
-"""What the commands share: the settings the flags make (actor, loop, validity), the
-approver, the selected suite, the memory to open and the log a resume needs."""
+"""What the commands share: the approver, the selected suite, the memory to open and the log
+a resume needs."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mulligan import validate
-from mulligan.actor import ActorSettings, Budget, CompressionSettings
 from mulligan.actor.tools import Approver
-from mulligan.config import Settings
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
-from mulligan.loop import LoopSettings
-from mulligan.memory import Memory, ValidityRules, make_embedder
+from mulligan.memory import Memory, make_embedder
+from mulligan.run_config import RunConfig
 from mulligan.schema import Role, ToolCall, Usage
 from mulligan.tasks.suites import Suite, load_suite, select
-
-
-def budget_from(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        name: getattr(args, name)
-        for name in Budget.field_names()
-        if getattr(args, name, None) is not None
-    }
-
-
-def actor_settings(args: argparse.Namespace, settings: Settings, base: Budget) -> ActorSettings:
-    given = {
-        "threshold_tokens": args.compress_at,
-        "keep_recent": args.keep_recent,
-        "summary_max_tokens": args.summary_cap,
-        "context_window": args.context_window,
-    }
-    compression = CompressionSettings(
-        enabled=not args.no_compression, **{k: v for k, v in given.items() if v is not None}
-    )
-    return ActorSettings(
-        protocol=settings.protocol,
-        budget=replace(base, **budget_from(args)),
-        forced=tuple(budget_from(args)),
-        compression=compression,
-    )
 
 
 def cli_approver(approve_all: bool) -> Approver:
@@ -70,17 +41,18 @@ def selected(args: argparse.Namespace) -> Suite:
 
 
 def open_memory(
-    settings: Settings,
+    config: RunConfig,
     endpoint: ChatModel | None = None,
-    rules: ValidityRules | None = None,
     default: str = DEFAULT_MEMORY,
     *,
     reading: bool = False,
 ) -> Memory:
-    """The memory the settings name: a directory, or a chroma URL with the log in `default`.
-    `reading`: the store opens without an embedding (see `LessonStore.use` to add one)."""
-    location = settings.memory or default
-    spec = settings.embedding
+    """The memory the configuration names: a directory, or a chroma URL with the log in
+    `default`, under its validity rules. `reading`: the store opens without an embedding
+    (see `LessonStore.use` to add one)."""
+    location = config.run.memory or default
+    spec = config.run.embedding
+    rules = config.validity
 
     def embedder() -> Any:
         return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
@@ -99,9 +71,9 @@ def open_memory(
         ) from exc
 
 
-def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY) -> None:
+def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
     """`--resume` needs the log that holds the run: refused before anything is created."""
-    location = settings.memory or default
+    location = config.run.memory or default
     directory = default if location.startswith(("http://", "https://")) else location
     log = Path(directory).expanduser() / "episodes.db"
     if not log.exists():
@@ -109,27 +81,6 @@ def log_to_resume(settings: Settings, run_id: str, default: str = DEFAULT_MEMORY
             f"--resume {run_id}: no episode log at {log}; "
             "pass the --memory (bench: --out) the run used"
         )
-
-
-def loop_settings(args: argparse.Namespace, strategy: str, **more: Any) -> LoopSettings:
-    """The loop the flags ask for (`more`: what the command adds, such as extra tools)."""
-    return LoopSettings(
-        strategy=strategy,
-        trials=args.trials,
-        stop=args.stop,
-        carried_reflections=args.carried_reflections,
-        carry=args.carry,
-        min_similarity=args.min_similarity,
-        **more,
-    )
-
-
-def validity_rules(args: argparse.Namespace) -> ValidityRules:
-    return ValidityRules(
-        validate_after=args.validate_after,
-        refute_after=args.refute_after,
-        ttl_days=args.lesson_ttl_days,
-    )
 
 
 def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:

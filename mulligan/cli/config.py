@@ -1,4 +1,5 @@
-"""`mulligan config show`: every setting, its value, and where the value came from."""
+"""`mulligan config show`: every setting of the run configuration, its value, and where the
+value came from."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.cli.style import table
-from mulligan.config import Settings, settings_and_sources
+from mulligan.config import load_config
 from mulligan.defaults import CONFIG_FILE, user_config_path
+from mulligan.run_config import every_path
 
-SECRET = ("api_key",)
+SECRET = ("endpoint.api_key",)
 
 
 def shown(key: str, value: Any) -> Any:
@@ -23,11 +25,12 @@ def shown(key: str, value: Any) -> Any:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    settings, sources = settings_and_sources({})
-    values = settings.model_dump()
-    rows = [
-        (key, shown(key, values[key]), sources.get(key, "default")) for key in Settings.model_fields
-    ]
+    config = load_config({})
+    values = config.model_dump(mode="json")
+    rows = []
+    for path in every_path():
+        section, _, name = path.partition(".")
+        rows.append((path, shown(path, values[section][name]), config.source_of(path)))
     if args.json:
         files = {"user": str(user_config_path()), "project": str(Path.cwd() / CONFIG_FILE)}
         settings_json = {k: {"value": v, "from": s} for k, v, s in rows}

@@ -9,16 +9,18 @@ from collections.abc import Callable
 from mulligan import sandbox
 from mulligan.cli.common import open_memory
 from mulligan.cli.local import REPORTER
-from mulligan.config import Settings, endpoint_configured, load_settings
+from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect, connect_local, local_wanted
+from mulligan.run_config import EndpointSettings
 
 Report = Callable[[str, bool, str], None]
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    settings = load_settings(vars(args))
+    config = load_config(vars(args))
+    settings = config.endpoint
     problems = 0
 
     def report(name: str, ok: bool, detail: str) -> None:
@@ -48,10 +50,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             report("endpoint", False, str(exc))
     check_local_model(settings, report, needed=local or not endpoint_configured(settings))
     try:
-        memory = open_memory(settings)
+        memory = open_memory(config)
         report("episode log", True, str(memory.log.path))
         count = memory.store.count()
-        report("lesson store", True, f"{count} lessons, embedding {settings.embedding}")
+        report("lesson store", True, f"{count} lessons, embedding {config.run.embedding}")
     except (UserError, OSError) as exc:
         report("memory", False, str(exc))
     try:
@@ -66,7 +68,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def check_local_model(settings: Settings, report: Report, *, needed: bool) -> None:
+def check_local_model(settings: EndpointSettings, report: Report, *, needed: bool) -> None:
     """The local model: its file, size and checksum, the server's threads, and tokens per
     second on a short prompt. Not installed is a failure only when nothing else answers."""
     spec = settings.model if local_model.is_local(settings.model) else "local"

@@ -12,7 +12,7 @@ from pathlib import Path
 from mulligan import display, validate
 from mulligan.cli.common import open_memory
 from mulligan.cli.style import marked, table
-from mulligan.config import load_settings
+from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
@@ -25,12 +25,12 @@ EMBEDDING_ACTIONS = ("search", "import")
 def _memory(args: argparse.Namespace) -> Memory:
     """The memory, embedding (for search and import) as the store was built unless
     --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise."""
-    settings = load_settings(vars(args))
-    memory = open_memory(settings, reading=True)
+    config = load_config(vars(args))
+    memory = open_memory(config, reading=True)
     if getattr(args, "action", None) in EMBEDDING_ACTIONS:
         built_with = memory.store.built_with
-        explicit = "embedding" in settings.model_fields_set
-        spec = spec_for(built_with) if built_with and not explicit else settings.embedding
+        explicit = config.given("run.embedding")
+        spec = spec_for(built_with) if built_with and not explicit else config.run.embedding
         memory.store.use(make_embedder(spec))
     return memory
 

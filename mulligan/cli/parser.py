@@ -65,7 +65,6 @@ def add_self_tests_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--self-tests",
         type=count,
-        default=0,
         metavar="N",
         help="before trial 1 the model writes up to N asserts from the prompt alone; they are "
         "visible checks of every attempt (Reflexion's internal tests; code tasks; default 0)",
@@ -113,7 +112,9 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-reply-tokens", type=int, help="cap on each model reply (default 2048)"
     )
-    group.add_argument("--no-compression", action="store_true", help="send the full history")
+    group.add_argument(
+        "--no-compression", action="store_true", default=None, help="send the full history"
+    )
     group.add_argument("--compress-at", type=int, help="fold old steps above this many tokens")
     group.add_argument("--keep-recent", type=int, help="steps always kept verbatim (default 3)")
     group.add_argument("--summary-cap", type=int, help="running summary's token cap (600)")
@@ -134,41 +135,37 @@ def add_selection_flags(parser: argparse.ArgumentParser) -> None:
 def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     """What `run`, `bench` and `solve` share: trials, memory, resume, concurrency, endpoint,
     budget."""
-    parser.add_argument("--trials", type=int, default=3, help="attempts per task (not for react)")
+    parser.add_argument("--trials", type=int, help="attempts per task (default 3; not for react)")
     parser.add_argument("--memory", help=f"memory directory or chroma URL ({memory_default})")
     parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
-    parser.add_argument("--concurrency", type=int, default=1, help="tasks at once")
+    parser.add_argument("--concurrency", type=int, help="tasks at once (default 1)")
     parser.add_argument(
         "--stop",
         choices=tuple(STOP_RULES),
-        default="honest",
         help="when an episode ends: honest (default; at the first attempt whose visible checks "
         "pass) or oracle (the hidden checks decide whether to try again, as some papers do)",
     )
     parser.add_argument(
         "--carried-reflections",
         type=int,
-        default=3,
-        help="reflections carried (reflexion; 0: none)",
+        help="reflections carried (reflexion; default 3; 0: none)",
     )
     parser.add_argument(
         "--carry",
         choices=CARRY_MODES,
-        default="full",
         help="what reflexion gives the next attempt: full (previous answer, visible feedback, "
         "reflections; default) or lessons (reflections only)",
     )
     parser.add_argument(
         "--min-similarity",
         type=similarity,
-        default=MIN_SIMILARITY,
         help="a stored lesson less similar to the task is not retrieved "
         f"({MIN_SIMILARITY}; solve: 0, as its lessons are the project's own)",
     )
     group = parser.add_argument_group("lesson validity")
-    group.add_argument("--validate-after", type=int, default=2, help="helps that validate")
-    group.add_argument("--refute-after", type=int, default=3, help="hurts that refute")
+    group.add_argument("--validate-after", type=int, help="helps that validate (default 2)")
+    group.add_argument("--refute-after", type=int, help="hurts that refute (default 3)")
     group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
     add_mcp_flag(parser)
     add_endpoint_flags(parser)
@@ -231,8 +228,7 @@ def add_solve(commands: Commands) -> None:
     solve.add_argument("--yes", action="store_true", help="approve every tool that asks (shell)")
     add_network_flag(solve)
     add_run_flags(solve, memory_default=DEFAULT_MEMORY)
-    # a project's lessons are stored under its own family: no similarity floor within it
-    solve.set_defaults(handler="mulligan.cli.solve:cmd_solve", min_similarity=0.0)
+    solve.set_defaults(handler="mulligan.cli.solve:cmd_solve")
 
 
 def add_tasks(commands: Commands) -> None:

@@ -5,38 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from mulligan import display, strategies, validate
-from mulligan.actor import Budget
 from mulligan.bench.executors import open_executor
-from mulligan.bench.runner import manifest, run_tasks, self_tests_for, settings_manifest
+from mulligan.bench.runner import run_tasks, self_tests_for
 from mulligan.build import build_loop
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import (
-    actor_settings,
-    log_to_resume,
-    loop_settings,
-    open_memory,
-    selected,
-    usage_json,
-    validity_rules,
-)
+from mulligan.cli.common import log_to_resume, open_memory, selected, usage_json
 from mulligan.cli.local import REPORTER
 from mulligan.cli.style import Progress, marked, table
-from mulligan.config import Settings, load_settings
+from mulligan.config import load_config
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.evaluator.self_tests import SelfTestWriter
-from mulligan.lifecycle import lifecycle, new_run_id
+from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
+from mulligan.run_config import RunConfig
 from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    load_settings(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
+    load_config(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
     if getattr(args, "json", False):
         for task in suite.tasks:
@@ -55,48 +46,44 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    settings = load_settings(vars(args))
+    config = load_config(vars(args))
     suite = selected(args)  # a bad suite or file is reported before connecting
     strategy = strategies.get(args.strategy)
     if strategy.uses_store:
-        validate.embedding_available(settings.embedding)
-    repeated = strategy.repeats and args.trials > 1
-    model = connect(settings, default_temperature=0.7 if repeated else 0.0, reporter=REPORTER)
-    budget = actor_settings(args, settings, Budget())
-    require_price_for_cost_budget(model.name, model.price, "max_cost" in budget.forced, suite.tasks)
-    with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
-        return _run_suite(args, settings, model, budget, suite)
+        validate.embedding_available(config.run.embedding)
+    repeated = strategy.repeats and config.loop.trials > 1
+    model = connect(
+        config.endpoint, default_temperature=0.7 if repeated else 0.0, reporter=REPORTER
+    )
+    given = config.given("budget.max_cost")
+    require_price_for_cost_budget(model.name, model.price, given, suite.tasks)
+    with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
+        return _run_suite(args, config, model, suite)
 
 
-def _run_suite(
-    args: argparse.Namespace,
-    settings: Settings,
-    model: ChatModel,
-    actor_settings: Any,
-    suite: Suite,
-) -> int:
+def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, suite: Suite) -> int:
     strategy = strategies.get(args.strategy)
     run_id = new_run_id(args.resume)
     wanted = manifest(
+        config,
         command="run",
         suite=args.suite,
         model=model.name,
-        **{"endpoint": settings.base_url or "api.openai.com", **local_fields(model)},
-        temperature=settings.temperature,
+        **{"endpoint": config.endpoint.base_url or "api.openai.com", **local_fields(model)},
+        temperature=config.endpoint.temperature,
         strategies=[args.strategy],
         seed=args.seed,
         tasks=[t.id for t in suite.tasks],
-        self_tests=args.self_tests,
-        **settings_manifest(actor_settings, loop_settings(args, args.strategy)),
     )
     if args.resume:
-        log_to_resume(settings, run_id)
+        log_to_resume(config, run_id)
+    concurrency, self_tests = config.run.concurrency, config.loop.self_tests
     executor = open_executor(
-        args.executor, args.ray_address, concurrency=args.concurrency,
-        memory_location=settings.memory or DEFAULT_MEMORY,
+        args.executor, args.ray_address, concurrency=concurrency,
+        memory_location=config.run.memory or DEFAULT_MEMORY,
         uses_store=strategy.uses_store,
     )  # fmt: skip
-    memory = open_memory(settings, model, validity_rules(args))
+    memory = open_memory(config, model)
     if strategy.uses_store and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the run before any task
 
@@ -121,8 +108,8 @@ def _run_suite(
                 episodes = run_tasks(
                     lambda: build_loop(
                         model,
-                        loop_settings(args, args.strategy, extra_tools=suite.tools),
-                        actor_settings,
+                        config.loop_settings(args.strategy, extra_tools=suite.tools),
+                        config.actor_settings(),
                         memory,
                         run_id,
                     ),
@@ -130,11 +117,11 @@ def _run_suite(
                     run_id=run_id,
                     strategy=args.strategy,
                     memory=memory,
-                    concurrency=args.concurrency,
+                    concurrency=concurrency,
                     on_episode=report,
                     executor=executor,
-                    prepare=self_tests_for(memory.log, run_id, writer, args.self_tests)
-                    if args.self_tests
+                    prepare=self_tests_for(memory.log, run_id, writer, self_tests)
+                    if self_tests
                     else None,
                 )
     finally:

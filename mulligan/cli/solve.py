@@ -11,31 +11,28 @@ import ipaddress
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
 from mulligan import display, prompts, strategies
-from mulligan.actor import ActorSettings, Budget, build_tools
+from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
-from mulligan.bench.runner import episode_id, manifest, settings_manifest
+from mulligan.bench.runner import episode_id
 from mulligan.build import build_loop
 from mulligan.cli.common import (
-    actor_settings,
     cli_approver,
-    loop_settings,
     open_memory,
-    validity_rules,
 )
 from mulligan.cli.local import REPORTER
 from mulligan.cli.mcp import servers
-from mulligan.config import Settings, load_settings
+from mulligan.config import load_config
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
-from mulligan.lifecycle import lifecycle, new_run_id
+from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.connect import connect, local_fields
 from mulligan.memory import Memory
+from mulligan.run_config import RunConfig
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import (
     ChangeRecordingEvaluator,
@@ -58,16 +55,16 @@ def slug(text: str, limit: int = 48) -> str:
     return "-".join(words)[:limit].strip("-") or "task"
 
 
-def solve_protocol(settings: Settings) -> Protocol:
+def solve_protocol(config: RunConfig) -> Protocol:
     """The user's choice (flag, MULLIGAN_PROTOCOL, mulligan.toml), else `text` on a self-hosted
     endpoint and `native` on a hosted one.
 
     Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
     often hand a small model's tool calls back as text, which the text protocol reads as they
     are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py, README "Solve")."""
-    if "protocol" in settings.model_fields_set:
-        return settings.protocol
-    return "text" if self_hosted(settings.base_url) else "native"
+    if config.given("actor.protocol"):
+        return config.actor.protocol
+    return "text" if self_hosted(config.endpoint.base_url) else "native"
 
 
 def self_hosted(base_url: str | None) -> bool:
@@ -90,8 +87,6 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
     strategies.get(args.strategy)  # a known name, or a UserError naming the choices
-    if args.trials < 1:
-        raise UserError("--trials must be at least 1")
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")
     return directory, checks
@@ -140,31 +135,30 @@ def top_level(project: Project, limit: int = 40) -> list[str]:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    settings = load_settings(vars(args))
-    budget = actor_settings(args, settings, Budget())
-    return _solve(args, settings, budget, cli_approver(args.yes))
+    # a project's lessons are stored under its own family: no similarity floor within it
+    config = load_config(vars(args), defaults={"loop.min_similarity": 0.0})
+    return _solve(args, config, cli_approver(args.yes))
 
 
-def _solve(
-    args: argparse.Namespace, settings: Settings, actor_settings: ActorSettings, approve: Approver
-) -> int:
+def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
     directory, checks = _validated(args)
-    protocol = solve_protocol(settings)
-    actor_settings = replace(actor_settings, protocol=protocol, nudge_no_tools=True)
+    protocol = solve_protocol(config)
+    config = config.updated("actor.protocol", protocol, "solve's choice for this endpoint")
+    actor_settings = config.actor_settings(nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     strategy = strategies.get(args.strategy)
-    repeated = strategy.repeats and args.trials > 1
+    repeated = strategy.repeats and config.loop.trials > 1
     model = connect(
-        settings,
+        config.endpoint,
         default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
         reporter=REPORTER,
     )
-    memory = open_memory(settings, model, validity_rules(args))
+    memory = open_memory(config, model)
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"
     copies = ProjectCopies(project)
     run_id = new_run_id(args.resume)
-    with servers(settings.mcp) as started:
+    with servers(config.run.mcp) as started:
         task = solve_task(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
@@ -175,7 +169,7 @@ def _solve(
         task = solve_task(args.task, project, family, checks, task.tools, args, before)
         loop = build_loop(
             model,
-            loop_settings(args, args.strategy, extra_tools=started.tools, workspace_for=copies),
+            config.loop_settings(args.strategy, extra_tools=started.tools, workspace_for=copies),
             actor_settings,
             memory,
             run_id,
@@ -183,16 +177,16 @@ def _solve(
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
         )
         wanted = manifest(
+            config,
             command="solve",
             directory=str(project.directory),
             task=args.task,
             checks=checks,
             family=family,
             model=model.name,
-            **{"endpoint": settings.base_url or "api.openai.com", **local_fields(model)},
+            **{"endpoint": config.endpoint.base_url or "api.openai.com", **local_fields(model)},
             strategies=[args.strategy],
-            mcp=settings.mcp,
-            **settings_manifest(actor_settings, loop.settings),
+            mcp=config.run.mcp,
         )
         with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
             print(

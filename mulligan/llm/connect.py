@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from mulligan.config import NO_ENDPOINT, Settings, endpoint_configured
+from mulligan.config import NO_ENDPOINT, endpoint_configured
 from mulligan.errors import ModelError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
+from mulligan.run_config import EndpointSettings
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -22,7 +23,10 @@ LOCAL_ENDPOINT = "llama.cpp server started by mulligan on 127.0.0.1"
 
 
 def connect(
-    settings: Settings, *, default_temperature: float = 0.0, reporter: Reporter | None = None
+    settings: EndpointSettings,
+    *,
+    default_temperature: float = 0.0,
+    reporter: Reporter | None = None,
 ) -> OpenAIChatModel:
     """The endpoint's chat model; without a model name, the one a local server serves.
 
@@ -47,7 +51,7 @@ def local_wanted() -> bool:
     return os.environ.get(OFF_ENV, "").strip().lower() not in ("off", "0", "no", "false")
 
 
-def no_endpoint(settings: Settings) -> str:
+def no_endpoint(settings: EndpointSettings) -> str:
     """The one-line error of a command that needs a model and has none."""
     if settings.model is not None:
         return f"{NO_ENDPOINT}; `--model local` runs the local model instead"
@@ -62,7 +66,7 @@ def no_endpoint(settings: Settings) -> str:
 
 
 def connect_local(
-    settings: Settings, spec: str, default_temperature: float, reporter: Reporter
+    settings: EndpointSettings, spec: str, default_temperature: float, reporter: Reporter
 ) -> OpenAIChatModel:
     """A chat model on the local llama.cpp server of `spec` (`local` or `local:PATH`)."""
     server = local_server.serve(local_model.resolve(spec, reporter))
@@ -91,7 +95,9 @@ def local_fields(model: object) -> dict[str, Any]:
     }
 
 
-def connect_endpoint(settings: Settings, default_temperature: float = 0.0) -> OpenAIChatModel:
+def connect_endpoint(
+    settings: EndpointSettings, default_temperature: float = 0.0
+) -> OpenAIChatModel:
     """The chat model of a configured endpoint."""
     from mulligan.llm.openai_client import OpenAIChatModel
 
