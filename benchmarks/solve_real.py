@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.memory.log import EpisodeLog
+from mulligan.sandbox import Policy
 from mulligan.schema import CommandCheck, Episode, Task
 from mulligan.solve import Project, ProjectCopies, cannot_run, preflight
 
@@ -175,7 +176,7 @@ def plant(bug: Bug, pristine: Path, target: Path) -> Path:
 def checks_as_run(directory: Path, check: str) -> tuple[bool, str | None]:
     """Whether the check passes in the box, and why it cannot run (as `solve`'s preflight)."""
     task = Task(id="verify", prompt="verify", checks=[CommandCheck(command=check, timeout=300)])
-    (done,) = preflight(ProjectCopies(Project(directory)), task)
+    (done,) = preflight(ProjectCopies(Project(directory)), task, Policy())
     return done.run.ok, cannot_run(done, directory)
 
 

@@ -17,6 +17,7 @@ from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
+from mulligan.sandbox import Policy
 
 
 def build_loop(
@@ -28,9 +29,11 @@ def build_loop(
     *,
     approve: Approver | None = None,
     evaluator: Evaluator | None = None,
+    policy: Policy | None = None,
 ) -> Loop:
     """One model as actor, judge and reflector (the reflector only for strategies that
-    reflect). `evaluator`: another one (solve's records each attempt's changes)."""
+    reflect). `evaluator`: another one (solve's records each attempt's changes); `policy`:
+    what the box hides (the suite's answers, config files; the memory is added)."""
     settings = settings or LoopSettings()
     reflects = strategies.get(settings.strategy).reflects
     return Loop(
@@ -40,4 +43,5 @@ def build_loop(
         reflector=Reflector(model) if reflects else None,
         memory=memory,
         run_id=run_id,
+        policy=policy or Policy(),
     )

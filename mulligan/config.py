@@ -12,7 +12,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mulligan import sandbox
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
 from mulligan.run_config import (
@@ -68,6 +67,7 @@ def load_config(
     path = config_path or Path.cwd() / CONFIG_FILE
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    files: list[str] = []
 
     def put(where: str, key: str, value: Any, checked_as: str) -> None:
         merged[key] = _checked(key, value, checked_as)
@@ -77,7 +77,7 @@ def load_config(
         put("this command's default", key, value, f"the default of {key}")
     for file in (user_config_path(), path):  # the project's file over the user's
         if file.exists():
-            sandbox.hide(file)  # it may hold an API key: the box never reads it
+            files.append(str(file))  # it may hold an API key: the box never reads it
             for key, (value, line, written) in _read_toml(file).items():
                 put(f"{file}:{line}", key, value, f"{file}:{line}: key {written}")
     for key in every_path():
@@ -103,7 +103,7 @@ def load_config(
             for e in exc.errors()
         )
         raise UserError(f"settings: {problems}") from exc
-    config._sources = sources
+    config._sources, config._files = sources, tuple(files)
     return config
 
 

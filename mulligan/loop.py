@@ -59,12 +59,15 @@ class Loop:
     reflector: Reflector | None = None
     memory: Memory | None = None
     run_id: str = ""
+    policy: sandbox.Policy = field(default_factory=sandbox.Policy)
+    """What the box hides from the code attempts and checks run (the suite's answers, the
+    config files); the memory's directory is added."""
 
     def __post_init__(self) -> None:
         self.strategy = strategies.get(self.settings.strategy)
         self.stop = strategies.stop_rule(self.settings.stop)
         if self.memory:  # past verdicts and hidden details are no business of the box
-            sandbox.hide(self.memory.directory)
+            self.policy = self.policy.hiding(self.memory.directory)
 
     def run_episode(
         self,
@@ -121,7 +124,7 @@ class Loop:
                 on_step=self._step_logger(episode.id, trial),
                 resume=self._unfinished(episode.id, trial),
             )  # fmt: skip
-            return attempt, self.evaluator.evaluate(task, attempt, workspace)
+            return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 
     # ------------------------------------------------------------ what differs
 
@@ -223,6 +226,7 @@ class Loop:
             documents=task.documents,
             extra=self.settings.extra_tools,
             network=task.network,
+            policy=self.policy,
         )
 
 

@@ -25,6 +25,7 @@ from mulligan.actor import ActorSettings, Budget, CompressionSettings
 from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.loop import LoopSettings
 from mulligan.memory.validity import ValidityRules
+from mulligan.sandbox import Policy
 from mulligan.validate import embedding_problem
 
 
@@ -96,6 +97,7 @@ class RunConfig(BaseModel):
     validity: ValidityRules = Field(default_factory=ValidityRules)
     run: RunSection = Field(default_factory=RunSection)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    _files: tuple[str, ...] = PrivateAttr(default=())
 
     def source_of(self, path: str) -> str:
         """Where `section.field` came from: a flag, an environment variable, a file (with
@@ -105,12 +107,18 @@ class RunConfig(BaseModel):
     def given(self, path: str) -> bool:
         return path in self._sources
 
+    def policy(self) -> Policy:
+        """What the box hides for a run under this configuration: the settings files it
+        was read from (they may hold an API key)."""
+        return Policy().hiding(*self._files)
+
     def updated(self, path: str, value: Any, source: str) -> RunConfig:
         """A copy with one setting changed (a command's own choice), and its source."""
         section, _, name = path.partition(".")
         changed = self.model_validate({**self.model_dump(), section: {
             **self.model_dump()[section], name: value}})  # fmt: skip
         changed._sources = {**self._sources, path: source}
+        changed._files = self._files
         return changed
 
     def actor_settings(self, **more: Any) -> ActorSettings:

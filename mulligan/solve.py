@@ -254,10 +254,16 @@ class ChangeRecordingEvaluator(Evaluator):
         self.copies = copies
         self.on_verdict = on_verdict
 
-    def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
+    def evaluate(
+        self,
+        task: Task,
+        attempt: Attempt,
+        workspace: Path | None = None,
+        policy: sandbox.Policy | None = None,
+    ) -> Verdict:
         if workspace is not None and workspace in self.copies.copies:
             attempt.changes = self.copies.changes(workspace, attempt.trial)
-        verdict = super().evaluate(task, attempt, workspace)
+        verdict = super().evaluate(task, attempt, workspace, policy)
         if self.on_verdict:
             self.on_verdict(attempt, verdict)
         return verdict
@@ -279,19 +285,24 @@ class CheckRun:
         return f"$ {self.check.command}\n{self.run.describe()}"
 
 
-def run_check(check: CommandCheck, workspace: Path, network: bool) -> sandbox.RunResult:
+def run_check(
+    check: CommandCheck, workspace: Path, network: bool, policy: sandbox.Policy
+) -> sandbox.RunResult:
     """As the evaluator runs a command check: in the box, in the workspace."""
     limits = sandbox.Limits(
         timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=network
     )
-    return sandbox.run_shell(check.command, cwd=workspace, writable=True, limits=limits)
+    return sandbox.run_shell(
+        check.command, cwd=workspace, writable=True, limits=limits, policy=policy
+    )
 
 
-def preflight(copies: ProjectCopies, task: Task) -> list[CheckRun]:
-    """Every command check once, in order, in one copy of the project as it is now."""
+def preflight(copies: ProjectCopies, task: Task, policy: sandbox.Policy) -> list[CheckRun]:
+    """Every command check once, in order, in one copy of the project as it is now, under
+    the policy the attempts' checks run under."""
     with copies(task) as workspace:
         return [
-            CheckRun(check, run_check(check, workspace, task.network))
+            CheckRun(check, run_check(check, workspace, task.network, policy))
             for check in task.checks
             if isinstance(check, CommandCheck)
         ]

@@ -830,10 +830,14 @@ def test_the_api_key_in_mulligan_toml_is_not_readable_in_the_box(host_paths: lis
         project.chmod(0o755)
         config.write_text(f'api_key = "{key}"\n')
         config.chmod(0o644)
-        assert load_config({}, config_path=config).endpoint.api_key == key
-        output = sandbox.run_python(READ_BACK.format(paths=[str(config)])).describe()
+        loaded = load_config({}, config_path=config)
+        assert loaded.endpoint.api_key == key
+        code = READ_BACK.format(paths=[str(config)])
+        output = sandbox.run_python(code, policy=loaded.policy()).describe()
         assert "done" in output, output
         assert key not in output, output
+        # the policy is what covers it: a run without it (proving the attack) reads the key
+        assert key in sandbox.run_python(code).describe()
     finally:
         with suppress(OSError):
             config.unlink()

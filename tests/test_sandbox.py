@@ -171,15 +171,12 @@ def test_hidden_paths_are_covered_in_the_box(tmp_path: Path) -> None:
         clear_shared()
 
 
-def test_the_humaneval_data_is_hidden_once_the_suite_is_loaded() -> None:
+def test_the_humaneval_data_is_hidden_in_runs_under_the_suites_policy() -> None:
     from mulligan.tasks.humaneval import humaneval_path
     from mulligan.tasks.suites import load_suite
 
     data = humaneval_path()
     code = f"print(len(open({str(data)!r}, 'rb').read()))"
-    load_suite("humaneval")
-    try:
-        result = sandbox.run_python(code)
-        assert not result.ok and "No such file" in result.stderr
-    finally:
-        clear_shared()
+    suite = load_suite("humaneval")
+    result = sandbox.run_python(code, policy=suite.hidden())
+    assert not result.ok and "No such file" in result.stderr

@@ -105,10 +105,18 @@ class Workspace:
     A user's own directory is only read by sandboxed code and changed by `write_file`.
     """
 
-    def __init__(self, root: str | Path, scratch: bool = False, network: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        scratch: bool = False,
+        network: bool = False,
+        policy: sandbox.Policy | None = None,
+    ) -> None:
         self.root = Path(root).resolve()
         self.scratch = scratch
         self.limits = sandbox.Limits(network=network)
+        self.policy = policy
+        """What the box hides from the code the python and shell tools run."""
 
     def resolve(self, path: str) -> Path:
         if Path(path).is_absolute():
@@ -126,13 +134,17 @@ class Workspace:
         @tool
         def python(code: str) -> str:
             """Use to run Python code (print what you need to see); runs in the workspace."""
-            run = sandbox.run_python(code, cwd=ws.root, writable=ws.scratch, limits=ws.limits)
+            run = sandbox.run_python(
+                code, cwd=ws.root, writable=ws.scratch, limits=ws.limits, policy=ws.policy
+            )
             return run.describe()
 
         @tool(needs_approval=shell_needs_approval)
         def shell(command: str) -> str:
             """Use to run a shell command in the workspace (ls, grep, wc, tests...)."""
-            run = sandbox.run_shell(command, cwd=ws.root, writable=ws.scratch, limits=ws.limits)
+            run = sandbox.run_shell(
+                command, cwd=ws.root, writable=ws.scratch, limits=ws.limits, policy=ws.policy
+            )
             return run.describe()
 
         @tool
@@ -239,11 +251,13 @@ def build_tools(
     extra: list[Tool] | None = None,
     shell_needs_approval: bool = True,
     network: bool = False,
+    policy: sandbox.Policy | None = None,
 ) -> list[Tool]:
-    """The tools a task asks for by name, bound to its workspace and documents."""
+    """The tools a task asks for by name, bound to its workspace and documents; `policy`:
+    what the box hides from the code they run."""
     available: dict[str, Tool] = {"calculator": calculator}
     if workspace is not None:
-        box = Workspace(workspace, scratch_workspace, network)
+        box = Workspace(workspace, scratch_workspace, network, policy)
         for t in box.tools(shell_needs_approval):
             available[t.name] = t
     if documents is not None:

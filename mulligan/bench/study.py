@@ -20,6 +20,7 @@ from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.run_config import RunConfig
+from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
 ModelFor = Callable[[str], ChatModel]
@@ -48,6 +49,8 @@ class Study:
     """Budget, compression, trials, stopping, carry-over, similarity floor, self-tests,
     concurrency: the same for every strategy."""
     extra_tools: list[Tool] = field(default_factory=list)
+    policy: Policy = field(default_factory=Policy)
+    """What the box hides (the suite's answers, the settings files; the memory is added)."""
     seed: int = 0
     passes: int = 1
     design: str = "paired"
@@ -103,7 +106,8 @@ class Study:
             first_run, first_source = self.first_from, self._source_of(self.first_from)
         prepare = None
         if self.config.loop.self_tests:
-            writer = SelfTestWriter(self.model_for(self.strategies[0]))
+            hidden = self.policy.hiding(self.memory.directory)
+            writer = SelfTestWriter(self.model_for(self.strategies[0]), hidden)
             prepare = self_tests_for(
                 self.memory.log, first_run, writer, self.config.loop.self_tests
             )
@@ -179,4 +183,5 @@ class Study:
     def _loop(self, strategy: str, run_id: str) -> Loop:
         settings = self.config.loop_settings(strategy, extra_tools=self.extra_tools)
         actor = self.config.actor_settings()
-        return build_loop(self.model_for(strategy), settings, actor, self.memory, run_id)
+        model = self.model_for(strategy)
+        return build_loop(model, settings, actor, self.memory, run_id, policy=self.policy)

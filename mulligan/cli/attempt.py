@@ -22,7 +22,11 @@ def cmd_attempt(args: argparse.Namespace) -> int:
     with cli_mcp.servers(config.run.mcp) as mcp:
         names += [t.name for t in mcp.tools]
         tools = build_tools(
-            names, workspace=Path(args.workspace), network=args.network, extra=mcp.tools
+            names,
+            workspace=Path(args.workspace),
+            network=args.network,
+            extra=mcp.tools,
+            policy=config.policy(),  # the settings files stay out of the box
         )
         chosen = config.actor_settings()
         require_price_for_cost_budget(model.name, model.price, config.given("budget.max_cost"), [])

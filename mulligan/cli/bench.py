@@ -28,6 +28,7 @@ from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.run_config import LoopSection, RunConfig
+from mulligan.sandbox import Policy
 from mulligan.schema import Episode, Task
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
@@ -89,11 +90,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if any(s.uses_store for s in registry.parse(args.strategies)):
         validate.embedding_available(config.run.embedding)
     with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
-        return _bench(args, config, suite.tasks, suite.tools)
+        return _bench(args, config, suite.tasks, suite.tools, suite.hidden(config.policy()))
 
 
 def _bench(
-    args: argparse.Namespace, config: RunConfig, suite_tasks: list[Task], extra: list[Tool]
+    args: argparse.Namespace,
+    config: RunConfig,
+    suite_tasks: list[Task],
+    extra: list[Tool],
+    policy: Policy,
 ) -> int:
     chosen = registry.parse(args.strategies)
     strategies = [s.name for s in chosen]
@@ -130,6 +135,7 @@ def _bench(
         memory=memory,
         config=config,
         extra_tools=extra,
+        policy=policy,
         seed=args.seed,
         passes=args.passes,
         design=args.design,

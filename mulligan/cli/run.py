@@ -100,7 +100,8 @@ def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, su
                 line = display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict)
                 print(marked(line), flush=True)
 
-    writer = SelfTestWriter(model)
+    policy = suite.hidden(config.policy())  # the answers and settings files stay out of the box
+    writer = SelfTestWriter(model, policy.hiding(memory.directory))
     try:
         with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
             print(f"run id: {run_id}", file=sys.stderr)
@@ -112,6 +113,7 @@ def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, su
                         config.actor_settings(),
                         memory,
                         run_id,
+                        policy=policy,
                     ),
                     suite.tasks,
                     run_id=run_id,

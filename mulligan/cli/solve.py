@@ -33,6 +33,7 @@ from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.connect import connect, local_fields
 from mulligan.memory import Memory
 from mulligan.run_config import RunConfig
+from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.solve import (
     ChangeRecordingEvaluator,
@@ -157,13 +158,14 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"
     copies = ProjectCopies(project)
+    policy = config.policy().hiding(memory.directory)  # as the attempts' checks run
     run_id = new_run_id(args.resume)
     with servers(config.run.mcp) as started:
         task = solve_task(
             args.task, project, family, checks, extra + [t.name for t in started.tools], args
         )
         build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
-        before = checks_before(copies, task)
+        before = checks_before(copies, task, policy)
         if before is None:
             return 0
         task = solve_task(args.task, project, family, checks, task.tools, args, before)
@@ -175,6 +177,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
             run_id,
             approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
+            policy=policy,
         )
         wanted = manifest(
             config,
@@ -197,10 +200,10 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
     return _report(episode, project, copies, args.apply, run_id)
 
 
-def checks_before(copies: ProjectCopies, task: Task) -> list[CheckRun] | None:
+def checks_before(copies: ProjectCopies, task: Task, policy: Policy) -> list[CheckRun] | None:
     """Every check once on the untouched project, before any model call: one that cannot run
     at all stops `solve` (exit 2); None when all pass already (nothing to fix)."""
-    before = preflight(copies, task)
+    before = preflight(copies, task, policy)
     for done in before:
         problem = cannot_run(done, copies.project.directory)
         if problem:

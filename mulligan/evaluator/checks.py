@@ -42,6 +42,8 @@ class CheckContext:
     attempt: Attempt
     workspace: Path | None
     judge: ChatModel | None = None
+    policy: sandbox.Policy | None = None
+    """What the box hides from code a check runs (the suite's answers, mulligan's memory)."""
 
     @property
     def answer(self) -> str:
@@ -184,6 +186,7 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         check.prelude,
         sandbox.Limits(timeout=check.timeout, network=ctx.task.network),
         reveal=check.reveal,
+        policy=ctx.policy,
     )
     report = harness_report(run.report or "")
     if report is None:
@@ -238,6 +241,7 @@ def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
         limits=sandbox.Limits(
             timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=ctx.task.network
         ),
+        policy=ctx.policy,
     )
     cannot_start = run.exit_code in CANNOT_START and not run.timed_out
     detail = f"$ {check.command}\n{run.describe()}"

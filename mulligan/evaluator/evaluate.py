@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mulligan.evaluator.checks import RUNNERS, CheckContext, result
 from mulligan.llm.base import ChatModel, Metered
+from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CheckResult, Task, Verdict
 
 
@@ -13,12 +14,19 @@ class Evaluator:
     def __init__(self, judge: ChatModel | None = None) -> None:
         self.judge = judge
 
-    def evaluate(self, task: Task, attempt: Attempt, workspace: Path | None = None) -> Verdict:
+    def evaluate(
+        self,
+        task: Task,
+        attempt: Attempt,
+        workspace: Path | None = None,
+        policy: Policy | None = None,
+    ) -> Verdict:
         """Only checks decide: an attempt that ran out of budget passes if its checks pass.
 
-        The judge's calls (llm_judge checks) are charged to the attempt's usage."""
+        The judge's calls (llm_judge checks) are charged to the attempt's usage; `policy`:
+        what the box hides from the code the checks run."""
         judge = Metered(self.judge) if self.judge else None
-        ctx = CheckContext(task=task, attempt=attempt, workspace=workspace, judge=judge)
+        ctx = CheckContext(task, attempt, workspace, judge, policy)
         results = []
         for check in task.checks:
             try:

@@ -16,6 +16,7 @@ from mulligan import prompts
 from mulligan.errors import ModelError
 from mulligan.evaluator.checks import RUNNERS, CheckContext
 from mulligan.llm.base import ChatModel, Metered
+from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, PythonTestsCheck, Task, Usage
 
 SELF_TEST = "self-test"
@@ -73,8 +74,10 @@ def with_self_tests(task: Task, tests: list[str]) -> Task:
 
 
 class SelfTestWriter:
-    def __init__(self, model: ChatModel) -> None:
+    def __init__(self, model: ChatModel, policy: Policy | None = None) -> None:
         self.model = model
+        self.policy = policy
+        """What the box hides while the tests are tried against a stub."""
 
     def write(self, task: Task, count: int) -> SelfTests:
         """Up to `count` kept asserts for the task; none for a task with no entry point."""
@@ -107,7 +110,8 @@ class SelfTestWriter:
             return "does not parse"
         stub = f"```python\ndef {entry_point}(*args, **kwargs):\n    raise NotImplementedError\n```"
         check = with_self_tests(task, [test]).checks[-1]
-        ctx = CheckContext(task=task, attempt=Attempt(task_id=task.id, answer=stub), workspace=None)
+        stubbed = Attempt(task_id=task.id, answer=stub)
+        ctx = CheckContext(task=task, attempt=stubbed, workspace=None, policy=self.policy)
         verdict = RUNNERS["python_tests"](check, ctx)
         if verdict.passed:
             return "passes without the function"

@@ -5,8 +5,10 @@ are covered (datasets with answers, mulligan's own memory, config files with key
 whether the user's toolchain (what `PATH` finds under the home: a venv, pyenv, conda,
 `~/.local/bin`) is bound read-only into the box's own empty home.
 
-`hide()` is the older, process-wide way (a shared policy that every box also applies); it
-stays until every caller passes its policy.
+mulligan's own runs pass theirs: a command builds it from the suite's answer files and the
+settings files it read (`Suite.hidden`, `RunConfig.policy`), and the loop adds its memory's
+directory. `hide()` is the older, process-wide way (a shared policy that every box also
+applies), kept for code that calls it; nothing in mulligan does.
 """
 
 from __future__ import annotations

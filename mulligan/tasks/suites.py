@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from mulligan import sandbox
 from mulligan.actor.tools import Tool
 from mulligan.data import cached as fetched_file
 from mulligan.errors import UserError
+from mulligan.sandbox import Policy
 from mulligan.schema import Task
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
 from mulligan.tasks.files import load_task_path
@@ -34,6 +34,12 @@ class Suite:
     tasks: list[Task]
     tools: list[Tool] = field(default_factory=list)
     """Tools beyond the built-ins that these tasks name."""
+    answers: list[Path] = field(default_factory=list)
+    """The files holding the tasks' answers: a run's box hides them (`hidden`)."""
+
+    def hidden(self, policy: Policy | None = None) -> Policy:
+        """`policy` (or none) with the suite's answer files covered too."""
+        return (policy or Policy()).hiding(*self.answers)
 
 
 def _data_path(suite: str, data: str | None) -> Path:
@@ -57,23 +63,19 @@ def load_suite(
     """The suite's tasks; the files holding their answers are hidden from the box."""
     if name == "humaneval":
         path = Path(data) if data else humaneval_path()
-        sandbox.hide(path.parent if not data else path)
-        return Suite(name, humaneval_tasks(path))
+        return Suite(name, humaneval_tasks(path), answers=[path.parent if not data else path])
     if name == "mbpp":
         path = _data_path(name, data)
-        sandbox.hide(path)
-        return Suite(name, mbpp_tasks(path))
+        return Suite(name, mbpp_tasks(path), answers=[path])
     if name == "hotpotqa":
         path = _data_path(name, data)
-        sandbox.hide(path)
-        return Suite(name, hotpotqa_tasks(path, feedback))
+        return Suite(name, hotpotqa_tasks(path, feedback), answers=[path])
     if name == "examples":
         return Suite(name, list(TASKS), list(EXAMPLE_TOOLS))
     path = Path(name)
     if not path.exists():
         raise UserError(f"{name}: not a suite ({', '.join(SUITES)}) nor an existing file")
-    sandbox.hide(path)
-    return Suite(path.stem, load_task_path(path))
+    return Suite(path.stem, load_task_path(path), answers=[path])
 
 
 def select(
