@@ -74,26 +74,42 @@ def _shown(stats: RunStats) -> list[StrategyStats]:
     return [s for s in stats.strategies if s.tasks]
 
 
-def _series(index: int, s: StrategyStats, x_of: Callable[[int], float], nudge: float) -> list[str]:
-    """One strategy: its line, then per trial a Wilson error bar with caps and a marker;
-    `nudge` moves it sideways so that equal rates' error bars stay apart."""
+def _marked_line(
+    index: int,
+    label: str,
+    points: list[tuple[float, float]],
+    tips: list[str],
+    bars: list[tuple[float, float]] | None = None,
+) -> list[str]:
+    """One strategy: its line, then per point an error bar with caps (`bars`: low and high,
+    in pixels) and a marker with its tooltip."""
     fill = colour(index)
-    points = [
-        (x_of(t) + nudge, y_of(k / s.tasks, 1.05)) for t, k in enumerate(s.solved_by_trial, 1)
-    ]
     path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-    parts = [f'<g class="strategy">{_tooltip(s.label)}']
+    parts = [f'<g class="strategy">{_tooltip(label)}']
     parts.append(f'<polyline points="{path}" fill="none" stroke="{fill}" stroke-width="2"/>')
-    for (x, y), (t, k) in zip(points, enumerate(s.solved_by_trial, 1), strict=True):
-        lo, hi = wilson(k, s.tasks)
-        low, high = y_of(lo, 1.05), y_of(hi, 1.05)
-        parts += [_line(x, low, x, high, fill), _line(x - 4, low, x + 4, low, fill)]
-        parts.append(_line(x - 4, high, x + 4, high, fill))
-        tip = f"{s.label}, trial {t}: {k}/{s.tasks} = {k / s.tasks:.0%} [{lo:.0%}–{hi:.0%}]"
+    for n, ((x, y), tip) in enumerate(zip(points, tips, strict=True)):
+        if bars:
+            low, high = bars[n]
+            parts += [_line(x, low, x, high, fill), _line(x - 4, low, x + 4, low, fill)]
+            parts.append(_line(x - 4, high, x + 4, high, fill))
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}">{_tooltip(tip)}</circle>'
         )
     return [*parts, "</g>"]
+
+
+def _series(index: int, s: StrategyStats, x_of: Callable[[int], float], nudge: float) -> list[str]:
+    """Success by trial with Wilson error bars; `nudge` moves it sideways so that equal
+    rates' error bars stay apart."""
+    solved = list(enumerate(s.solved_by_trial, 1))
+    points = [(x_of(t) + nudge, y_of(k / s.tasks, 1.05)) for t, k in solved]
+    intervals = [wilson(k, s.tasks) for _, k in solved]
+    bars = [(y_of(lo, 1.05), y_of(hi, 1.05)) for lo, hi in intervals]
+    tips = [
+        f"{s.label}, trial {t}: {k}/{s.tasks} = {k / s.tasks:.0%} [{lo:.0%}–{hi:.0%}]"
+        for (t, k), (lo, hi) in zip(solved, intervals, strict=True)
+    ]
+    return _marked_line(index, s.label, points, tips, bars)
 
 
 def _legend(labels: list[str]) -> list[str]:
@@ -196,21 +212,12 @@ def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> No
         parts.append(_text(x_of(value), BOTTOM + 17, _tick_label(value, xs[1])))
     parts.append(_text((LEFT + RIGHT) / 2, BOTTOM + 40, "mean tokens per task"))
     for i, s in enumerate(shown):
-        fill = colour(i)
         budgets = list(zip(s.tokens_by_trial, s.solved_by_trial, strict=True))
         points = [(x_of(t / s.tasks), y_of(k / s.tasks, 1.05)) for t, k in budgets]
-        path_text = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        parts.append(f'<g class="strategy">{_tooltip(s.label)}')
-        parts.append(
-            f'<polyline points="{path_text}" fill="none" stroke="{fill}" stroke-width="2"/>'
-        )
-        for trial, ((x, y), (t, k)) in enumerate(zip(points, budgets, strict=True), 1):
-            tip = (
-                f"{s.label}, {trial} trial{'s' * (trial > 1)}: {k}/{s.tasks} submitted answers "
-                f"passed, {t / s.tasks:,.0f} tokens per task"
-            )
-            parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}">{_tooltip(tip)}</circle>'
-            )
-        parts.append("</g>")
+        tips = [
+            f"{s.label}, {trial} trial{'s' * (trial > 1)}: {k}/{s.tasks} submitted answers "
+            f"passed, {t / s.tasks:,.0f} tokens per task"
+            for trial, (t, k) in enumerate(budgets, 1)
+        ]
+        parts += _marked_line(i, s.label, points, tips)
     _write(path, parts + _legend([s.label for s in shown]))
