@@ -14,14 +14,13 @@ from mulligan.memory import HashEmbedding, Memory, ValidityRules
 from mulligan.memory.validity import apply_outcome
 from mulligan.schema import (
     Attempt,
-    CheckResult,
     Episode,
     Lesson,
     LessonScope,
     LessonSource,
     Task,
-    Verdict,
 )
+from tests.verdicts import seen
 
 # a hang guard only: these tests start several processes, slow on a loaded machine
 pytestmark = pytest.mark.timeout(600)
@@ -31,12 +30,6 @@ TEXTS = {
     "helps": "Check the official government seat before naming a capital city.",
     "mixed": "Prefer one-word answers when the question asks for one word only.",
 }
-
-
-def seen(passed: bool) -> Verdict:
-    """A verdict with one feedback-visible check: the evidence the counters count on."""
-    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
-    return Verdict(passed=passed, score=float(passed), checks=[check])
 
 
 def seeded(directory: Path, embedder: HashEmbedding | None = None) -> Memory:

@@ -12,22 +12,15 @@ from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import (
     Attempt,
-    CheckResult,
     Episode,
     Lesson,
     LessonScope,
     LessonValidity,
-    Verdict,
 )
 from mulligan.testing import ScriptedModel
+from tests.verdicts import seen
 
 TEXT = "Check the official seat of government before naming a capital city."
-
-
-def seen(passed: bool) -> Verdict:
-    """A verdict with one feedback-visible check: the evidence the counters count on."""
-    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
-    return Verdict(passed=passed, score=float(passed), checks=[check])
 
 
 def exported(tmp_path: Path) -> Path:
