@@ -133,7 +133,7 @@ class Study:
                     strategy=strategy,
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
-                    concurrency=1 if registry.get(strategy).uses_store else self.concurrency,
+                    concurrency=1 if registry.get(strategy).writes_store else self.concurrency,
                     run_pass=run_pass,
                     on_episode=report,
                     first=self._first_attempts(first_run, first_source, run_pass)

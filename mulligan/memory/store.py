@@ -258,6 +258,16 @@ class LessonStore:
                 ]
         return sorted(lessons, key=lambda lesson: (lesson.source.created_at, lesson.id))
 
+    def vectors(self, ids: list[str]) -> dict[str, list[float]]:
+        """The stored embedding of each of these lessons (for comparing lessons with each other)."""
+        found: dict[str, list[float]] = {}
+        with self._locked():
+            for collection in self._all_collections() if ids else []:
+                got = collection.get(ids=ids, include=["embeddings"])
+                vectors = got["embeddings"] if got["embeddings"] is not None else []
+                found.update((i, [float(x) for x in v]) for i, v in zip(got["ids"], vectors, strict=False))
+        return found
+
     def similar(self, text: str, k: int, family: str | None = None) -> list[tuple[Lesson, float]]:
         """Nearest lessons by cosine similarity (1 - distance), most similar first."""
         with self._locked():
