@@ -16,6 +16,12 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.bench.transfer import (
+    Transfer,
+    TransferStudy,
+    check_test_strategies,
+    training_split,
+)
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import (
     actor_settings,
@@ -35,7 +41,9 @@ from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory.curator import CuratorSettings
 from mulligan.schema import Episode, Task
+from mulligan.tasks.suites import load_suite
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
 
@@ -76,9 +84,15 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
     return lines
 
 
-def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
+def run_study(
+    study: Study | TransferStudy, run_id: str, resume: bool, out: Path, prefix: str = ""
+) -> RunStats:
     with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
         print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
+        if isinstance(study, TransferStudy):
+            learning, on_learning = bench_progress(len(study.transfer.tasks), "learning phase: ")
+            with learning.shown():
+                study.learn(run_id, on_learning)
         progress, on_episode = bench_progress(len(study.tasks), prefix)
         with progress.shown():
             study.run(run_id, on_episode)
@@ -90,13 +104,43 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
     return stats
 
 
+def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
+    """What --learn-on asks for (None without it), refused before anything starts."""
+    if not args.learn_on:
+        for flag, given in (("--keep-learning", args.keep_learning),):
+            if given:
+                raise UserError(f"{flag} needs --learn-on TRAIN")
+        return None
+    for flag, given in (
+        ("--passes", args.passes != 1),
+        ("--first-from", args.first_from),
+        ("--executor ray", args.executor != "threads"),
+    ):
+        if given:
+            raise UserError(f"--learn-on: {flag} is not for a transfer study; drop it")
+    suite = load_suite(args.suite, data=args.data, feedback=args.feedback).tasks
+    train = training_split(args.learn_on, suite, test, args.seed)
+    defaults = registry.TRANSFER_STUDY
+    if args.keep_learning:
+        defaults = (*defaults[:-1], registry.LEARNER)
+    args.strategies = args.strategies or ",".join(defaults)
+    check_test_strategies([s.name for s in registry.parse(args.strategies)], args.keep_learning)
+    curator = CuratorSettings(
+        merge_similarity=args.merge_similarity, token_budget=args.lesson_budget
+    )
+    return Transfer(args.learn_on, train, args.keep_learning, curator)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     settings = load_settings(vars(args))
     suite = selected(args)
-    if any(s.uses_store for s in registry.parse(args.strategies)):
+    transfer = transfer_of(args, suite.tasks)
+    args.strategies = args.strategies or ",".join(registry.DEFAULT_STUDY)
+    if transfer or any(s.uses_store for s in registry.parse(args.strategies)):
         validate.embedding_available(settings.embedding)
     with cli_mcp.suite_with_mcp(suite, settings.mcp) as suite:
-        return _bench(args, actor_settings(args, settings, Budget()), suite.tasks, suite.tools)
+        budget = actor_settings(args, settings, Budget())
+        return _bench(args, budget, suite.tasks, suite.tools, transfer)
 
 
 def _bench(
@@ -104,6 +148,7 @@ def _bench(
     actor_settings: ActorSettings,
     suite_tasks: list[Task],
     extra: list[Tool],
+    transfer: Transfer | None = None,
 ) -> int:
     settings = load_settings(vars(args))
     chosen = registry.parse(args.strategies)
@@ -132,7 +177,9 @@ def _bench(
         uses_store=any(s.uses_store for s in chosen),
     )  # fmt: skip
     memory = open_memory(settings, model, validity_rules(args), default=str(out / "memory"))
-    if any(s.uses_store for s in chosen) and executor is None:  # on Ray, the workers open it
+    if (
+        transfer or any(s.uses_store for s in chosen)
+    ) and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
@@ -157,7 +204,8 @@ def _bench(
         first_from=args.first_from,
     )
     try:
-        run_study(study, new_run_id(args.resume), bool(args.resume), out)
+        studied = TransferStudy(study, transfer, model) if transfer else study
+        run_study(studied, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:
             executor.close()

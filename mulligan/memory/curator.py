@@ -13,6 +13,7 @@ under the curation's tag, so a report rebuilds the playbook before and after fro
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mulligan import prompts
+from mulligan.defaults import LESSON_BUDGET, MERGE_SIMILARITY
 from mulligan.errors import ModelError
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
@@ -56,7 +58,7 @@ def task_names(task: Task | None) -> list[str]:
     if task is None:
         return []
     names = [str(task.metadata["entry_point"])] if task.metadata.get("entry_point") else []
-    names += [c.entry_point for c in task.checks if isinstance(c, PythonTestsCheck)]
+    names += [c.entry_point or "" for c in task.checks if isinstance(c, PythonTestsCheck)]
     return list(dict.fromkeys(name for name in names if name))
 
 
@@ -79,9 +81,9 @@ def names_its_task(text: str, task: Task | None) -> bool:
 
 @dataclass(frozen=True)
 class CuratorSettings:
-    merge_similarity: float = 0.85
+    merge_similarity: float = MERGE_SIMILARITY
     """Lessons at least this similar (cosine) are one lesson."""
-    token_budget: int = 2000
+    token_budget: int = LESSON_BUDGET
     """The playbook's size at most, in estimated tokens."""
 
 
@@ -259,3 +261,11 @@ def curation_of(log: EpisodeLog, tag: str) -> Curation | None:
     ids = {name: [e["lesson_id"] for e in events if e["event"] == name] for name in (BEFORE, KEPT)}
     dropped = {e["lesson_id"]: e["detail"] for e in events if e["event"] == DROPPED}
     return Curation(log.lessons(ids[BEFORE]), log.lessons(ids[KEPT]), dropped)
+
+
+def lessons_written_by(log: EpisodeLog, run_id: str) -> list[Lesson]:
+    """The general lessons a run's episodes stored (or strengthened), in the order written."""
+    ids = [i for e in log.episodes(run_id) for i in json.loads(e["lessons_written"] or "[]")]
+    ids = list(dict.fromkeys(ids))
+    stored = log.stored_ids(ids)
+    return [x for x in log.lessons(ids) if x.id in stored and x.kind != "diagnosis"]

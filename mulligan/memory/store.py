@@ -265,7 +265,9 @@ class LessonStore:
             for collection in self._all_collections() if ids else []:
                 got = collection.get(ids=ids, include=["embeddings"])
                 vectors = got["embeddings"] if got["embeddings"] is not None else []
-                found.update((i, [float(x) for x in v]) for i, v in zip(got["ids"], vectors, strict=False))
+                found.update(
+                    (i, [float(x) for x in v]) for i, v in zip(got["ids"], vectors, strict=False)
+                )
         return found
 
     def similar(self, text: str, k: int, family: str | None = None) -> list[tuple[Lesson, float]]:
