@@ -14,6 +14,11 @@ MIN_SIMILARITY = 0.35
 """Below this cosine similarity to the task, a stored lesson is not retrieved: with MiniLM it
 kept 88% of related lessons and 5% of unrelated ones (benchmarks/similarity_floor.py)."""
 
+LESSON_BUDGET = 2000
+"""The playbook a transfer study's curator keeps, at most, in estimated tokens."""
+MERGE_SIMILARITY = 0.85
+"""The curator merges lessons at least this similar (cosine) into one."""
+
 Carry = Literal["full", "lessons"]
 CARRY_MODES: tuple[Carry, ...] = ("full", "lessons")
 

@@ -152,7 +152,7 @@ class Loop:
         attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
         if not (self.reflector and self.strategy.reflects) or tells_nothing(attempt, verdict):
             return []
-        stored = self.strategy.uses_store
+        stored = self.strategy.writes_store
         accepted = self.stop.ends(verdict)
         if accepted and stored and len(episode.attempts) > 1:
             failed, failed_verdict = episode.attempts[-2], episode.verdicts[-2]

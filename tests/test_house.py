@@ -8,7 +8,9 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "mulligan"
-STRATEGY_NAME = re.compile(r"""["'](react|retry|reflexion|reflexion-memory|repair)["']""")
+STRATEGY_NAME = re.compile(
+    r"""["'](react|retry|reflexion|reflexion-memory|repair|memory-frozen)["']"""
+)
 
 
 def modules() -> dict[str, Path]:

@@ -9,7 +9,7 @@ import shlex
 import time
 from pathlib import Path
 
-from mulligan.bench import plots
+from mulligan.bench import plots, transfer_report
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import (
     FIRST_NOTE,
@@ -28,6 +28,7 @@ from mulligan.bench.tables import (
     summary_rows,
     task_rows,
 )
+from mulligan.bench.transfer_report import TransferStats, transfer_stats
 from mulligan.memory.log import EpisodeLog
 
 GENERATED = "Generated at "
@@ -92,7 +93,30 @@ def unmetered_note(stats: RunStats) -> str:
     )
 
 
-def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -> str:
+def _transfer_markdown(stats: RunStats, transfer: TransferStats | None) -> list[str]:
+    if transfer is None:
+        return []
+    parts = [f"## {transfer_report.title(stats)}", ""]
+    for item in transfer_report.blocks(stats, transfer):
+        parts += [item if isinstance(item, str) else _markdown_table(*item), ""]
+    return parts
+
+
+def _transfer_html(stats: RunStats, transfer: TransferStats | None) -> list[str]:
+    if transfer is None:
+        return []
+    parts = [f"<h2>{html.escape(transfer_report.title(stats))}</h2>"]
+    for item in transfer_report.blocks(stats, transfer):
+        parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else _html_table(*item))
+    return parts
+
+
+def markdown(
+    stats: RunStats,
+    generated_at: float,
+    rebuild: str | None = None,
+    transfer: TransferStats | None = None,
+) -> str:
     parts = [f"# {title(stats)}", ""]
     if stats.manifest.get("scripted"):
         parts += [
@@ -102,6 +126,7 @@ def markdown(stats: RunStats, generated_at: float, rebuild: str | None = None) -
             "",
         ]
     parts += [*setting_lines(stats), ""]
+    parts += _transfer_markdown(stats, transfer)
     parts += [
         "## Success and cost per strategy",
         "",
@@ -174,7 +199,7 @@ def _inline(markdown_line: str) -> str:
     return re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped)
 
 
-def html_page(stats: RunStats, generated_at: float) -> str:
+def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | None = None) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title(stats))}</title><style>{STYLE}</style></head><body>",
@@ -188,6 +213,7 @@ def html_page(stats: RunStats, generated_at: float) -> str:
         )
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
+        *_transfer_html(stats, transfer),
         "<h2>Success and cost per strategy</h2>",
         f"<p>{html.escape(SUCCESS_NOTE)}</p>",
         _html_table(*summary_rows(stats)),
@@ -235,8 +261,9 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
-    (out / "report.md").write_text(markdown(stats, now, rebuild))
-    (out / "report.html").write_text(html_page(stats, now))
+    transfer = transfer_stats(log, stats)
+    (out / "report.md").write_text(markdown(stats, now, rebuild, transfer))
+    (out / "report.html").write_text(html_page(stats, now, transfer))
     return stats
 
 

@@ -130,7 +130,7 @@ class Study:
                     memory=self.memory,
                     # memory strategies learn in task order: keep it fixed
                     concurrency=1
-                    if registry.get(strategy).uses_store
+                    if registry.get(strategy).writes_store
                     else self.config.run.concurrency,
                     run_pass=run_pass,
                     on_episode=report,

@@ -43,7 +43,7 @@ FIRST_NOTE = (
 )
 
 
-def _pct(k: int, n: int) -> str:
+def pct(k: int, n: int) -> str:
     if not n:
         return "-"
     lo, hi = wilson(k, n)
@@ -85,8 +85,8 @@ def summary_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     header += ["cost/task ($)", "wall s/task", "tokens/success", "cost/success ($)"]
     rows = []
     for s in stats.strategies:
-        row = [s.label, str(s.tasks)] + [_pct(k, s.tasks) for k in s.solved_by_trial]
-        row += [_pct(s.any_by_trial[-1], s.tasks) if s.any_by_trial else "-"]
+        row = [s.label, str(s.tasks)] + [pct(k, s.tasks) for k in s.solved_by_trial]
+        row += [pct(s.any_by_trial[-1], s.tasks) if s.any_by_trial else "-"]
         row += [
             f"{s.per_task(s.attempts):.2f}",
             f"{s.per_task(s.steps):.1f}",
@@ -160,7 +160,7 @@ PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar 
 PAIRED_HEADER += ["B − A (95% bootstrap)"]
 
 
-def _paired_cells(
+def paired_cells(
     a: dict[str, bool], b: dict[str, bool], seed: int
 ) -> tuple[list[str], list[bool], list[bool]]:
     table = pair_table(a, b)
@@ -175,7 +175,7 @@ def _paired_cells(
     return cells, xs, ys
 
 
-def _solved(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
+def submitted_passed(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
     """Per task, whether the submitted answer passed (with a budget of `by_trial` trials)."""
     return {task: passed[(by_trial or len(passed)) - 1] for task, passed in s.submitted.items()}
 
@@ -195,7 +195,7 @@ def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         for b in stats.strategies[i + 1 :]:
             if not _share_tasks(a, b):
                 continue
-            cells, xs, ys = _paired_cells(_solved(a), _solved(b), seed)
+            cells, xs, ys = paired_cells(submitted_passed(a), submitted_passed(b), seed)
             extra = tokens_per_extra_success(
                 a.prompt_tokens + a.completion_tokens,
                 b.prompt_tokens + b.completion_tokens,
@@ -219,7 +219,7 @@ def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         assert plain is not None
         if not _share_tasks(plain, b):
             continue
-        cells, _, _ = _paired_cells(_solved(plain, 1), _solved(b, 1), seed)
+        cells, _, _ = paired_cells(submitted_passed(plain, 1), submitted_passed(b, 1), seed)
         rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1", *cells])
     return PAIRED_HEADER, rows
 
@@ -238,9 +238,9 @@ def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         [
             s.label,
             str(s.failed_first),
-            _pct(s.rescued, s.failed_first),
+            pct(s.rescued, s.failed_first),
             str(s.later_trials),
-            _pct(s.repeated_answers, s.later_trials),
+            pct(s.repeated_answers, s.later_trials),
         ]
         for s in stats.strategies
     ]
@@ -280,8 +280,8 @@ def self_test_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         [
             s.label,
             str(s.self_tested.attempts),
-            _pct(s.self_tested.false_passes, s.self_tested.self_passed),
-            _pct(s.self_tested.false_alarms, s.self_tested.hidden_passed),
+            pct(s.self_tested.false_passes, s.self_tested.self_passed),
+            pct(s.self_tested.false_alarms, s.self_tested.hidden_passed),
         ]
         for s in stats.strategies
         if s.self_tested.attempts

@@ -16,6 +16,12 @@ from mulligan.bench.executors import open_executor
 from mulligan.bench.report import write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.bench.transfer import (
+    Transfer,
+    TransferStudy,
+    check_test_strategies,
+    training_split,
+)
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import log_to_resume, open_memory, selected
 from mulligan.cli.local import REPORTER
@@ -27,9 +33,11 @@ from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory.curator import CuratorSettings
 from mulligan.run_config import LoopSection, RunConfig
 from mulligan.sandbox import Policy
 from mulligan.schema import Episode, Task
+from mulligan.tasks.suites import load_suite
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
 
@@ -70,9 +78,15 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
     return lines
 
 
-def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = "") -> RunStats:
+def run_study(
+    study: Study | TransferStudy, run_id: str, resume: bool, out: Path, prefix: str = ""
+) -> RunStats:
     with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
         print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
+        if isinstance(study, TransferStudy):
+            learning, on_learning = bench_progress(len(study.transfer.tasks), "learning phase: ")
+            with learning.shown():
+                study.learn(run_id, on_learning)
         progress, on_episode = bench_progress(len(study.tasks), prefix)
         with progress.shown():
             study.run(run_id, on_episode)
@@ -84,13 +98,43 @@ def run_study(study: Study, run_id: str, resume: bool, out: Path, prefix: str = 
     return stats
 
 
+def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
+    """What --learn-on asks for (None without it), refused before anything starts."""
+    if not args.learn_on:
+        for flag, given in (("--keep-learning", args.keep_learning),):
+            if given:
+                raise UserError(f"{flag} needs --learn-on TRAIN")
+        return None
+    for flag, given in (
+        ("--passes", args.passes != 1),
+        ("--first-from", args.first_from),
+        ("--executor ray", args.executor != "threads"),
+    ):
+        if given:
+            raise UserError(f"--learn-on: {flag} is not for a transfer study; drop it")
+    suite = load_suite(args.suite, data=args.data, feedback=args.feedback).tasks
+    train = training_split(args.learn_on, suite, test, args.seed)
+    defaults = registry.TRANSFER_STUDY
+    if args.keep_learning:
+        defaults = (*defaults[:-1], registry.LEARNER)
+    args.strategies = args.strategies or ",".join(defaults)
+    check_test_strategies([s.name for s in registry.parse(args.strategies)], args.keep_learning)
+    curator = CuratorSettings(
+        merge_similarity=args.merge_similarity, token_budget=args.lesson_budget
+    )
+    return Transfer(args.learn_on, train, args.keep_learning, curator)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     config = load_config(vars(args))
     suite = selected(args)
-    if any(s.uses_store for s in registry.parse(args.strategies)):
+    transfer = transfer_of(args, suite.tasks)
+    args.strategies = args.strategies or ",".join(registry.DEFAULT_STUDY)
+    if transfer or any(s.uses_store for s in registry.parse(args.strategies)):
         validate.embedding_available(config.run.embedding)
     with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
-        return _bench(args, config, suite.tasks, suite.tools, suite.hidden(config.policy()))
+        policy = suite.hidden(config.policy())
+        return _bench(args, config, suite.tasks, suite.tools, policy, transfer)
 
 
 def _bench(
@@ -99,6 +143,7 @@ def _bench(
     suite_tasks: list[Task],
     extra: list[Tool],
     policy: Policy,
+    transfer: Transfer | None = None,
 ) -> int:
     chosen = registry.parse(args.strategies)
     strategies = [s.name for s in chosen]
@@ -126,7 +171,9 @@ def _bench(
         uses_store=any(s.uses_store for s in chosen),
     )  # fmt: skip
     memory = open_memory(config, model, default=str(out / "memory"))
-    if any(s.uses_store for s in chosen) and executor is None:  # on Ray, the workers open it
+    if (
+        transfer or any(s.uses_store for s in chosen)
+    ) and executor is None:  # on Ray, the workers open it
         memory.store  # noqa: B018  a missing embedding model stops the bench before any task
     study = Study(
         tasks=suite_tasks,
@@ -150,7 +197,8 @@ def _bench(
         first_from=args.first_from,
     )
     try:
-        run_study(study, new_run_id(args.resume), bool(args.resume), out)
+        studied = TransferStudy(study, transfer, model) if transfer else study
+        run_study(studied, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:
             executor.close()

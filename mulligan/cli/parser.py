@@ -16,10 +16,12 @@ from mulligan.defaults import (
     DATASET_NAMES,
     DEFAULT_MEMORY,
     DESIGNS,
+    LESSON_BUDGET,
+    MERGE_SIMILARITY,
     MIN_SIMILARITY,
     user_config_path,
 )
-from mulligan.strategies import DEFAULT_STUDY, STOP_RULES
+from mulligan.strategies import DEFAULT_STUDY, STOP_RULES, TRANSFER_STUDY
 from mulligan.strategies import NAMES as STRATEGIES
 
 Handler = Callable[[argparse.Namespace], int]
@@ -265,11 +267,43 @@ def add_memory(commands: Commands) -> None:
     episodes.set_defaults(handler="mulligan.cli.memory:cmd_episodes")
 
 
+def add_transfer_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("transfer: learn on some tasks, test on others")
+    group.add_argument(
+        "--learn-on",
+        metavar="TRAIN",
+        help="first run reflexion-memory over these tasks and keep its lessons, then run the "
+        "test tasks with that memory (frozen) and without it: a task file or directory, "
+        "comma-separated ids of the suite, or sample:N (seeded by --seed, drawn from the tasks "
+        "outside the test selection); overlapping tasks are refused",
+    )
+    group.add_argument(
+        "--keep-learning",
+        action="store_true",
+        help="the test phase goes on writing lessons (default: the memory is frozen)",
+    )
+    group.add_argument(
+        "--lesson-budget",
+        type=count,
+        default=LESSON_BUDGET,
+        metavar="TOKENS",
+        help=f"the curator keeps the most trusted lessons up to this many tokens ({LESSON_BUDGET})",
+    )
+    group.add_argument(
+        "--merge-similarity",
+        type=similarity,
+        default=MERGE_SIMILARITY,
+        help=f"the curator merges lessons at least this similar ({MERGE_SIMILARITY})",
+    )
+
+
 def add_bench(commands: Commands) -> None:
     bench = commands.add_parser("bench", help="strategies side by side, with a report")
     add_selection_flags(bench)
     bench.add_argument(
-        "--strategies", default=",".join(DEFAULT_STUDY), help=f"of {', '.join(STRATEGIES)}"
+        "--strategies",
+        help=f"of {', '.join(STRATEGIES)} (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
+        f"{','.join(TRANSFER_STUDY)})",
     )
     bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
@@ -286,6 +320,7 @@ def add_bench(commands: Commands) -> None:
         help="continue from the trial 1s of another run in the same memory (pass its --memory): "
         "two studies paired on the same first attempts",
     )
+    add_transfer_flags(bench)
     add_run_flags(bench, memory_default="OUT/memory")
     add_self_tests_flag(bench)
     add_executor_flags(bench)

@@ -44,6 +44,8 @@ class Memory:
         self._opening = threading.Lock()
         self._stored_ids: set[str] = set()
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
+        self.frozen = False
+        """The store stays as it is (see `freeze`)."""
 
     @property
     def where(self) -> str:
@@ -65,6 +67,12 @@ class Memory:
                 embedder = self._embedder() if callable(self._embedder) else self._embedder
                 self._store = LessonStore(self._store_location, embedder)
             return self._store
+
+    def freeze(self) -> None:
+        """From now on the store stays as it is (a transfer study's test phase): its lessons'
+        uses (`retrieved`, `helped`, `hurt`) are logged as events, but their counters and
+        status do not change, nothing supersedes them and no lesson is stored."""
+        self.frozen = True
 
     # ------------------------------------------------------------ episodes
 
@@ -138,6 +146,8 @@ class Memory:
         if self.rules.ttl_days and lesson.validity.expires_at is None:
             lesson.validity.expires_at = lesson.source.created_at + self.rules.ttl_days * 86400
         kept, new = lesson, True
+        if persistent and self.frozen:
+            raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
         if persistent:
             kept, new = self.store.add_or_strengthen(lesson)
             self._stored_ids.add(kept.id)
@@ -194,6 +204,9 @@ class Memory:
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""
+        if self.frozen and self._stored([old.id]):
+            log.info("lesson %s not superseded by %s: the store is frozen", old.id, new_id)
+            return
 
         def mark(lesson: Lesson) -> list[str]:
             lesson.validity.status = "superseded"
@@ -207,6 +220,13 @@ class Memory:
 
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
+
+    def change(
+        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
+    ) -> list[Lesson]:
+        """Change lessons where their counters live (the log), logged as `event`, and the
+        store's copy after (the curator's merges and drops)."""
+        return self._change(lessons, event, change, **where)
 
     def retract(self, lesson_id: str) -> Lesson | None:
         found = self.store.get([lesson_id]) or self.log.lessons([lesson_id])
@@ -239,17 +259,25 @@ class Memory:
         """
         if not lessons:
             return []
+        if self.frozen:  # the event is logged, the stored lesson left as it is
+            frozen, counted = self._stored([lesson.id for lesson in lessons]), change
+            change = lambda lesson: [] if lesson.id in frozen else counted(lesson)  # noqa: E731
         now = self.log.change_lessons(lessons, event, change, **where)
         for mine, fresh in zip(lessons, now, strict=True):
             mine.validity = fresh.validity.model_copy()
         ids = list(dict.fromkeys(lesson.id for lesson in now))
+        stored = self._stored(ids)
+        if stored:
+            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
+        return now
+
+    def _stored(self, ids: list[str]) -> set[str]:
+        """Which of these lessons are in the store."""
         stored = self._stored_ids & set(ids)
         stored |= self.log.stored_ids([i for i in ids if i not in stored])
         if self._store is not None:
             stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
-        if stored:
-            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
-        return now
+        return stored
 
 
 def _nothing(lesson: Lesson) -> list[str]:

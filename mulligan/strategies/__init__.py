@@ -6,6 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
+from mulligan.strategies.memory_frozen import MEMORY_FROZEN
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
@@ -14,10 +15,15 @@ from mulligan.strategies.retry import RETRY
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
-    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR)
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN)
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
+LEARNER = REFLEXION_MEMORY.name
+"""What the learning phase of a transfer study (bench --learn-on) runs over the training tasks."""
+TRANSFER_STUDY: tuple[str, ...] = (REACT.name, REFLEXION.name, MEMORY_FROZEN.name)
+"""Its test phase by default: without the memory (react's trial 1 is reflexion's), and with it
+frozen; with --keep-learning the memory arm is the learner itself."""
 
 
 def get(name: str) -> Strategy:
@@ -48,6 +54,8 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
 
 __all__ = [
     "DEFAULT_STUDY",
+    "LEARNER",
+    "TRANSFER_STUDY",
     "NAMES",
     "REGISTRY",
     "STOP_RULES",

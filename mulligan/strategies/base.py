@@ -28,8 +28,11 @@ class Strategy:
     reflects: bool = False
     """After an attempt that failed, the reflector writes a diagnosis."""
     uses_store: bool = False
-    """Reads lessons from the persistent store before an attempt and writes general lessons
-    (and insights) into it after one: its trial 1 differs, so it runs its own."""
+    """Reads lessons from the persistent store before an attempt: its trial 1 differs, so it
+    runs its own."""
+    writes_store: bool = False
+    """Writes general lessons (and insights) into the persistent store after an attempt, so
+    what it learns early helps later tasks: it runs its tasks in order."""
     carries_reflections: bool = False
     """The episode's own diagnoses go to the next attempt."""
     carries_attempt: bool = False

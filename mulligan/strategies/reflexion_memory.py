@@ -5,6 +5,7 @@ REFLEXION_MEMORY = Strategy(
     "as reflexion, plus general lessons retrieved from and written into the persistent store",
     reflects=True,
     uses_store=True,
+    writes_store=True,
     carries_reflections=True,
     carries_attempt=True,
 )
