@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -229,6 +231,31 @@ def test_the_shell_tool_starts_in_a_closed_workspace(tmp_path: Path) -> None:
     registry = ToolRegistry.of(Workspace(project).tools(), approve=lambda c: True)
     said = registry.run(ToolCall(id="c", name="shell", arguments='{"command": "echo started"}'))
     assert (said.status, said.output) == ("ok", "started")
+
+
+def test_mulligan_installed_under_tmp_still_runs_its_checks(host_paths: list[Path]) -> None:
+    """A venv under /tmp (a clone there, installed), on a path anyone may pass: the box's
+    fresh /tmp must not take the interpreter away, or every check ends with exit 127."""
+    top = Path(tempfile.mkdtemp(prefix="mulligan-venv-", dir="/tmp"))
+    top.chmod(0o755)
+    prefix = top / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    real = os.path.realpath(sys.executable)
+    (prefix / "bin" / "python").symlink_to(real)
+    (prefix / "pyvenv.cfg").write_text(f"home = {os.path.dirname(real)}\n")
+    code = (
+        f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}\n"
+        "from mulligan import sandbox\n"
+        f"assert sys.prefix == {str(prefix)!r}, sys.prefix\n"
+        "run = sandbox.run_python('print(6 * 7)')\n"
+        "print(run.describe())\n"
+    )
+    said = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120
+    )
+    shutil.rmtree(top)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.strip().splitlines()[0] == "42", said.stdout
 
 
 # ---------------------------------------------------------------- which backend, said

@@ -56,7 +56,11 @@ def make_plan(
         reach = toolchain(user_home)
     else:
         reach = Reach(covers=(str(user_home),) if user_home else ())
-    binds = [*reach.binds, scratch, workdir]
+    # mulligan's own interpreter under a temp directory (a venv in /tmp) would vanish under
+    # the box's fresh /tmp: bound read-only, so every check can start
+    own = tuple(p for p in dict.fromkeys([sys.prefix]) if _under(p, list(TEMP_DIRS)))
+    toolchain_binds = (*reach.binds, *own)
+    binds = [*toolchain_binds, scratch, workdir]
     fresh: list[Step] = [("tmpfs", top) for top in TEMP_DIRS]
     for cover in reach.covers:
         fresh += [("dir", p) for p in _parents_in([top for _, top in fresh], [cover])]
@@ -82,7 +86,7 @@ def make_plan(
         uid=uid,
         home=str(user_home) if user_home else None,
         fresh=tuple(fresh),
-        toolchain=reach.binds,
+        toolchain=toolchain_binds,
         hide_dirs=tuple(hide_dirs),
         hide_files=tuple(hide_files),
         memory_bytes=limits.memory_bytes,
