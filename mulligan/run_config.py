@@ -115,8 +115,8 @@ class RunConfig(BaseModel):
     def updated(self, path: str, value: Any, source: str) -> RunConfig:
         """A copy with one setting changed (a command's own choice), and its source."""
         section, _, name = path.partition(".")
-        changed = self.model_validate({**self.model_dump(), section: {
-            **self.model_dump()[section], name: value}})  # fmt: skip
+        values = self.model_dump()
+        changed = self.model_validate({**values, section: {**values[section], name: value}})
         changed._sources = {**self._sources, path: source}
         changed._files = self._files
         return changed

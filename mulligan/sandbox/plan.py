@@ -58,7 +58,7 @@ def make_plan(
         reach = Reach(covers=(str(user_home),) if user_home else ())
     # mulligan's own interpreter under a temp directory (a venv in /tmp) would vanish under
     # the box's fresh /tmp: bound read-only, so every check can start
-    own = tuple(p for p in dict.fromkeys([sys.prefix]) if _under(p, list(TEMP_DIRS)))
+    own = (sys.prefix,) if _under(sys.prefix, list(TEMP_DIRS)) else ()
     toolchain_binds = (*reach.binds, *own)
     binds = [*toolchain_binds, scratch, workdir]
     fresh: list[Step] = [("tmpfs", top) for top in TEMP_DIRS]
