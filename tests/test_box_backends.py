@@ -258,6 +258,30 @@ def test_mulligan_installed_under_tmp_still_runs_its_checks(host_paths: list[Pat
     assert said.stdout.strip().splitlines()[0] == "42", said.stdout
 
 
+def test_a_toolchain_under_tmp_on_path_is_found_in_the_box(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A venv the user made under /tmp (on a path anyone may pass) and put on PATH: the box's
+    fresh /tmp must not take it away, under either backend; the rest of /tmp stays out."""
+    top = Path(tempfile.mkdtemp(prefix="mulligan-tool-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        prefix = top / "venv"
+        (prefix / "bin").mkdir(parents=True)
+        (prefix / "pyvenv.cfg").write_text(f"home = {os.path.dirname(sys.executable)}\n")
+        tool = prefix / "bin" / "greet-from-tmp"
+        tool.write_text("#!/bin/sh\necho hello from /tmp\n")
+        tool.chmod(0o755)
+        (top / "notes.txt").write_text("not the box's to read")
+        monkeypatch.setenv("PATH", f"{prefix / 'bin'}:{os.environ['PATH']}")
+        run = sandbox.run_shell(f"greet-from-tmp; cat {top}/notes.txt; echo done")
+    finally:
+        shutil.rmtree(top)
+    assert "hello from /tmp" in run.stdout, run.describe()
+    if NAMESPACES:
+        assert "not the box's to read" not in run.stdout, run.describe()
+
+
 # ---------------------------------------------------------------- which backend, said
 
 

@@ -146,6 +146,26 @@ def test_no_lesson_from_a_check_that_cannot_start(tmp_path: Path) -> None:
     assert memory.log.lesson_events() == []
 
 
+def test_no_lesson_when_the_test_interpreter_cannot_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A python_tests check whose interpreter the box cannot start (exit 127) is the
+    environment's failure, named as such, not the model's: no diagnosis, no lesson."""
+    import mulligan.sandbox.box as box
+
+    monkeypatch.setattr(box, "python_for_child", lambda policy=None: str(tmp_path / "no-python"))
+    check = PythonTestsCheck(tests="assert f() == 1", entry_point="f")
+    task = Task(id="t", family="f", prompt="Write f.", checks=[check])
+    model = ScriptedModel(["```python\ndef f():\n    return 1\n```"] * 2)
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    episode = reflexion_loop(model, memory).run_episode(task)
+    first = episode.verdicts[0]
+    assert first.environment_failed and not first.passed
+    assert first.checks[0].detail.startswith("cannot run: the test interpreter could not start")
+    assert "no-python" in first.checks[0].detail
+    assert episode.lessons_written == [] and memory.log.lesson_events() == []
+
+
 # ---------------------------------------------------------------- the report's hand count
 
 

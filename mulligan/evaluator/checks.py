@@ -189,6 +189,14 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         policy=ctx.policy,
     )
     report = harness_report(run.report or "")
+    if report is None and run.exit_code in CANNOT_START and not run.timed_out:
+        # The judge ends with os._exit(0) and nothing the candidate does exits it with 126 or
+        # 127: the box could not start the interpreter at all (a path its user cannot reach).
+        why = " ".join(last_lines(run.stderr, 3)) or "no message"
+        return result(
+            check, False, f"cannot run: the test interpreter could not start "
+            f"(exit {run.exit_code}): {why}", 0.0,
+        )  # fmt: skip
     if report is None:
         return result(check, False, _no_report(run), 0.0)
     total, failures = report["tests"], report["failures"]

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mulligan.sandbox.policy import Policy, Reach, home, toolchain
+from mulligan.sandbox.policy import TEMP_DIRS, Policy, Reach, home, toolchain
 from mulligan.sandbox.results import Limits
 
-TEMP_DIRS = ("/tmp", "/var/tmp")
 Step = tuple[Literal["tmpfs", "dir"], str]
 
 
@@ -57,12 +56,13 @@ def make_plan(
     else:
         reach = Reach(covers=(str(user_home),) if user_home else ())
     # mulligan's own interpreter under a temp directory (a venv in /tmp) would vanish under
-    # the box's fresh /tmp: bound read-only, so every check can start
-    own = (sys.prefix,) if _under(sys.prefix, list(TEMP_DIRS)) else ()
-    toolchain_binds = (*reach.binds, *own)
+    # the box's fresh /tmp: bound read-only, so every check can start (the toolchain has it
+    # already unless the policy leaves the toolchain out)
+    own = _under(sys.prefix, list(TEMP_DIRS)) and not _under(sys.prefix, list(reach.binds))
+    toolchain_binds = (*reach.binds, *([sys.prefix] if own else []))
     binds = [*toolchain_binds, scratch, workdir]
     fresh: list[Step] = [("tmpfs", top) for top in TEMP_DIRS]
-    for cover in reach.covers:
+    for cover in (c for c in reach.covers if c not in TEMP_DIRS):
         fresh += [("dir", p) for p in _parents_in([top for _, top in fresh], [cover])]
         fresh.append(("tmpfs", cover))
     covering = [path for kind, path in fresh if kind == "tmpfs"]

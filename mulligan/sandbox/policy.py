@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+TEMP_DIRS = ("/tmp", "/var/tmp")
+"""Replaced in every box by fresh empty ones: what the box needs from them is bound back."""
 PREFIX_DIRS = ("bin", "shims", "condabin")
 """A PATH entry so named, in a Python prefix (a venv, conda, pyenv), brings the prefix."""
 
@@ -77,7 +79,7 @@ def home() -> Path | None:
         path = Path.home().resolve()
     except (KeyError, RuntimeError):
         return None
-    if str(path) in ("/", "/tmp", "/var/tmp") or not path.is_dir():
+    if str(path) in ("/", *TEMP_DIRS) or not path.is_dir():
         return None
     return path
 
@@ -130,8 +132,9 @@ def _toolchain(path_env: str, home_dir: str, interpreter_dir: str) -> Reach:
 
 
 def _covering(place: Path, home_dir: Path | None) -> Path | None:
-    """The directory the box replaces on the way to `place`: the home, or the outermost
-    directory that others may not pass; None when the box sees `place` as the host does."""
+    """The directory the box replaces on the way to `place`: the home, the outermost
+    directory that others may not pass, or a temp directory; None when the box sees `place`
+    as the host does."""
     blocker = None
     for parent in reversed(place.parents):
         try:
@@ -142,6 +145,8 @@ def _covering(place: Path, home_dir: Path | None) -> Path | None:
             break
     if home_dir is not None and place.is_relative_to(home_dir):
         return blocker if blocker is not None and home_dir.is_relative_to(blocker) else home_dir
+    if blocker is None:  # a venv in /tmp: the box's fresh /tmp would take it away
+        blocker = next((Path(t) for t in TEMP_DIRS if place.is_relative_to(t)), None)
     return blocker
 
 
