@@ -140,6 +140,8 @@ def test_a_training_split_by_file_by_ids_or_by_seeded_sample(tmp_path: Path, tas
         training_split("units-1,nope", suite, test, seed=1)
     with pytest.raises(UserError, match="no training task.*family"):
         training_split("easy-1", suite, test, seed=1)
+    with pytest.raises(UserError, match=r"--learn-on train\.yaml: no such file"):
+        training_split("train.yaml", suite, test, seed=1)  # a typo'd file is named as a file
 
 
 def test_a_transfer_study_resumes_its_learning_phase_and_refuses_another_split(

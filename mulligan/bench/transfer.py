@@ -22,7 +22,7 @@ from mulligan.errors import UserError
 from mulligan.llm.base import ChatModel
 from mulligan.memory.curator import Curator, CuratorSettings, curation_of, lessons_written_by
 from mulligan.schema import Episode, Task
-from mulligan.tasks.files import load_task_path
+from mulligan.tasks.files import TASK_SUFFIXES, load_task_path
 
 SAMPLE = "sample:"
 OnEpisode = Callable[[str, int, Task, Episode], None]
@@ -83,6 +83,11 @@ def _by_ids(spec: str, suite: list[Task]) -> list[Task]:
     ids = [part.strip() for part in spec.split(",") if part.strip()]
     by_id = {task.id: task for task in suite}
     missing = [i for i in ids if i not in by_id]
+    if len(ids) == 1 and missing and Path(spec).suffix in TASK_SUFFIXES:
+        raise UserError(
+            f"--learn-on {spec}: no such file (nor a task id of this suite); give a task file "
+            "or directory that exists, task ids, or sample:N"
+        )
     if missing or not ids:
         raise UserError(
             f"--learn-on: unknown task id(s) {', '.join(missing) or '(none given)'} in this "
