@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mulligan.text_cut import head
 
@@ -263,6 +263,11 @@ Check = Annotated[
 ]
 
 
+SELF_TEST = "self-test"
+"""The name every self-test check starts with: the model's own tests (`--self-tests`), which
+decide whether to try again like any visible check and never count in the score."""
+
+
 class CheckResult(Record):
     type: str
     name: str = ""
@@ -273,13 +278,30 @@ class CheckResult(Record):
     environment: bool = False
     """It failed for a reason the attempt could not cause: the check could not start."""
 
+    @property
+    def self_test(self) -> bool:
+        return self.name.startswith(SELF_TEST)
+
 
 class Verdict(Record):
     passed: bool
-    """Every check passed, hidden ones included: the score, never a reason to try again."""
+    """Every check of the task passed, hidden ones included, the model's own self-tests left
+    out: the score, never a reason to try again."""
     score: float
     checks: list[CheckResult] = Field(default_factory=list)
     feedback: str = ""
+
+    @classmethod
+    def of(cls, checks: list[CheckResult], feedback: str = "") -> Verdict:
+        passed, score = _scored(checks)
+        return cls(passed=passed, score=score, checks=checks, feedback=feedback)
+
+    @model_validator(mode="after")
+    def _self_tests_never_score(self) -> Verdict:
+        """Also for verdicts logged before the score left the self-tests out."""
+        if any(c.self_test for c in self.checks):
+            self.passed, self.score = _scored(self.checks)
+        return self
 
     @property
     def visible_passed(self) -> bool | None:
@@ -294,6 +316,14 @@ class Verdict(Record):
     @property
     def environment_failed(self) -> bool:  # a check could not start
         return any(c.environment and not c.passed for c in self.checks)
+
+
+def _scored(checks: list[CheckResult]) -> tuple[bool, float]:
+    """(passed, score) over the task's own checks."""
+    own = [c for c in checks if not c.self_test]
+    if not own:
+        return False, 0.0
+    return all(c.passed for c in own), sum(c.score for c in own) / len(own)
 
 
 def tells_nothing(attempt: Attempt, verdict: Verdict) -> bool:
@@ -330,6 +360,18 @@ class Task(Record):
     mcp: list[str] = Field(default_factory=list)
     """Commands that start MCP servers (stdio) whose tools this task may use."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("checks")
+    @classmethod
+    def _no_check_named_as_a_self_test(cls, checks: list[Check]) -> list[Check]:
+        for check in checks:
+            if check.name.startswith(SELF_TEST):
+                raise ValueError(
+                    f"check name {check.name!r}: names starting {SELF_TEST!r} are kept for "
+                    "the model's own tests (--self-tests), which never count in the score; "
+                    "rename the check"
+                )
+        return checks
 
 
 # ---------------------------------------------------------------- lessons

@@ -7,12 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
-from mulligan.evaluator.self_tests import SELF_TEST, SelfTestWriter
+from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import (
+    SELF_TEST,
     Attempt,
     CheckResult,
     Episode,
@@ -104,6 +108,13 @@ def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) 
     assert stats["retry"].attempts == 4  # the false alarm asked for trial 2 on both tasks
     assert stats["react"].attempts == 2
     assert stats["retry"].self_tested.false_alarms == 4
+    # the model's own wrong test only decided whether to try again: the task's checks passed,
+    # so every submitted answer is scored a pass, under every strategy
+    assert stats["react"].solved_by_trial == [2, 2] and stats["retry"].solved_by_trial == [2, 2]
+    for strategy in ("react", "retry"):
+        logged = memory.log.episode(f"run:{strategy}:a")
+        assert logged is not None and logged.passed and logged.verdicts[-1].passed
+        assert logged.verdicts[-1].visible_passed is False  # what the agent saw
     assert stats["retry"].by_role["tester"].total_tokens > 0
     episode = memory.log.episode("run:retry:a")
     assert episode is not None
@@ -145,3 +156,26 @@ def test_false_pass_and_false_alarm_rates_match_a_hand_count(tmp_path: Path) -> 
     assert counts.attempts == 6
     assert (counts.self_passed, counts.false_passes) == (3, 1)  # t1, t2's second, t3
     assert (counts.hidden_passed, counts.false_alarms) == (3, 1)  # t2 twice, t3
+
+
+def test_a_verdict_logged_before_is_read_with_the_self_tests_out_of_its_score() -> None:
+    """Logs written while the score still counted the self-tests (a run begun by the code
+    before) are read with the task's own checks as the score."""
+    logged = {
+        "passed": False,  # what the code before stored: a wrong self-test made it a fail
+        "score": 0.5,
+        "checks": [
+            {"type": "python_tests", "name": f"{SELF_TEST} 1: assert add(2, 2) == 5",
+             "passed": False, "score": 0.0},
+            {"type": "python_tests", "name": "h", "visibility": "hidden",
+             "passed": True, "score": 1.0},
+        ],
+    }  # fmt: skip
+    verdict = Verdict.model_validate(logged)
+    assert verdict.passed and verdict.score == 1.0 and verdict.visible_passed is False
+
+
+def test_a_task_check_cannot_take_a_self_test_name() -> None:
+    check = PythonTestsCheck(tests="assert add(1, 1) == 2", entry_point="add", name="self-test 1")
+    with pytest.raises(ValidationError, match="kept for the model's own tests"):
+        Task(id="t", prompt="p", checks=[check])

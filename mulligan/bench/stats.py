@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.errors import UserError
-from mulligan.evaluator.self_tests import SELF_TEST
 from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
@@ -116,7 +115,7 @@ class SelfTestCounts:
     """Of those, attempts some self-test failed."""
 
     def count(self, verdict: Verdict) -> None:
-        own = [c.passed for c in verdict.checks if c.name.startswith(SELF_TEST)]
+        own = [c.passed for c in verdict.checks if c.self_test]
         hidden = [c.passed for c in verdict.checks if c.visibility == "hidden"]
         if not own or not hidden:
             return

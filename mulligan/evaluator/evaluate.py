@@ -37,12 +37,7 @@ class Evaluator:
             attempt.charge("judge", judge.usage)
         if not results:
             return Verdict(passed=False, score=0.0, feedback="This task has no checks.")
-        return Verdict(
-            passed=all(r.passed for r in results),
-            score=sum(r.score for r in results) / len(results),
-            checks=results,
-            feedback=feedback_text(results),
-        )
+        return Verdict.of(results, feedback_text(results))
 
 
 def feedback_text(results: list[CheckResult]) -> str:

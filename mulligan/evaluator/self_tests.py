@@ -17,10 +17,8 @@ from mulligan.errors import ModelError
 from mulligan.evaluator.checks import RUNNERS, CheckContext
 from mulligan.llm.base import ChatModel, Metered
 from mulligan.sandbox import Policy
-from mulligan.schema import Attempt, PythonTestsCheck, Task, Usage
+from mulligan.schema import SELF_TEST, Attempt, PythonTestsCheck, Task, Usage
 
-SELF_TEST = "self-test"
-"""The name every self-test check starts with (the report finds them by it)."""
 DRY_RUN_SECONDS = 5.0
 MAX_TOKENS = 512
 REASONS = ("does not parse", "names no entry point", "passes without the function", "timed out")
