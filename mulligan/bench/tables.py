@@ -249,7 +249,8 @@ def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
 
 SELF_TEST_NOTE = (
     "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
-    "kept ones were feedback-visible checks of every attempt. False pass: the self-tests all "
+    "kept ones were feedback-visible checks of every attempt, deciding whether to try again; "
+    "they never count in the score, which is the task's own checks. False pass: the self-tests all "
     "passed but the hidden tests failed (the episode stops on a wrong answer). False alarm: "
     "the hidden tests passed but a self-test failed (a right answer is tried again)."
 )
