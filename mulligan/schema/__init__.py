@@ -1,0 +1,188 @@
+"""The pydantic records that pass between components (one import for all of them)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from mulligan.schema.checks import (
+    SELF_TEST,
+    CallableCheck,
+    Check,
+    CheckBase,
+    CheckResult,
+    CommandCheck,
+    ContainsCheck,
+    ExactMatchCheck,
+    FileCheck,
+    LLMJudgeCheck,
+    NumericCheck,
+    PythonTestsCheck,
+    RegexCheck,
+    Verdict,
+    Visibility,
+    tells_nothing,
+)
+from mulligan.schema.records import (
+    Attempt,
+    CompressionEvent,
+    Record,
+    Role,
+    Step,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    ToolStatus,
+    Usage,
+    add_by_role,
+)
+
+# ---------------------------------------------------------------- tasks
+
+
+class BudgetOverrides(Record):
+    max_steps: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+    max_cost: float | None = Field(default=None, ge=0)
+    max_format_errors: int | None = Field(default=None, gt=0)
+    max_reply_tokens: int | None = Field(default=None, gt=0)
+
+
+class Task(Record):
+    id: str
+    family: str = "custom"
+    prompt: str
+    tools: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+    workspace: dict[str, str] | None = None
+    """Relative path -> file content, laid out in a fresh scratch directory before each attempt."""
+    documents: dict[str, str] | None = None
+    """Title -> text: the closed corpus for the `search`/`lookup` tools."""
+    budget: BudgetOverrides | None = None
+    network: bool = False
+    """Let the box reach the network (its tools and its checks); off by default."""
+    mcp: list[str] = Field(default_factory=list)
+    """Commands that start MCP servers (stdio) whose tools this task may use."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("checks")
+    @classmethod
+    def _no_check_named_as_a_self_test(cls, checks: list[Check]) -> list[Check]:
+        for check in checks:
+            if check.name.startswith(SELF_TEST):
+                raise ValueError(
+                    f"check name {check.name!r}: names starting {SELF_TEST!r} are kept for "
+                    "the model's own tests (--self-tests), which never count in the score; "
+                    "rename the check"
+                )
+        return checks
+
+
+# ---------------------------------------------------------------- lessons
+
+LessonStatus = Literal["candidate", "validated", "refuted", "superseded", "expired", "retracted"]
+
+
+class LessonScope(Record):
+    family: str = ""
+    task_id: str = ""
+    tags: list[str] = Field(default_factory=list)
+
+
+class LessonSource(Record):
+    episode_id: str = ""
+    task_id: str = ""
+    trial: int = 0
+    model: str = ""
+    created_at: float = Field(default_factory=time.time)
+    failed_checks: list[str] = Field(default_factory=list)
+
+
+class LessonValidity(Record):
+    status: LessonStatus = "candidate"
+    retrieved: int = 0
+    helped: int = 0
+    hurt: int = 0
+    reinforced: int = 0
+    """Times the reflector wrote this lesson again (its twin was folded into it)."""
+    expires_at: float | None = None
+    superseded_by: str | None = None
+
+    @property
+    def confidence(self) -> float:
+        """Laplace-smoothed share of uses that passed; being written again counts half a help."""
+        support = self.helped + 0.5 * self.reinforced
+        return (support + 1) / (support + self.hurt + 2)
+
+
+class Lesson(Record):
+    id: str
+    text: str
+    kind: Literal["failure", "insight", "diagnosis"] = "failure"
+    """`diagnosis`: specific to one attempt, carried within its episode, never stored for
+    other tasks; `failure` and `insight` are general lessons."""
+    scope: LessonScope = Field(default_factory=LessonScope)
+    source: LessonSource = Field(default_factory=LessonSource)
+    validity: LessonValidity = Field(default_factory=LessonValidity)
+
+
+class Episode(Record):
+    id: str
+    run_id: str = ""
+    task_id: str
+    strategy: str
+    attempts: list[Attempt] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    lessons_written: list[str] = Field(default_factory=list)
+    passed: bool = False
+
+    @property
+    def usage(self) -> Usage:
+        """Every model call the episode caused, all roles."""
+        return Usage.total(a.usage for a in self.attempts)
+
+    @property
+    def usage_by_role(self) -> dict[Role, Usage]:
+        return add_by_role(*(a.usage_by_role for a in self.attempts))
+
+
+__all__ = [
+    "Attempt",
+    "BudgetOverrides",
+    "CallableCheck",
+    "Check",
+    "CheckBase",
+    "CheckResult",
+    "CommandCheck",
+    "CompressionEvent",
+    "ContainsCheck",
+    "Episode",
+    "ExactMatchCheck",
+    "FileCheck",
+    "LLMJudgeCheck",
+    "Lesson",
+    "LessonScope",
+    "LessonSource",
+    "LessonStatus",
+    "LessonValidity",
+    "NumericCheck",
+    "PythonTestsCheck",
+    "Record",
+    "RegexCheck",
+    "Role",
+    "SELF_TEST",
+    "Step",
+    "StopReason",
+    "Task",
+    "ToolCall",
+    "ToolResult",
+    "ToolStatus",
+    "Usage",
+    "Verdict",
+    "Visibility",
+    "add_by_role",
+    "tells_nothing",
+]

@@ -1,0 +1,161 @@
+"""The records of one attempt: its usage, steps and tool calls, and the base of every record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mulligan.text_cut import head
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- usage & steps
+
+
+class Usage(Record):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    """US dollars; None when the model's price is unknown (then any sum with it is unknown)."""
+    unmetered_calls: int = 0
+    """Requests sent whose usage the endpoint never reported (the call timed out after it was
+    sent): the endpoint may have spent, and billed, tokens that are not in these counts."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=cost,
+            unmetered_calls=self.unmetered_calls + other.unmetered_calls,
+        )
+
+    def unmetered_text(self) -> str:
+        """ " · N calls unmetered" when some call's usage was never reported, else nothing."""
+        n = self.unmetered_calls
+        return f" · {n} call{'s' if n != 1 else ''} unmetered (timed out)" if n else ""
+
+    @staticmethod
+    def total(usages: Iterable[Usage]) -> Usage:
+        return sum(usages, Usage())
+
+    def cost_text(self) -> str:
+        return "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump() | {"total_tokens": self.total_tokens}
+
+
+Role = Literal["actor", "summariser", "reflector", "judge", "tester"]
+"""Who made a model call: the actor, context compression, reflections and insights,
+llm_judge checks, self-tests."""
+
+
+def add_by_role(*parts: dict[Role, Usage]) -> dict[Role, Usage]:
+    """Usage per role, summed over `parts`."""
+    merged: dict[Role, Usage] = {}
+    for part in parts:
+        for role, usage in part.items():
+            merged[role] = merged.get(role, Usage()) + usage
+    return merged
+
+
+class ToolCall(Record):
+    id: str
+    name: str
+    arguments: str = "{}"
+    """The arguments exactly as the model wrote them (JSON text, maybe malformed)."""
+
+
+ToolStatus = Literal["ok", "error", "timeout", "denied", "repeated", "interrupted"]
+
+
+class ToolResult(Record):
+    call_id: str
+    name: str
+    status: ToolStatus
+    output: str
+    seconds: float = 0.0
+
+
+class Step(Record):
+    """One model turn and the results of the tool calls it made."""
+
+    index: int
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    results: list[ToolResult] = Field(default_factory=list)
+    kind: Literal["act", "final", "format_error", "summary"] = "act"
+    feedback: str = ""
+    """What the actor told the model after this turn besides tool results (format reminders)."""
+    usage: Usage = Field(default_factory=Usage)
+    fold_usage: Usage = Field(default_factory=Usage)
+    """What folding older steps into the running summary cost just before this turn."""
+    latency_s: float = 0.0
+    finish_reason: str = ""
+
+    def as_text(self, per_item: int = 2000) -> str:
+        """The step as plain text (for the summariser, the reflector and people)."""
+        lines = [f"Step {self.index}:"]
+        if self.text.strip():
+            lines.append(f"  said: {head(self.text, per_item)}")
+        lines += [f"  called {c.name}({head(c.arguments, per_item)})" for c in self.tool_calls]
+        lines += [f"  -> {r.status}: {head(r.output, per_item)}" for r in self.results]
+        return "\n".join(lines)
+
+
+class CompressionEvent(Record):
+    before_step: int
+    folded_steps: list[int]
+    tokens_before: int
+    tokens_after: int
+    summary: str
+    method: Literal["model", "extractive"]
+
+
+StopReason = Literal[
+    "answered",
+    "max_steps",
+    "max_tokens",
+    "max_seconds",
+    "max_cost",
+    "format_errors",
+    "model_error",
+]
+
+
+class Attempt(Record):
+    task_id: str
+    trial: int = 1
+    steps: list[Step] = Field(default_factory=list)
+    answer: str | None = None
+    stop_reason: StopReason = "answered"
+    final_forced: bool = False
+    """The answer came from the last call, made without tools because the budget ran out."""
+    error: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    """Every model call this attempt caused (the sum of `usage_by_role`)."""
+    usage_by_role: dict[Role, Usage] = Field(default_factory=dict)
+    """The actor's and summariser's calls, the judge's on its verdict, the reflector's on it."""
+    seconds: float = 0.0
+    model: str = ""
+    protocol: Literal["native", "text"] = "native"
+    lesson_ids: list[str] = Field(default_factory=list)
+    compressions: list[CompressionEvent] = Field(default_factory=list)
+    workspace: str | None = None
+    changes: str = ""
+    """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
+
+    def charge(self, role: Role, usage: Usage) -> None:
+        """Count a call made for this attempt (after it: judging it, reflecting on it)."""
+        self.usage_by_role = add_by_role(self.usage_by_role, {role: usage})
+        self.usage = self.usage + usage
