@@ -179,3 +179,24 @@ def test_a_task_check_cannot_take_a_self_test_name() -> None:
     check = PythonTestsCheck(tests="assert add(1, 1) == 2", entry_point="add", name="self-test 1")
     with pytest.raises(ValidationError, match="kept for the model's own tests"):
         Task(id="t", prompt="p", checks=[check])
+
+
+def test_an_episode_logged_before_is_read_with_the_self_tests_out_of_its_score(
+    tmp_path: Path,
+) -> None:
+    right = verdict([False], True)  # a wrong self-test, the hidden tests passed
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    memory.log.start_run("r", {"strategies": ["react"], "trials": 1, "stop": "honest"})
+    episode = Episode(id="r:react:t", run_id="r", task_id="t", strategy="react")
+    memory.log.start_episode(episode)
+    episode.attempts.append(Attempt(task_id="t", trial=1))
+    episode.verdicts.append(right)
+    memory.log.log_attempt(episode, episode.attempts[-1], right)
+    memory.log.end_episode(episode)
+    stale = right.model_dump(mode="json") | {"passed": False}  # as the code before logged it
+    memory.log.db.execute(
+        "update attempts set passed = 0, verdict = ?", [json.dumps(stale)]
+    )  # fmt: skip
+    memory.log.db.conn.commit()
+    read = memory.log.episode("r:react:t")
+    assert read is not None and read.passed and read.verdicts[0].passed

@@ -206,15 +206,16 @@ class EpisodeLog:
         attempts = list(
             self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
         )
+        verdicts = [Verdict.model_validate_json(a["verdict"]) for a in attempts]
         return Episode(
             id=row["id"],
             run_id=row["run_id"] or "",
             task_id=row["task_id"],
             strategy=row["strategy"],
             attempts=[Attempt.model_validate_json(a["record"]) for a in attempts],
-            verdicts=[Verdict.model_validate_json(a["verdict"]) for a in attempts],
+            verdicts=verdicts,
             lessons_written=json.loads(row["lessons_written"] or "[]"),
-            passed=bool(attempts and attempts[-1]["passed"]),
+            passed=bool(verdicts) and verdicts[-1].passed,  # the submitted answer's score
         )
 
     @_serialized
