@@ -8,7 +8,9 @@
 #   benchmarks/honest_study.sh 8011 react,retry,reflexion he-honest mbpp-honest &
 #   benchmarks/honest_study.sh 8012 reflexion-memory he-honest mbpp-honest &
 # he-oracle continues from he-honest's trial 1s (--first-from, same memory): run it after the
-# he-honest queue of the same strategies has finished its react arm.
+# he-honest queue of the same strategies has finished its react arm. reflexion-memory on a
+# *-self run takes the self-tests of the react,retry,reflexion run of that name (--first-from):
+# start it once that run has written them.
 set -u
 port=$1; strategies=$2; shift 2
 root=${STUDY_DIR:-study}
@@ -26,7 +28,12 @@ for name in "$@"; do
   out=$root/$name-$tag
   extra=()
   case $name in
-    *-self) extra=(--self-tests 3) ;;
+    *-self)
+      extra=(--self-tests 3)
+      shared=$root/$name-react-retry-reflexion  # the same self-tests, when that run exists
+      if [ "$strategies" = reflexion-memory ] && [ -s "$shared.runid" ]; then
+        extra+=(--first-from "$(cat "$shared.runid")" --memory "$shared/memory")
+      fi ;;
     *-oracle)
       honest=$root/he-honest-$tag
       extra=(--stop oracle --first-from "$(cat "$honest.runid")" --memory "$honest/memory") ;;
