@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
-from mulligan.evaluator.self_tests import SelfTestWriter
+from mulligan.evaluator import Evaluator
+from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import (
@@ -200,3 +201,26 @@ def test_an_episode_logged_before_is_read_with_the_self_tests_out_of_its_score(
     memory.log.db.conn.commit()
     read = memory.log.episode("r:react:t")
     assert read is not None and read.passed and read.verdicts[0].passed
+
+
+def test_an_mbpp_task_gets_self_tests(tmp_path: Path) -> None:
+    """MBPP's asserts call the function by its own name: the task still names the function
+    under test, so --self-tests writes tests for it (it wrote none before)."""
+    from mulligan.tasks.mbpp import mbpp_tasks
+
+    problem = {
+        "name": "mbpp_1_add",
+        "entry_point": "add",
+        "prompt": 'def add(a: int, b: int) -> int:\n    """Add two numbers."""\n',
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    "
+        "assert candidate(2, 2) == 4\n\ndef test_check():\n    check(add)\n\ntest_check()\n",
+    }
+    data = tmp_path / "mbpp-py.jsonl"
+    data.write_text(json.dumps(problem) + "\n")
+    (task,) = mbpp_tasks(data)
+    model = ScriptedModel(["```python\nassert add(2, 3) == 5\n```"])
+    written = SelfTestWriter(model).write(task, 3)
+    assert len(model.calls) == 1 and written.tests == ["assert add(2, 3) == 5"]
+    right = Attempt(task_id=task.id, answer="```python\ndef add(a, b):\n    return a + b\n```")
+    verdict = Evaluator().evaluate(with_self_tests(task, written.tests), right, None)
+    assert verdict.passed and [c.passed for c in verdict.checks] == [True, True, True]

@@ -39,8 +39,12 @@ def mbpp_tasks(path: Path) -> list[Task]:
         except (SyntaxError, TypeError) as exc:
             raise UserError(f"{path}:{line_number}: the tests do not parse ({exc})") from exc
         checks: list[Check] = []
-        if visible:
-            checks.append(PythonTestsCheck(name="first test", tests=visible[0], prelude=prelude))
+        if visible:  # it names the function under test (a missing one is said so, and
+            # --self-tests finds what to test); the hidden tests call their own check()
+            first = PythonTestsCheck(
+                name="first test", tests=visible[0], prelude=prelude, entry_point=entry
+            )
+            checks.append(first)
         checks.append(
             PythonTestsCheck(name="hidden tests", tests=test, prelude=prelude, visibility="hidden")
         )
