@@ -9,7 +9,8 @@ similar bug in the same project starts from the first one's lesson.
 
   python benchmarks/solve_real.py --base-url http://127.0.0.1:8011/v1 [--strategies ...]
       [--bugs ID,...] [--trials 3] [--max-steps 12] [--protocol text] [--out results.jsonl]
-  python benchmarks/solve_real.py --table results.jsonl     # the table again, from --out
+      [--resume]                                          # continue --out's run
+  python benchmarks/solve_real.py --table results.jsonl ... # the table again, from --out(s)
   python benchmarks/solve_real.py --smoke                   # the plumbing: a local project,
                                                             # the scripted fake server
 The checks run a virtual environment with pytest, made in --work from /usr/bin/python3 (the
@@ -19,85 +20,23 @@ box's user must be able to reach the interpreter; see issue 25 item 1).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from real_projects import BUGS, SOURCES, Bug, Source, check_python, fetch, plant, verified
+
 from mulligan.memory.log import EpisodeLog
-from mulligan.sandbox import Policy
-from mulligan.schema import CommandCheck, Episode, Task
-from mulligan.solve import Project, ProjectCopies, cannot_run, preflight
+from mulligan.schema import Episode
 
 TASK = "The test suite fails: find the bug in the project's code and fix it. Do not edit the tests."
 STRATEGIES = ("react", "retry", "reflexion-memory")
-PYTEST = "{python} -m pytest -q -x -p no:cacheprovider"
-
-
-@dataclass(frozen=True)
-class Source:
-    name: str
-    version: str
-    check: str  # run in the project's root; {python}: the interpreter that has pytest
-
-
-@dataclass(frozen=True)
-class Bug:
-    project: str
-    id: str
-    path: str
-    find: str
-    replace: str  # `find` occurs once in `path`; the two differ in one line
-
-
-SOURCES = {
-    s.name: s
-    for s in [
-        Source("inflection", "0.5.1", f"{PYTEST} test_inflection.py"),
-        Source("isodate", "0.7.2", f"PYTHONPATH=src {PYTEST} tests"),
-        Source(
-            "humanize",
-            "4.11.0",
-            f"PYTHONPATH=src {PYTEST} -o addopts= -o filterwarnings= tests/test_number.py "
-            "tests/test_filesize.py tests/test_lists.py",
-        ),  # fmt: skip
-        Source("toolz", "1.0.0", f"{PYTEST} toolz/tests"),
-        Source("semver", "3.0.2", f"PYTHONPATH=src {PYTEST} -o addopts= tests"),
-    ]
-}
-INFLECTION, ISODATE = "inflection/__init__.py", "src/isodate/isotzinfo.py"
-BUGS = [
-    Bug("inflection", "inflection-dasherize", INFLECTION,
-        "return word.replace('_', '-')", "return word.replace('_', ' ')"),
-    Bug("inflection", "inflection-ordinal", INFLECTION,
-        "number = abs(int(number))", "number = int(number)"),
-    Bug("isodate", "isodate-tzsign", ISODATE,
-        'tzsign = ((tzsign == "-") and -1) or 1', 'tzsign = ((tzsign == "+") and -1) or 1'),
-    Bug("isodate", "isodate-isoformat-sign", ISODATE,
-        'sign = ((seconds < 0) and "-") or "+"', 'sign = ((seconds > 0) and "-") or "+"'),
-    Bug("humanize", "humanize-list-and", "src/humanize/lists.py",
-        'return f"{str(items[0])} and {str(items[1])}"',
-        'return f"{str(items[0])}, {str(items[1])}"'),
-    Bug("humanize", "humanize-filesize-base", "src/humanize/filesize.py",
-        "if abs_bytes < base:", "if abs_bytes <= base:"),
-    Bug("toolz", "toolz-countby", "toolz/recipes.py",
-        "return frequencies(map(key, seq))", "return frequencies(seq)"),
-    Bug("toolz", "toolz-partitionby", "toolz/recipes.py",
-        "map(tuple, pluck(1, itertools", "map(tuple, pluck(0, itertools"),
-    Bug("semver", "semver-bump-minor", "src/semver/version.py",
-        "return cls(self._major, self._minor + 1)",
-        "return cls(self._major, self._minor + 1, self._patch)"),
-    Bug("semver", "semver-prerelease-length", "src/semver/version.py",
-        "return _cmp(len(a), len(b))", "return _cmp(len(b), len(a))"),
-]  # fmt: skip
 
 
 @dataclass
@@ -117,80 +56,6 @@ class Outcome:
     note: str = ""
 
 
-# ---------------------------------------------------------------- setting up
-
-
-def check_python(work: Path) -> Path:
-    """A virtual environment with pytest, from an interpreter the box's user can reach."""
-    env = work / "checkenv"
-    python = env / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", "import pytest"]).returncode == 0:
-        return python
-    base = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-    subprocess.run([base, "-m", "venv", "--clear", str(env)], check=True)
-    subprocess.run([python, "-m", "pip", "install", "-q", "pytest"], check=True)
-    return python
-
-
-def fetch(source: Source, work: Path) -> Path:
-    """The project's sdist, unpacked once into work/pristine."""
-    tree = work / "pristine" / f"{source.name}-{source.version}"
-    if tree.is_dir():
-        return tree
-    sdists = work / "sdists"
-    spec = f"{source.name}=={source.version}"
-    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
-    subprocess.run([*pip, spec, "-d", str(sdists)], check=True)
-    archive = next(sdists.glob(f"{source.name}-{source.version}.tar.gz"))
-    with tarfile.open(archive) as tar:
-        if sys.version_info >= (3, 12):
-            tar.extractall(tree.parent, filter="data")
-        else:
-            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
-            if any(m.name.startswith("/") or ".." in Path(m.name).parts for m in members):
-                raise SystemExit(f"{archive}: unsafe member paths")
-            tar.extractall(tree.parent, members=members)
-    return tree
-
-
-def plant(bug: Bug, pristine: Path, target: Path) -> Path:
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(pristine, target)
-    path = target / bug.path
-    text = path.read_text()
-    if text.count(bug.find) != 1:
-        raise SystemExit(f"{bug.id}: {bug.find!r} occurs {text.count(bug.find)} times in {path}")
-    planted = text.replace(bug.find, bug.replace)
-    changed = [
-        line
-        for line in difflib.unified_diff(text.splitlines(), planted.splitlines(), n=0)
-        if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))
-    ]
-    if len(changed) != 2:
-        raise SystemExit(f"{bug.id}: not a one-line change ({changed})")
-    path.write_text(planted)
-    return target
-
-
-def checks_as_run(directory: Path, check: str) -> tuple[bool, str | None]:
-    """Whether the check passes in the box, and why it cannot run (as `solve`'s preflight)."""
-    task = Task(id="verify", prompt="verify", checks=[CommandCheck(command=check, timeout=300)])
-    (done,) = preflight(ProjectCopies(Project(directory)), task, Policy())
-    return done.run.ok, cannot_run(done, directory)
-
-
-def verified(bug: Bug, pristine: Path, planted: Path, check: str) -> str:
-    """'' when the suite passes untouched and fails with the bug; else what is wrong."""
-    passes, broken = checks_as_run(pristine, check)
-    if broken or not passes:
-        return f"{bug.project}'s own suite does not pass untouched: {broken or 'it fails'}"
-    fails, broken = checks_as_run(planted, check)
-    if broken or fails:
-        return f"{bug.id}: the planted bug {'cannot run: ' + str(broken) if broken else 'passes'}"
-    return ""
-
-
 # ---------------------------------------------------------------- solving
 
 
@@ -199,7 +64,9 @@ SUMMARY = re.compile(r"(passed on attempt \d+|no attempt passed) · (\d+) attemp
 
 
 def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
-          args: argparse.Namespace, order: int) -> Outcome:  # fmt: skip
+          args: argparse.Namespace, order: int, log: Path) -> Outcome:  # fmt: skip
+    """One `mulligan solve` process; its stderr goes to `log`, so a run killed midway is
+    continued (`solve --resume`) from the run id the log names."""
     argv = [sys.executable, "-m", "mulligan.cli", "solve", TASK, "--check", check,
             "--dir", str(directory), "--strategy", strategy, "--trials", str(args.trials),
             "--memory", str(memory), "--embedding", args.embedding, "--family", bug.project,
@@ -208,28 +75,38 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             "--max-reply-tokens", str(args.max_reply_tokens)]  # fmt: skip
     argv += ["--protocol", args.protocol] if args.protocol else []
     argv += ["--model", args.model] if args.model else []
-    started = time.monotonic()
+    earlier = _run_id(log.read_text()) if log.exists() else None
+    argv += ["--resume", earlier] if earlier else []
+    started, before = time.monotonic(), log.stat().st_size if log.exists() else 0
     limit = args.trials * args.max_seconds + 900
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        done = subprocess.CompletedProcess(argv, -9, "", err + f"\nkilled after {limit:.0f}s")
+    with open(log, "a") as err_file:
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+        try:
+            code = child.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            code = child.wait()
+            err_file.write(f"\nkilled after {limit:.0f}s\n")
     seconds = time.monotonic() - started
-    err = done.stderr
+    err = log.read_bytes()[before:].decode(errors="replace")  # this invocation's output
     found = SUMMARY.search(err)
-    run = re.search(r"run id: (\w+)", err)
-    episodes = _episodes(memory, run.group(1)) if run else []
+    run = _run_id(err) or earlier
+    episodes = _episodes(memory, run) if run else []
     silent = sum(1 for e in episodes for a in e.attempts if not any(s.tool_calls for s in a.steps))
     protocol = episodes[0].attempts[0].protocol if episodes and episodes[0].attempts else "?"
-    return Outcome(bug.id, bug.project, strategy, protocol, order, done.returncode == 0,
+    return Outcome(bug.id, bug.project, strategy, protocol, order, code == 0,
         attempts=int(found.group(2)) if found else 0,
         tokens=int(found.group(3)) + int(found.group(4)) if found else 0,
         seconds=round(seconds, 1),
-        given_lessons=len(re.findall(r"^attempt 1 was given: ", err, re.M)),
-        silent_attempts=silent, exit=done.returncode,
+        given_lessons=len(episodes[0].attempts[0].lesson_ids) if protocol != "?" else 0,
+        silent_attempts=silent, exit=code,
         note="" if found else " ".join(err.strip().splitlines()[-1:])[:300],
     )  # fmt: skip
+
+
+def _run_id(err: str) -> str | None:
+    found = re.search(r"run id: (\w+)", err)
+    return found.group(1) if found else None
 
 
 def _episodes(memory: Path, run_id: str) -> list[Episode]:
@@ -237,19 +114,44 @@ def _episodes(memory: Path, run_id: str) -> list[Episode]:
     return [e for row in log.episodes(run_id) if (e := log.episode(row["id"])) is not None]
 
 
+def recorded(out: Path | None) -> list[Outcome]:
+    """The results an --out file holds; a line that is not one stops the run, naming it."""
+    outcomes = []
+    lines = out.read_text().splitlines() if out is not None and out.exists() else []
+    for number, line in enumerate(lines, 1):
+        try:
+            outcomes.append(Outcome(**json.loads(line))) if line.strip() else None
+        except (ValueError, TypeError) as exc:
+            print(f"{out}:{number}: not a solve_real result ({exc}); remove the line or "
+                  "choose another --out", file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
+    return outcomes
+
+
 def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug]) -> list[Outcome]:
+    """Every (strategy, bug) not in --out yet, in order; what --out held comes first."""
     work = Path(args.work).resolve()
     python = str(check_python(work)) if not args.smoke else ""
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    outcomes: list[Outcome] = []
+    out = Path(args.out) if args.out else None
+    label = out.stem if out else f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    runs = work / "runs" / label
+    outcomes = recorded(out)
+    if not args.resume and not args.verify and (outcomes or runs.exists()):
+        held = out if outcomes else runs
+        print(f"solve_real: {held} holds an earlier run: pass --resume to continue it, or "
+              "choose another --out", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
+    done = {(o.strategy, o.bug) for o in outcomes}
     for name in dict.fromkeys(b.project for b in bugs):
         source = sources[name]
         pristine = fetch(source, work) if not args.smoke else work / "pristine" / name
         check = source.check.format(python=python)
         for strategy in args.strategies[:1] if args.verify else args.strategies:
-            memory = work / "runs" / stamp / strategy / name / "memory"
+            memory = runs / strategy / name / "memory"
             for order, bug in enumerate((b for b in bugs if b.project == name), 1):
-                where = work / "runs" / stamp / strategy / bug.id / pristine.name  # as a user's
+                if (strategy, bug.id) in done:
+                    continue
+                where = runs / strategy / bug.id / pristine.name  # named as a user's project
                 planted = plant(bug, pristine, where)
                 problem = verified(bug, pristine, planted, check)
                 if problem:
@@ -257,12 +159,13 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
                 if args.verify:
                     print(f"{bug.id}: passes untouched, fails with the bug planted", flush=True)
                     continue
-                outcome = solve(bug, planted, check, strategy, memory, args, order)
+                log = where.parent / "solve.stderr"
+                outcome = solve(bug, planted, check, strategy, memory, args, order, log)
                 outcomes.append(outcome)
                 print(_line(outcome), file=sys.stderr, flush=True)
-                if args.out:
-                    with open(args.out, "a") as out:
-                        out.write(json.dumps(asdict(outcome)) + "\n")
+                if out:
+                    with open(out, "a") as results:
+                        results.write(json.dumps(asdict(outcome)) + "\n")
     return outcomes
 
 
@@ -372,15 +275,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="hash")
     parser.add_argument("--work", default="mulligan-bench/solve-real")
     parser.add_argument("--out", help="append one JSON line per (strategy, bug) here")
-    parser.add_argument("--table", help="print the table of an --out file and stop")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue --out's run: solve only what has no result there yet",
+    )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="OUT",
+        help="print the table of --out files (one per queue) and stop",
+    )
     parser.add_argument("--smoke", action="store_true", help="the scripted fake server")
     parser.add_argument("--verify", action="store_true", help="set up and check the bugs only")
     args = parser.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     if args.table:
-        rows = Path(args.table).read_text().splitlines()
-        print(table([Outcome(**json.loads(line)) for line in rows if line.strip()]))
+        print(table([o for out in args.table for o in recorded(Path(out))]))
         return 0
+    if args.resume and not args.out:
+        parser.error("--resume needs --out: the run it continues is the one recorded there")
     if args.smoke:
         return smoke(args)
     chosen = set(args.bugs.split(",")) if args.bugs else {b.id for b in BUGS}

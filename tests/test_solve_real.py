@@ -59,3 +59,50 @@ def test_every_real_bug_is_one_line_in_a_known_project() -> None:
     assert all(b.project in solve_real.SOURCES and b.find != b.replace for b in bugs)
     assert all("\n" not in b.find + b.replace for b in bugs)
     assert len({b.id for b in bugs}) == len(bugs)
+
+
+def _smoke(tmp_path: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(SCRIPT), "--smoke", "--work", str(tmp_path / "work")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [*argv, "--trials", "2", *more], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def test_resume_runs_only_what_has_no_result_and_keeps_the_projects_memory(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results.jsonl"
+    first = _smoke(tmp_path, "--strategies", "reflexion-memory", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    rows = out.read_text().splitlines()
+    assert len(rows) == 2
+    # the second bug's result is lost (as when the run is killed during it)
+    out.write_text(rows[0] + "\n")
+    again = _smoke(tmp_path, "--strategies", "reflexion-memory", "--out", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    assert "tinycalc-add" not in again.stderr  # done already: not solved again
+    redone = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["bug"] for r in redone] == ["tinycalc-add", "tinycalc-mul"]
+    second = redone[1]
+    # the project's memory outlived the first invocation: bug 2 starts from bug 1's lesson
+    assert (second["passed"], second["attempts"]) == (True, 1) and second["given_lessons"] >= 1
+    assert "| reflexion-memory | native | 2/2 | 1.5 | 1.5 |" in again.stdout
+
+
+def test_an_out_file_with_results_is_never_appended_to_without_resume(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    earlier = {"bug": "tinycalc-add", "project": "tinycalc", "strategy": "react"}
+    earlier |= {"protocol": "native", "order": 1, "passed": False, "attempts": 1, "tokens": 9}
+    earlier |= {"seconds": 1.0, "given_lessons": 0, "silent_attempts": 0, "exit": 1}
+    out.write_text(json.dumps(earlier) + "\n")
+    done = _smoke(tmp_path, "--strategies", "react", "--out", str(out))
+    assert done.returncode == 2
+    assert str(out) in done.stderr and "--resume" in done.stderr
+    assert out.read_text() == json.dumps(earlier) + "\n"
+    out.write_text(json.dumps(earlier) + "\n" + '{"bug": "cut short\n')
+    broken = _smoke(tmp_path, "--strategies", "react", "--out", str(out), "--resume")
+    assert broken.returncode == 2 and f"{out}:2:" in broken.stderr
+    assert out.read_text().endswith("cut short\n")
+    lone = _smoke(tmp_path, "--strategies", "react", "--resume")
+    assert lone.returncode == 2 and "--resume needs --out" in lone.stderr
