@@ -128,6 +128,29 @@ def recorded(out: Path | None) -> list[Outcome]:
     return outcomes
 
 
+SETTINGS = ("trials", "max_steps", "max_seconds", "max_reply_tokens", "protocol", "model",
+            "embedding", "smoke")  # fmt: skip
+"""What shapes a result: a resumed run must keep them (the endpoint's address may change)."""
+
+
+def same_settings(runs: Path, args: argparse.Namespace) -> None:
+    """Record the run's settings, or check that a resumed run keeps them."""
+    mine = {name: getattr(args, name) for name in SETTINGS}
+    path = runs / "settings.json"
+    if not path.exists():
+        runs.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(mine, indent=1) + "\n")
+        return
+    theirs = json.loads(path.read_text())
+    for name in SETTINGS:
+        if theirs.get(name) != mine[name]:
+            flag = "--" + name.replace("_", "-")
+            print(f"solve_real: {flag} {mine[name]} differs from the run's {theirs.get(name)} "
+                  f"({path}): resume with the same settings, or choose another --out",
+                  file=sys.stderr)  # fmt: skip
+            raise SystemExit(2)
+
+
 def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug]) -> list[Outcome]:
     """Every (strategy, bug) not in --out yet, in order; what --out held comes first."""
     work = Path(args.work).resolve()
@@ -141,6 +164,8 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
         print(f"solve_real: {held} holds an earlier run: pass --resume to continue it, or "
               "choose another --out", file=sys.stderr)  # fmt: skip
         raise SystemExit(2)
+    if not args.verify:
+        same_settings(runs, args)
     done = {(o.strategy, o.bug) for o in outcomes}
     for name in dict.fromkeys(b.project for b in bugs):
         source = sources[name]

@@ -106,3 +106,22 @@ def test_an_out_file_with_results_is_never_appended_to_without_resume(tmp_path: 
     assert out.read_text().endswith("cut short\n")
     lone = _smoke(tmp_path, "--strategies", "react", "--resume")
     assert lone.returncode == 2 and "--resume needs --out" in lone.stderr
+
+
+def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    first = _smoke(tmp_path, "--strategies", "react", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    before = out.read_text()
+    other = [sys.executable, str(SCRIPT), "--smoke", "--work", str(tmp_path / "work")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [*other, "--trials", "3", "--strategies", "retry", "--out", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 2
+    assert "--trials 3" in done.stderr and "2" in done.stderr and "settings.json" in done.stderr
+    assert out.read_text() == before
