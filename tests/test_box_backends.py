@@ -26,7 +26,7 @@ from mulligan import sandbox
 from mulligan.evaluator import Evaluator
 from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, PythonTestsCheck, Task
-from tests.test_containment import fenced, host_paths, loopback_listener, run_check
+from tests.boxing import fenced, host_paths, loopback_listener, run_check
 from tests.test_sandbox import fresh_containment
 
 IS_ROOT = os.geteuid() == 0

@@ -24,6 +24,9 @@ from mulligan.cli import main
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.testing import FakeOpenAIServer
+from tests.chroma_server import chroma_server
+
+__all__ = ["chroma_server"]  # a fixture
 
 # a hang guard only: Ray starts a local cluster per test, slow on a loaded machine
 pytestmark = pytest.mark.timeout(600)
@@ -254,35 +257,6 @@ def test_which_memory_a_cluster_accepts() -> None:
     executors.check_memory_for_cluster(4, "/data/memory", uses_store=False)  # log only
     with pytest.raises(UserError, match="chroma run --path DIR --port 8000"):
         executors.check_memory_for_cluster(2, "/data/memory", uses_store=True)
-
-
-@pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[str]:
-    """A chroma server on 127.0.0.1, as a study across machines would run one."""
-    import socket
-    import urllib.request
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    chroma = Path(sys.executable).parent / "chroma"
-    server = subprocess.Popen(
-        [str(chroma), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1",
-         "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and server.poll() is None, "no chroma server"
-            time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
 
 
 def test_workers_share_lessons_through_a_chroma_server_the_driver_never_opens(
