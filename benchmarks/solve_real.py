@@ -28,7 +28,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from real_projects import BUGS, SOURCES, Bug, Source, check_python, fetch, plant, verified
 
@@ -75,12 +75,13 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             "--max-reply-tokens", str(args.max_reply_tokens)]  # fmt: skip
     argv += ["--protocol", args.protocol] if args.protocol else []
     argv += ["--model", args.model] if args.model else []
-    earlier = _run_id(log.read_text()) if log.exists() else None
+    previous = log.read_bytes() if log.exists() else b""
+    earlier = _run_id(previous.decode(errors="replace"))
     argv += ["--resume", earlier] if earlier else []
-    started, before = time.monotonic(), log.stat().st_size if log.exists() else 0
+    started = time.monotonic()
     limit = args.trials * args.max_seconds + 900
     with open(log, "a") as err_file:
-        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file)
         try:
             code = child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -88,17 +89,18 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             code = child.wait()
             err_file.write(f"\nkilled after {limit:.0f}s\n")
     seconds = time.monotonic() - started
-    err = log.read_bytes()[before:].decode(errors="replace")  # this invocation's output
+    err = log.read_bytes()[len(previous) :].decode(errors="replace")  # this run's part
     found = SUMMARY.search(err)
     run = _run_id(err) or earlier
     episodes = _episodes(memory, run) if run else []
     silent = sum(1 for e in episodes for a in e.attempts if not any(s.tool_calls for s in a.steps))
-    protocol = episodes[0].attempts[0].protocol if episodes and episodes[0].attempts else "?"
-    return Outcome(bug.id, bug.project, strategy, protocol, order, code == 0,
+    first = episodes[0].attempts[0] if episodes and episodes[0].attempts else None
+    return Outcome(bug.id, bug.project, strategy, first.protocol if first else "?", order,
+        code == 0,
         attempts=int(found.group(2)) if found else 0,
         tokens=int(found.group(3)) + int(found.group(4)) if found else 0,
         seconds=round(seconds, 1),
-        given_lessons=len(episodes[0].attempts[0].lesson_ids) if protocol != "?" else 0,
+        given_lessons=len(first.lesson_ids) if first else 0,
         silent_attempts=silent, exit=code,
         note="" if found else " ".join(err.strip().splitlines()[-1:])[:300],
     )  # fmt: skip
@@ -119,13 +121,20 @@ def recorded(out: Path | None) -> list[Outcome]:
     outcomes = []
     lines = out.read_text().splitlines() if out is not None and out.exists() else []
     for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
-            outcomes.append(Outcome(**json.loads(line))) if line.strip() else None
+            outcomes.append(Outcome(**json.loads(line)))
         except (ValueError, TypeError) as exc:
-            print(f"{out}:{number}: not a solve_real result ({exc}); remove the line or "
-                  "choose another --out", file=sys.stderr)  # fmt: skip
-            raise SystemExit(2) from None
+            refuse(f"{out}:{number}: not a solve_real result ({exc}); remove the line or "
+                   "choose another --out")  # fmt: skip
     return outcomes
+
+
+def refuse(message: str) -> NoReturn:
+    """A bad input or a run that would mix with another: one line, exit 2, nothing written."""
+    print(f"solve_real: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 SETTINGS = ("trials", "max_steps", "max_seconds", "max_reply_tokens", "protocol", "model",
@@ -145,10 +154,8 @@ def same_settings(runs: Path, args: argparse.Namespace) -> None:
     for name in SETTINGS:
         if theirs.get(name) != mine[name]:
             flag = "--" + name.replace("_", "-")
-            print(f"solve_real: {flag} {mine[name]} differs from the run's {theirs.get(name)} "
-                  f"({path}): resume with the same settings, or choose another --out",
-                  file=sys.stderr)  # fmt: skip
-            raise SystemExit(2)
+            refuse(f"{flag} {mine[name]} differs from the run's {theirs.get(name)} ({path}): "
+                   "resume with the same settings, or choose another --out")  # fmt: skip
 
 
 def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug]) -> list[Outcome]:
@@ -160,10 +167,8 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
     runs = work / "runs" / label
     outcomes = recorded(out)
     if not args.resume and not args.verify and (outcomes or runs.exists()):
-        held = out if outcomes else runs
-        print(f"solve_real: {held} holds an earlier run: pass --resume to continue it, or "
-              "choose another --out", file=sys.stderr)  # fmt: skip
-        raise SystemExit(2)
+        refuse(f"{out if outcomes else runs} holds an earlier run: pass --resume to continue "
+               "it, or choose another --out")  # fmt: skip
     if not args.verify:
         same_settings(runs, args)
     done = {(o.strategy, o.bug) for o in outcomes}
