@@ -7,8 +7,8 @@
 # e.g. (two servers of one thread each, one per queue):
 #   benchmarks/honest_study.sh 8011 react,retry,reflexion he-honest mbpp-honest &
 #   benchmarks/honest_study.sh 8012 reflexion-memory he-honest mbpp-honest &
-# he-oracle continues from he-honest's trial 1s (--first-from, same memory): run it after the
-# he-honest queue of the same strategies has finished its react arm. reflexion-memory on a
+# he-oracle continues from he-honest's trial 1s (--first-from, same memory) when that run of the
+# same strategies exists (run it after its react arm has finished); otherwise it makes its own. reflexion-memory on a
 # *-self run takes the self-tests of the react,retry,reflexion run of that name (--first-from):
 # start it once that run has written them.
 set -u
@@ -35,8 +35,11 @@ for name in "$@"; do
         extra+=(--first-from "$(cat "$shared.runid")" --memory "$shared/memory")
       fi ;;
     *-oracle)
-      honest=$root/he-honest-$tag
-      extra=(--stop oracle --first-from "$(cat "$honest.runid")" --memory "$honest/memory") ;;
+      honest=$root/he-honest-$tag  # continue from its trial 1s when that run exists
+      extra=(--stop oracle)
+      if [ -s "$honest.runid" ]; then
+        extra+=(--first-from "$(cat "$honest.runid")" --memory "$honest/memory")
+      fi ;;
   esac
   resume=()
   [ -s "$out.runid" ] && resume=(--resume "$(cat "$out.runid")")
