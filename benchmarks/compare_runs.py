@@ -3,60 +3,74 @@
 A bench report pairs the strategies of one run. When a strategy ran as a run of its own
 (the same suite, sample and seed; for example reflexion-memory on a second server), this
 prints the same paired table across runs: tasks both solved, only A, only B, neither,
-the exact McNemar p and a seeded bootstrap 95% interval for B - A, at the last trial and
-at trial 1.
+the exact McNemar p and a seeded bootstrap 95% interval for B - A, with the whole trial
+budget and with one trial (the answer each submitted, as the report scores it).
 
     python benchmarks/compare_runs.py OUT1/memory/episodes.db:RUN1 OUT2/memory/episodes.db:RUN2
+    python benchmarks/compare_runs.py OUT1/outcomes.jsonl OUT2/outcomes.jsonl
+
+A run is named by its episode log and id, or by the outcomes.jsonl its `mulligan report`
+wrote (which outlives the log: keep it with a study's write-up).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 from pathlib import Path
 
+from mulligan.bench.outcomes import read_outcomes
 from mulligan.bench.paired import bootstrap_difference, mcnemar_exact, pair_table
 from mulligan.bench.stats import StrategyStats, collect
+from mulligan.bench.tables import submitted_passed
+from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 
 
-def strategies(spec: str) -> list[StrategyStats]:
+def strategies(spec: str) -> list[tuple[str, StrategyStats]]:
+    """(run id, numbers) per strategy of the run `spec` names."""
+    if spec.endswith(".jsonl") and Path(spec).is_file():
+        return [(run, s) for run, s in read_outcomes(Path(spec)) if s.tasks]
     path, _, run_id = spec.rpartition(":")
-    return [s for s in collect(EpisodeLog(Path(path)), run_id).strategies if s.tasks]
+    if not path or not Path(path).is_file():
+        raise UserError(f"{spec}: name a run as EPISODES_DB:RUN_ID or an outcomes.jsonl file")
+    return [(run_id, s) for s in collect(EpisodeLog(Path(path)), run_id).strategies if s.tasks]
 
 
-def solved(s: StrategyStats, by_trial: int | None) -> dict[str, bool]:
-    return {
-        task: trial is not None and (by_trial is None or trial <= by_trial)
-        for task, trial in s.solved_at.items()
-    }
-
-
-def row(a: StrategyStats, b: StrategyStats, by_trial: int | None) -> str:
-    sa, sb = solved(a, by_trial), solved(b, by_trial)
+def row(a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str]) -> str:
+    sa, sb = submitted_passed(a, by_trial), submitted_passed(b, by_trial)
     table = pair_table(sa, sb)
     common = [t for t in sa if t in sb]
     low, high = bootstrap_difference([sa[t] for t in common], [sb[t] for t in common])
     diff = (table.only_b - table.only_a) / table.n * 100 if table.n else 0.0
     when = "trial 1" if by_trial == 1 else "last trial"
     return (
-        f"| {a.label} | {b.label} | {when} | {table.n} | {table.both} | {table.only_a} | "
+        f"| {labels[0]} | {labels[1]} | {when} | {table.n} | {table.both} | {table.only_a} | "
         f"{table.only_b} | {table.neither} | {mcnemar_exact(table.only_a, table.only_b):.3f} | "
         f"{diff:+.0f} pts [{low * 100:+.0f}, {high * 100:+.0f}] |"
     )
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="LOG:RUN_ID, an episodes.db and a run id")
+    parser.add_argument("runs", nargs="+", help="LOG:RUN_ID (an episodes.db and a run id) or "
+                        "an outcomes.jsonl")  # fmt: skip
     args = parser.parse_args()
-    found = [s for spec in args.runs for s in strategies(spec)]
+    try:
+        found = [found for spec in args.runs for found in strategies(spec)]
+    except UserError as exc:
+        print(f"compare_runs: {exc}", file=sys.stderr)
+        return 2
+    several = len({run for run, _ in found}) > 1
     print("| A | B | at | n | both | only A | only B | neither | McNemar p | B − A (95% CI) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for a, b in itertools.combinations(found, 2):
+    for (run_a, a), (run_b, b) in itertools.combinations(found, 2):
+        labels = (f"{a.label} ({run_a})", f"{b.label} ({run_b})") if several else (a.label, b.label)
         for by_trial in (None, 1):
-            print(row(a, b, by_trial))
+            print(row(a, b, by_trial, labels))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

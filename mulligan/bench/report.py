@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from mulligan.bench import plots, transfer_report
+from mulligan.bench.outcomes import write_outcomes
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import (
     FIRST_NOTE,
@@ -252,7 +253,8 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
 
 
 def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
-    """Write report.md, report.html and the plots into `out`; returns the numbers."""
+    """Write report.md, report.html, the plots and each task's outcome (outcomes.jsonl) into
+    `out`; returns the numbers."""
     stats = collect(log, run_id)
     out.mkdir(parents=True, exist_ok=True)
     suffix = " (scripted model)" if stats.manifest.get("scripted") else ""
@@ -264,6 +266,7 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     transfer = transfer_stats(log, stats)
     (out / "report.md").write_text(markdown(stats, now, rebuild, transfer))
     (out / "report.html").write_text(html_page(stats, now, transfer))
+    write_outcomes(stats, out / "outcomes.jsonl")
     return stats
 
 
