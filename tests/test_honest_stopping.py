@@ -28,7 +28,6 @@ from mulligan.schema import (
     CheckResult,
     CommandCheck,
     ContainsCheck,
-    Episode,
     ExactMatchCheck,
     PythonTestsCheck,
     RegexCheck,
@@ -37,6 +36,7 @@ from mulligan.schema import (
     Verdict,
 )
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
+from tests.logged_runs import log_run
 
 HIDDEN_MARKER = "HIDDEN_MARKER_7781"
 CODE = "```python\ndef add(a, b):\n    return a + b if a < 100 else 0\n```"
@@ -196,23 +196,11 @@ LOG = {  # task: [(visible, hidden), ...] as an oracle run made them
 def logged_run(tmp_path: Path, stop: str) -> tuple[Memory, str]:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     run_id = f"run-{stop}"
-    memory.log.start_run(
-        run_id, {"strategies": ["retry"], "trials": 3, "stop": stop, "task_order": list(LOG)}
+    made = {task: [verdict(*pair) for pair in pairs] for task, pairs in LOG.items()}
+    config = {"strategies": ["retry"], "trials": 3, "stop": stop, "task_order": list(LOG)}
+    log_run(
+        memory.log, run_id, config, {"retry": made}, lambda trial, last: attempt(trial, not last)
     )
-    for position, (task_id, made) in enumerate(LOG.items()):
-        episode = Episode(
-            id=f"{run_id}:retry:{task_id}", run_id=run_id, task_id=task_id, strategy="retry"
-        )
-        memory.log.start_episode(episode, position)
-        for trial, (visible, hidden) in enumerate(made, 1):
-            tried = attempt(trial, reflected=trial < len(made))
-            tried.task_id = task_id
-            episode.attempts.append(tried)
-            episode.verdicts.append(verdict(visible, hidden))
-            memory.log.log_attempt(episode, tried, episode.verdicts[-1])
-        episode.passed = episode.verdicts[-1].passed
-        memory.log.end_episode(episode)
-    memory.log.end_run(run_id)
     return memory, run_id
 
 

@@ -15,7 +15,8 @@ from mulligan.bench.report import write_report
 from mulligan.bench.stats import collect
 from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import SELF_TEST, Attempt, CheckResult, Episode, Usage, Verdict
+from mulligan.schema import SELF_TEST, Attempt, CheckResult, Usage, Verdict
+from tests.logged_runs import log_run
 
 COMPARE = Path(__file__).parent.parent / "benchmarks" / "compare_runs.py"
 
@@ -35,26 +36,21 @@ def verdict(own: bool, hidden: bool) -> Verdict:
     return Verdict.of(checks)
 
 
+def charged(trial: int, last: bool) -> Attempt:
+    made = Attempt(task_id="", trial=trial)
+    made.charge("actor", Usage(prompt_tokens=90, completion_tokens=10))
+    return made
+
+
 def finished_run(tmp_path: Path, run_id: str = "r1") -> tuple[Memory, Path]:
     """A two-trial run logged by hand, and the outcomes its report wrote."""
     memory = Memory(tmp_path / "mem", HashEmbedding())
-    memory.log.start_run(
-        run_id, {"strategies": list(LOG), "trials": 2, "task_order": ["alarm", "easy"]}
-    )
-    for strategy, tasks in LOG.items():
-        for position, (task_id, made) in enumerate(tasks.items()):
-            episode = Episode(id=f"{run_id}:{strategy}:{task_id}", run_id=run_id,
-                              task_id=task_id, strategy=strategy)  # fmt: skip
-            memory.log.start_episode(episode, position)
-            for trial, (own, hidden) in enumerate(made, 1):
-                tried = Attempt(task_id=task_id, trial=trial)
-                tried.charge("actor", Usage(prompt_tokens=90, completion_tokens=10))
-                episode.attempts.append(tried)
-                episode.verdicts.append(verdict(own, hidden))
-                memory.log.log_attempt(episode, tried, episode.verdicts[-1])
-            episode.passed = episode.verdicts[-1].passed
-            memory.log.end_episode(episode)
-    memory.log.end_run(run_id)
+    made = {
+        strategy: {task: [verdict(*pair) for pair in pairs] for task, pairs in tasks.items()}
+        for strategy, tasks in LOG.items()
+    }
+    config = {"strategies": list(LOG), "trials": 2, "task_order": ["alarm", "easy"]}
+    log_run(memory.log, run_id, config, made, charged)
     out = tmp_path / "report"
     write_report(memory.log, run_id, out)
     return memory, out / "outcomes.jsonl"

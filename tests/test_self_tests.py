@@ -26,6 +26,7 @@ from mulligan.schema import (
     Verdict,
 )
 from mulligan.testing import ScriptedModel
+from tests.logged_runs import log_run
 
 VISIBLE_MARK = "VISIBLE_MARK_5512"
 HIDDEN_MARK = "HIDDEN_MARK_9034"
@@ -143,15 +144,9 @@ def test_false_pass_and_false_alarm_rates_match_a_hand_count(tmp_path: Path) -> 
         "t4": [verdict([False], False), verdict([False], False)],  # both fail: neither
     }
     memory = Memory(tmp_path / "mem", HashEmbedding())
-    memory.log.start_run("r", {"strategies": ["retry"], "trials": 2, "stop": "honest"})
-    for task_id, verdicts in made.items():
-        episode = Episode(id=f"r:retry:{task_id}", run_id="r", task_id=task_id, strategy="retry")
-        memory.log.start_episode(episode)
-        for trial, v in enumerate(verdicts, 1):
-            episode.attempts.append(Attempt(task_id=task_id, trial=trial))
-            episode.verdicts.append(v)
-            memory.log.log_attempt(episode, episode.attempts[-1], v)
-        memory.log.end_episode(episode)
+    log_run(
+        memory.log, "r", {"strategies": ["retry"], "trials": 2, "stop": "honest"}, {"retry": made}
+    )
     (retry,) = collect(memory.log, "r").strategies
     counts = retry.self_tested
     assert counts.attempts == 6

@@ -1,0 +1,42 @@
+"""Runs the tests log by hand: each strategy's attempts on each task and their verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mulligan.memory.log import EpisodeLog
+from mulligan.schema import Attempt, Episode, Verdict
+
+Made = Mapping[str, Mapping[str, Sequence[Verdict]]]  # strategy: task: each attempt's verdict
+
+
+def plain_attempt(trial: int, last: bool) -> Attempt:
+    return Attempt(task_id="", trial=trial)
+
+
+def log_run(
+    log: EpisodeLog,
+    run_id: str,
+    config: dict[str, Any],
+    made: Made,
+    attempt: Callable[[int, bool], Attempt] = plain_attempt,
+) -> None:
+    """Log a finished run as the loop would: `attempt(trial, last)` makes each attempt."""
+    log.start_run(run_id, config)
+    for strategy, tasks in made.items():
+        for position, (task_id, verdicts) in enumerate(tasks.items()):
+            episode = Episode(
+                id=f"{run_id}:{strategy}:{task_id}", run_id=run_id, task_id=task_id,
+                strategy=strategy,
+            )  # fmt: skip
+            log.start_episode(episode, position)
+            for trial, verdict in enumerate(verdicts, 1):
+                tried = attempt(trial, trial == len(verdicts))
+                tried.task_id = task_id
+                episode.attempts.append(tried)
+                episode.verdicts.append(verdict)
+                log.log_attempt(episode, tried, verdict)
+            episode.passed = episode.verdicts[-1].passed
+            log.end_episode(episode)
+    log.end_run(run_id)
