@@ -14,19 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
-import tempfile
 import time
 
-from mulligan.actor import ActorSettings
+from one_call_tasks import fake_endpoint, fresh_memory, run_react, say_ok_tasks
+
 from mulligan.bench.executors import QUIET_RAY
-from mulligan.bench.runner import run_tasks
-from mulligan.build import build_loop
-from mulligan.llm.openai_client import OpenAIChatModel
-from mulligan.loop import LoopSettings
-from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import ContainsCheck, Task
 
 
 def main() -> None:
@@ -42,10 +34,7 @@ def main() -> None:
     from mulligan.bench.ray_executor import RayExecutor
 
     ray.init(include_dashboard=False, log_to_driver=False)
-    tasks = [
-        Task(id=f"t{n}", prompt=f"Say ok ({n}).", checks=[ContainsCheck(text="ok")])
-        for n in range(args.tasks)
-    ]
+    tasks = say_ok_tasks(args.tasks)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     print(f"{args.tasks} tasks, {args.latency * 1000:.0f} ms a call; local Ray with {cpus} CPUs")
     print(
@@ -54,41 +43,17 @@ def main() -> None:
     )
     for level in [int(x) for x in args.levels.split(",")]:
         for name in ("threads", "ray"):
-            # the endpoint runs in its own process, as a real one would
-            server = subprocess.Popen(
-                [sys.executable, "-m", "mulligan.llm.fake_server", "ok", str(args.latency)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert server.stdout is not None and server.stdin is not None
-            base_url = server.stdout.readline().strip()
-            with tempfile.TemporaryDirectory() as home:
-                model = OpenAIChatModel("fake", base_url=base_url, max_retries=0)
-                memory = Memory(home, HashEmbedding())
+            with fake_endpoint(args.latency) as base_url, fresh_memory() as memory:
                 executor = RayExecutor(None, concurrency=level) if name == "ray" else None
                 started = time.perf_counter()
                 if executor:
-                    executor._pool()
                     ray.get([w.__ray_ready__.remote() for w in executor._pool()])
                 start = time.perf_counter() - started
                 started = time.perf_counter()
-                episodes = run_tasks(
-                    lambda model=model, memory=memory: build_loop(  # type: ignore[misc]
-                        model, LoopSettings(strategy="react"), ActorSettings(), memory, "exec"
-                    ),
-                    tasks,
-                    run_id="exec",
-                    strategy="react",
-                    memory=memory,
-                    concurrency=level,
-                    executor=executor,
-                )
+                episodes = run_react(base_url, memory, tasks, level, executor)
                 wall = time.perf_counter() - started
                 if executor:
                     executor.close()
-            server.stdin.close()
-            server.wait(timeout=10)
             ideal = len(tasks) * args.latency / level
             passed = sum(e.passed for e in episodes)
             print(
