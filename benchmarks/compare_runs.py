@@ -3,8 +3,9 @@
 A bench report pairs the strategies of one run. When a strategy ran as a run of its own
 (the same suite, sample and seed; for example reflexion-memory on a second server), this
 prints the same paired table across runs: tasks both solved, only A, only B, neither,
-the exact McNemar p and a seeded bootstrap 95% interval for B - A, with the whole trial
-budget and with one trial (the answer each submitted, as the report scores it).
+the exact McNemar p and a seeded bootstrap 95% interval for B - A (the report's: seeded
+with --seed, the run's), with the whole trial budget and with one trial (the answer each
+submitted, as the report scores it).
 
     python benchmarks/compare_runs.py OUT1/memory/episodes.db:RUN1 OUT2/memory/episodes.db:RUN2
     python benchmarks/compare_runs.py OUT1/outcomes.jsonl OUT2/outcomes.jsonl
@@ -21,9 +22,8 @@ import sys
 from pathlib import Path
 
 from mulligan.bench.outcomes import read_outcomes
-from mulligan.bench.paired import bootstrap_difference, mcnemar_exact, pair_table
 from mulligan.bench.stats import StrategyStats, collect
-from mulligan.bench.tables import submitted_passed
+from mulligan.bench.tables import PAIRED_HEADER, paired_cells, submitted_passed
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 
@@ -38,24 +38,25 @@ def strategies(spec: str) -> list[tuple[str, StrategyStats]]:
     return [(run_id, s) for s in collect(EpisodeLog(Path(path)), run_id).strategies if s.tasks]
 
 
-def row(a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str]) -> str:
-    sa, sb = submitted_passed(a, by_trial), submitted_passed(b, by_trial)
-    table = pair_table(sa, sb)
-    common = [t for t in sa if t in sb]
-    low, high = bootstrap_difference([sa[t] for t in common], [sb[t] for t in common])
-    diff = (table.only_b - table.only_a) / table.n * 100 if table.n else 0.0
+def row(
+    a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str], seed: int
+) -> str:
+    cells, _, _ = paired_cells(submitted_passed(a, by_trial), submitted_passed(b, by_trial), seed)
     when = "trial 1" if by_trial == 1 else "last trial"
-    return (
-        f"| {labels[0]} | {labels[1]} | {when} | {table.n} | {table.both} | {table.only_a} | "
-        f"{table.only_b} | {table.neither} | {mcnemar_exact(table.only_a, table.only_b):.3f} | "
-        f"{diff:+.0f} pts [{low * 100:+.0f}, {high * 100:+.0f}] |"
-    )
+    return f"| {labels[0]} | {labels[1]} | {when} | {' | '.join(cells)} |"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="LOG:RUN_ID (an episodes.db and a run id) or "
                         "an outcomes.jsonl")  # fmt: skip
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="the bootstrap's seed; a report "
+        "seeds it with the run's --seed (default 1, as the studies ran)",
+    )
     args = parser.parse_args()
     try:
         found = [found for spec in args.runs for found in strategies(spec)]
@@ -63,12 +64,12 @@ def main() -> int:
         print(f"compare_runs: {exc}", file=sys.stderr)
         return 2
     several = len({run for run, _ in found}) > 1
-    print("| A | B | at | n | both | only A | only B | neither | McNemar p | B − A (95% CI) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    header = [*PAIRED_HEADER[:2], "at", *PAIRED_HEADER[2:]]
+    print(f"| {' | '.join(header)} |\n|{'---|' * len(header)}")
     for (run_a, a), (run_b, b) in itertools.combinations(found, 2):
         labels = (f"{a.label} ({run_a})", f"{b.label} ({run_b})") if several else (a.label, b.label)
         for by_trial in (None, 1):
-            print(row(a, b, by_trial, labels))
+            print(row(a, b, by_trial, labels, args.seed))
     return 0
 
 

@@ -4,9 +4,11 @@ lines, and `benchmarks/compare_runs.py` pairs runs from those files as from the 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,14 +44,17 @@ def charged(trial: int, last: bool) -> Attempt:
     return made
 
 
-def finished_run(tmp_path: Path, run_id: str = "r1") -> tuple[Memory, Path]:
+def finished_run(
+    tmp_path: Path, run_id: str = "r1", log: dict[str, Any] = LOG, seed: int = 0
+) -> tuple[Memory, Path]:
     """A two-trial run logged by hand, and the outcomes its report wrote."""
     memory = Memory(tmp_path / "mem", HashEmbedding())
     made = {
         strategy: {task: [verdict(*pair) for pair in pairs] for task, pairs in tasks.items()}
-        for strategy, tasks in LOG.items()
+        for strategy, tasks in log.items()
     }
-    config = {"strategies": list(LOG), "trials": 2, "task_order": ["alarm", "easy"]}
+    order = list(next(iter(log.values())))
+    config = {"strategies": list(log), "trials": 2, "task_order": order, "seed": seed}
     log_run(memory.log, run_id, config, made, charged)
     out = tmp_path / "report"
     write_report(memory.log, run_id, out)
@@ -113,3 +118,23 @@ def test_a_malformed_outcome_line_is_named_by_file_and_line(tmp_path: Path) -> N
     done = compare(str(bad))
     assert done.returncode == 2 and f"{bad}:2:" in done.stderr and not done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_compare_runs_gives_the_reports_interval_when_seeded_as_the_run_was(
+    tmp_path: Path,
+) -> None:
+    """One bootstrap for both: across runs as within one, seeded by --seed (the run's)."""
+    draw = random.Random(3)
+    hits = {"react": [draw.random() < 0.4 for _ in range(40)]}
+    hits["retry"] = [draw.random() < 0.6 for _ in range(40)]
+    log = {
+        name: {f"t{n}": [(hit, hit)] for n, hit in enumerate(made)} for name, made in hits.items()
+    }
+    _, outcomes = finished_run(tmp_path, log=log, seed=7)
+    report = (outcomes.parent / "report.md").read_text()
+    (within,) = [line for line in report.splitlines() if line.startswith("| react | retry |")]
+    cells = within.split(" | ")[2:9]  # n to the interval, then tokens per extra success
+    printed = compare(str(outcomes), "--seed", "7")
+    assert printed.returncode == 0, printed.stderr
+    (last,) = [line for line in printed.stdout.splitlines() if "| last trial |" in line]
+    assert last.removesuffix(" |").split(" | ")[3:] == cells
