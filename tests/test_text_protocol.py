@@ -5,6 +5,7 @@ import json
 import pytest
 
 from mulligan.actor.text_protocol import (
+    STOP_SEQUENCES,
     Action,
     FinalAnswer,
     ParseFailure,
@@ -115,3 +116,58 @@ def test_several_bare_json_calls_in_one_fence_are_recovered() -> None:
 def test_plain_text_is_not_a_tool_call() -> None:
     assert recover_text_tool_calls("The answer is {x}.", 0) == ([], "The answer is {x}.")
     assert recover_text_tool_calls('{"answer": 3}', 0)[0] == []
+
+
+# ------------------------------------------------ a reply that runs on past its first action
+
+# What Qwen2.5-Coder-1.5B wrote on `solve` (text protocol): no `Observation:` line, so no
+# stop fired and it imagined a whole session, 1,023 tokens (~100 s on a CPU) for one step.
+RUNAWAY = (
+    "Thought: I don't have access to the original project code.\n\n"
+    'Action: list_files\nAction Input: {"path": "inflection"}\n\n'
+    "Thought: The `inflection` directory contains the source code. Let's look.\n\n"
+    'Action: python\nAction Input: {"code": "from inflection import dasherize"}\n\n'
+    "Thought: The output of the above Python script indicates that"
+)
+
+
+def as_a_server_sends_it(text: str, stops: list[str]) -> str:
+    """What an OpenAI-compatible server returns: the text up to the first stop, without it."""
+    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
+    return text[:cut]
+
+
+def test_a_reply_that_goes_on_after_its_action_is_stopped_there_and_its_action_runs() -> None:
+    sent = as_a_server_sends_it(RUNAWAY, STOP_SEQUENCES)
+    assert "python" not in sent.split("list_files", 1)[1]  # nothing after the first action
+    assert parse_text_turn(sent, ["list_files", "python"]) == Action(
+        "list_files", '{"path": "inflection"}'
+    )
+    nested = 'Action: python\nAction Input: {"code": "x", "env": {"A": "1"}}\nThought: next'
+    assert parse_text_turn(as_a_server_sends_it(nested, STOP_SEQUENCES), TOOLS) == Action(
+        "python", '{"code": "x", "env": {"A": "1"}}'
+    )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        'Thought: look\nAction: python\nAction Input: {"code": "print(1)"}',
+        '\nThought: look\nAction: python\nAction Input: {"code": "print(1)"}',
+        '\n\nThought: look\nAction: python\nAction Input: {"code": "print(1)"}',
+        "Thought: done\nFinal Answer: {'a': 1}",
+        'Action: python\nAction Input: {"code": "d = {}\\nprint(d)"}',
+    ],
+)
+def test_the_stops_leave_a_reply_of_one_action_whole(reply: str) -> None:
+    assert as_a_server_sends_it(reply, STOP_SEQUENCES) == reply
+    assert len(STOP_SEQUENCES) <= 4  # OpenAI's API takes at most four
+
+
+def test_an_input_missing_only_its_last_brace_is_read_whole_and_nothing_else_is_guessed() -> None:
+    assert parse_text_turn('Action: python\nAction Input: {"code": "1"', TOOLS) == Action(
+        "python", '{"code": "1"}'
+    )
+    # an input cut inside a string is not repaired into something the model did not write
+    cut = parse_text_turn('Action: python\nAction Input: {"code": "pri', TOOLS)
+    assert cut == Action("python", json.dumps('{"code": "pri'))

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from mulligan.jsontext import first_json_object
 from mulligan.schema import ToolCall
 
-STOP_SEQUENCES = ["\nObservation:", "\nObservation 1:"]
+STOP_SEQUENCES = ["\nObservation:", "\nObservation 1:", "}\nThought:", "}\n\nThought:"]
+"""Where a server ends a text-protocol turn (OpenAI's API takes four at most): at an imagined
+observation, or at the next thought after an action's JSON input, for a model that writes no
+`Observation:` and would imagine a whole session in one reply. The server drops the stop it
+matched, and with it that input's last brace: `_missing_last_brace` puts it back."""
 
 
 @dataclass
@@ -85,7 +89,8 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
             return FinalAnswer(argument)
         return Action(name, _as_arguments(argument))
     if value.startswith("{"):
-        obj = first_json_object(text[action.start("value") :])
+        rest = text[action.start("value") :].strip()
+        obj = _missing_last_brace(rest) or first_json_object(rest)
         found = _action_from_json(obj, tool_names) if obj is not None else None
         if found:
             return found
@@ -115,7 +120,8 @@ def _unfence(text: str) -> str:
 
 def _as_arguments(raw: str) -> str:
     """JSON text for the registry: the raw input if it is JSON, else a JSON string of it."""
-    obj = first_json_object(raw) if raw.lstrip().startswith("{") else None
+    raw = raw.strip()
+    obj = (_missing_last_brace(raw) or first_json_object(raw)) if raw.startswith("{") else None
     if obj is not None:
         return json.dumps(obj)
     try:
@@ -123,6 +129,16 @@ def _as_arguments(raw: str) -> str:
         return raw
     except json.JSONDecodeError:
         return json.dumps(raw.strip().strip('"').strip("'"))
+
+
+def _missing_last_brace(raw: str) -> dict[str, object] | None:
+    """The object `raw` is when only its final brace is missing (the stop took it), else None:
+    nothing else is completed."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(raw + "}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) and end == len(raw) + 1 else None
 
 
 def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed | None:
