@@ -171,3 +171,22 @@ def test_an_input_missing_only_its_last_brace_is_read_whole_and_nothing_else_is_
     # an input cut inside a string is not repaired into something the model did not write
     cut = parse_text_turn('Action: python\nAction Input: {"code": "pri', TOOLS)
     assert cut == Action("python", json.dumps('{"code": "pri'))
+
+
+def test_an_actions_input_is_never_taken_from_the_action_after_it() -> None:
+    """Seen on the 1.5B model: a write_file input in Python triple quotes, then a second
+    action; the shell command's input was handed to write_file."""
+    two = (
+        'Action: write_file\nAction Input: {"path": "a.py", "content": """\nx = 1\n"""}\n'
+        'Action: shell\nAction Input: {"command": "pytest -q"}'
+    )
+    parsed = parse_text_turn(two, ["write_file", "shell"])
+    assert isinstance(parsed, Action) and parsed.name == "write_file"
+    assert "pytest" not in parsed.arguments
+
+
+def test_python_triple_quoted_strings_in_an_input_are_read_as_the_strings_they_are() -> None:
+    text = 'Action: write_file\nAction Input: {"path": "a.py", "content": """def f():\n    return "x"\n"""}'
+    assert parse_text_turn(text, ["write_file"]) == Action(
+        "write_file", json.dumps({"path": "a.py", "content": 'def f():\n    return "x"\n'})
+    )

@@ -47,6 +47,10 @@ _ACTION = re.compile(r"^" + _EMPHASIS + r"action" + _LABEL + r"(?P<value>.*)$", 
 _INPUT = re.compile(r"^" + _EMPHASIS + r"action[ _]input" + _LABEL, re.I | re.M)
 _BRACKET = re.compile(r"^\s*`?(?P<name>[\w.-]+)\s*\[(?P<arg>.*)\]`?\s*$", re.S)
 _OBSERVATION = re.compile(r"^" + _EMPHASIS + r"observation(?:\s*\d+)?\s*:", re.I | re.M)
+_NEXT_LABEL = re.compile(
+    r"^" + _EMPHASIS + r"(?:thought|action|final[ _]answer|observation)" + _LABEL, re.I | re.M
+)
+_TRIPLE_QUOTED = re.compile(r'"""(.*?)"""', re.S)
 _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
 
 
@@ -100,7 +104,9 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
     given = _INPUT.search(text, action.end())
     if given is None:
         return Action(name, "{}")
-    raw = _unfence(text[given.end() :].strip())
+    rest = text[given.end() :]
+    following = _NEXT_LABEL.search(rest)  # the input ends where the next thought or action starts
+    raw = _unfence((rest[: following.start()] if following else rest).strip())
     return Action(name, _as_arguments(raw))
 
 
@@ -119,16 +125,31 @@ def _unfence(text: str) -> str:
 
 
 def _as_arguments(raw: str) -> str:
-    """JSON text for the registry: the raw input if it is JSON, else a JSON string of it."""
+    """JSON text for the registry: the raw input if it is JSON, else a JSON string of it.
+    Lenient where small models are: Python triple-quoted strings, a final brace a stop took."""
     raw = raw.strip()
-    obj = (_missing_last_brace(raw) or first_json_object(raw)) if raw.startswith("{") else None
-    if obj is not None:
-        return json.dumps(obj)
+    if raw.startswith("{"):
+        as_json = _TRIPLE_QUOTED.sub(lambda quoted: json.dumps(quoted.group(1)), raw)
+        for form in (raw, as_json):
+            obj = _object_at_start(form) or _missing_last_brace(form)
+            if obj is not None:
+                return json.dumps(obj)
+        obj = first_json_object(raw)
+        if obj is not None:
+            return json.dumps(obj)
     try:
         json.loads(raw)
         return raw
     except json.JSONDecodeError:
         return json.dumps(raw.strip().strip('"').strip("'"))
+
+
+def _object_at_start(raw: str) -> dict[str, object] | None:
+    try:
+        value, _ = json.JSONDecoder().raw_decode(raw)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _missing_last_brace(raw: str) -> dict[str, object] | None:
