@@ -100,3 +100,22 @@ def test_build_tools_names_what_is_missing() -> None:
         build_tools(["calculator", "search"])
     with pytest.raises(UserError, match="telepathy \\(unknown\\)"):
         build_tools(["telepathy"])
+
+
+def test_reading_a_file_that_is_not_there_names_the_files_of_that_name(tmp_path: Path) -> None:
+    """Seen on the 1.5B model in `solve`: it read `inflection/test_inflection.py`, was told
+    only that it did not exist, and wrote a test file of its own there."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "test_pkg.py").write_text("x")
+    (tmp_path / "pkg" / "deep").mkdir()
+    (tmp_path / "pkg" / "deep" / "test_pkg.py").write_text("y")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "test_pkg.py").write_text("z")
+    registry = ToolRegistry.of(Workspace(tmp_path).tools())
+    status, output = call(registry, "read_file", '{"path": "pkg/test_pkg.py"}')
+    assert status == "error"
+    assert "pkg/test_pkg.py does not exist" in output
+    assert "test_pkg.py" in output.split("does not exist", 1)[1]
+    assert "pkg/deep/test_pkg.py" in output and ".hidden" not in output
+    status, output = call(registry, "read_file", '{"path": "nothing.py"}')
+    assert status == "error" and "list_files" in output

@@ -6,6 +6,7 @@ import ast
 import difflib
 import math
 import operator
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -128,6 +129,22 @@ class Workspace:
             raise ValueError(f"{path} leads outside the workspace (through a symlink)")
         return target
 
+    def visible(self, path: Path) -> bool:
+        """Not hidden, nor inside a hidden directory (.git, .venv...)."""
+        return not any(part.startswith(".") for part in path.relative_to(self.root).parts)
+
+    def files_named(self, name: str, most: int = 5) -> str:
+        """For a path that is not there: where files of that name are, to say so."""
+        found = []
+        for directory, subdirectories, files in os.walk(self.root):
+            subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]  # not .git
+            if name in files:
+                found.append(str((Path(directory) / name).relative_to(self.root)))
+        found = sorted(found)[:most]
+        if found:
+            return f"; files named {name} are at: {', '.join(found)}"
+        return f"; no file named {name} in the workspace (list_files shows what is there)"
+
     def tools(self, shell_needs_approval: bool = True) -> list[Tool]:
         ws = self
 
@@ -150,11 +167,12 @@ class Workspace:
         @tool
         def read_file(path: str) -> str:
             """Use to read a text file in the workspace, by relative path."""
-            ws.resolve(path)  # the usual refusals first, with their messages
+            target = ws.resolve(path)  # the usual refusals first, with their messages
             try:
                 return read_workspace_file(ws.root, path)
             except Unreadable as exc:
-                raise ValueError(str(exc)) from None
+                where = "" if target.exists() else ws.files_named(target.name)
+                raise ValueError(f"{exc}{where}") from None
 
         @tool
         def write_file(path: str, content: str) -> str:
@@ -173,7 +191,7 @@ class Workspace:
             names = sorted(
                 str(p.relative_to(ws.root)) + ("/" if p.is_dir() else "")
                 for p in base.rglob("*")
-                if not any(part.startswith(".") for part in p.relative_to(ws.root).parts)
+                if ws.visible(p)
             )
             return "\n".join(names) if names else "(empty directory)"
 
