@@ -119,3 +119,21 @@ def test_reading_a_file_that_is_not_there_names_the_files_of_that_name(tmp_path:
     assert "pkg/deep/test_pkg.py" in output and ".hidden" not in output
     status, output = call(registry, "read_file", '{"path": "nothing.py"}')
     assert status == "error" and "list_files" in output
+
+
+def test_the_python_tool_imports_the_workspaces_own_modules(tmp_path: Path) -> None:
+    """As `python -c` in the project would: seen on `solve`, where `import inflection` in
+    the project's own directory failed (the script ran isolated, from a scratch directory)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    project.chmod(0o755)  # as a user's project is; the box's user may read it
+    (project / "mymod.py").write_text("VALUE = 41\n")
+    registry = ToolRegistry.of(Workspace(project).tools())
+    status, output = call(registry, "python", '{"code": "import mymod\\nprint(mymod.VALUE + 1)"}')
+    assert (status, output.strip()) == ("ok", "42")
+    status, output = call(
+        registry, "python", '{"code": "x = 1\\nraise SystemExit(f\\"{__name__} {x}\\")"}'
+    )
+    assert "__main__ 1" in output
+    status, output = call(registry, "python", '{"code": "\\n\\n1/0"}')
+    assert 'main.py", line 3' in output  # the model's own line numbers

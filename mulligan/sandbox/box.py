@@ -32,6 +32,14 @@ HARNESS = Path(__file__).parents[1] / "evaluator" / "harness.py"
 DEFAULT_LIMITS = Limits()
 
 
+FROM_THE_WORKING_DIRECTORY = (
+    "import sys; sys.path.insert(0, ''); sys.argv[:] = sys.argv[1:]; __file__ = sys.argv[0]; "
+    "exec(compile(open(__file__, encoding='utf-8').read(), __file__, 'exec'))"
+)
+"""Runs the script as `python -c` would in `cwd`: the working directory's own modules import
+(`-I` keeps the host's PYTHONPATH and user site out, and with them the script's directory)."""
+
+
 def run_python(
     code: str,
     *,
@@ -48,8 +56,8 @@ def run_python(
     """
     with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
         script = Path(scratch) / "main.py"
-        script.write_text(code)
-        argv = [python_for_child(policy), "-I", "-B", str(script)]
+        script.write_text(code, encoding="utf-8")
+        argv = [python_for_child(policy), "-I", "-B", "-c", FROM_THE_WORKING_DIRECTORY, str(script)]
         return _run(argv, scratch, cwd, writable, limits, stdin.encode(), policy)
 
 
