@@ -224,6 +224,32 @@ def test_repeated_call_gets_a_nudge_not_a_second_execution() -> None:
     assert nudge.status == "repeated" and "already called count" in nudge.output
 
 
+def test_a_call_repeated_after_a_write_runs_again() -> None:
+    """Seen on `solve`: the model fixed a file and ran the tests again, and was told it had
+    already run them; after a write, what was seen before may be stale."""
+    executed: list[str] = []
+
+    @tool
+    def run_tests() -> str:
+        """Use to run the tests."""
+        executed.append("tests")
+        return "1 failed" if len(executed) == 1 else "all passed"
+
+    @tool(changes_state=True)
+    def write_file(path: str, content: str) -> str:
+        """Use to write a file."""
+        executed.append("write")
+        return "wrote"
+
+    script = [reply("", tool_call("run_tests")), reply("", tool_call("write_file", path="a", content="b")),
+              reply("", tool_call("run_tests")), reply("", tool_call("run_tests")), "done"]  # fmt: skip
+    with ScriptedModel(script) as model:
+        attempt = Actor(model, ActorSettings()).run("t", "fix it", [run_tests, write_file])
+    assert executed == ["tests", "write", "tests"]  # the last call repeats with nothing between
+    assert attempt.steps[2].results[0].output == "all passed"
+    assert attempt.steps[3].results[0].status == "repeated"
+
+
 def test_repeat_nudge_can_be_turned_off() -> None:
     executed, _ = call_count_twice(ActorSettings(nudge_repeats=False))
     assert executed == [1, 1]

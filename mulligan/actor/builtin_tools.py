@@ -174,7 +174,7 @@ class Workspace:
                 where = "" if target.exists() else ws.files_named(target.name)
                 raise ValueError(f"{exc}{where}") from None
 
-        @tool
+        @tool(changes_state=True)
         def write_file(path: str, content: str) -> str:
             """Use to create or overwrite a text file in the workspace, by relative path."""
             ws.resolve(path)

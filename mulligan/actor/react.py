@@ -242,6 +242,11 @@ class Actor:
                 seen.add(key)
                 fresh.append(call)
         ran = {r.call_id: r for r in registry.run_all(fresh)}
+        for call in fresh:  # after a write, what was seen before may be stale
+            made = registry.tools.get(call.name)
+            if made and made.changes_state and ran[call.id].status == "ok":
+                seen.clear()
+                seen.add(_call_key(call))
         return [nudges.get(call.id) or ran[call.id] for call in calls]
 
 

@@ -27,6 +27,9 @@ class Tool:
     arguments: type[pydantic.BaseModel]
     needs_approval: bool = False
     timeout: float = DEFAULT_TOOL_TIMEOUT
+    changes_state: bool = False
+    """It changes what other calls would see (writes a file): the actor lets calls made
+    before it run again after it."""
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments (from the function's signature)."""
@@ -59,6 +62,7 @@ def tool(
     name: str | None = None,
     needs_approval: bool = False,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
+    changes_state: bool = False,
 ) -> Any:
     """Turn a typed function into a Tool: `@tool` or `@tool(needs_approval=True)`."""
 
@@ -81,6 +85,7 @@ def tool(
             arguments=model,
             needs_approval=needs_approval,
             timeout=timeout,
+            changes_state=changes_state,
         )
 
     return wrap(function) if function is not None else wrap
