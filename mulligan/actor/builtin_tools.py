@@ -131,13 +131,13 @@ class Workspace:
 
     def visible(self, path: Path) -> bool:
         """Not hidden, nor inside a hidden directory (.git, .venv...)."""
-        return not any(part.startswith(".") for part in path.relative_to(self.root).parts)
+        return not any(_hidden(part) for part in path.relative_to(self.root).parts)
 
     def files_named(self, name: str, most: int = 5) -> str:
         """For a path that is not there: where files of that name are, to say so."""
         found = []
         for directory, subdirectories, files in os.walk(self.root):
-            subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]  # not .git
+            subdirectories[:] = [d for d in subdirectories if not _hidden(d)]  # as visible()
             if name in files:
                 found.append(str((Path(directory) / name).relative_to(self.root)))
         found = sorted(found)[:most]
@@ -196,6 +196,10 @@ class Workspace:
             return "\n".join(names) if names else "(empty directory)"
 
         return [python, shell, read_file, write_file, list_files]
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
 
 
 # ---------------------------------------------------------------- search / lookup
