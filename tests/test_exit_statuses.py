@@ -78,9 +78,10 @@ def test_an_interrupted_run_exits_130_without_a_traceback(tmp_path: Path) -> Non
             env=env,
         )
         try:
-            assert called.wait(60), "the run never called the model"
+            # generous: on a starved CPU (a study beside the suite) startup alone can pass 60 s
+            assert called.wait(300), "the run never called the model"
             process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=60)
+            out, err = process.communicate(timeout=300)
         finally:
             if process.poll() is None:
                 process.kill()
