@@ -27,6 +27,10 @@ def trajectory(attempt: Attempt, max_result_chars: int = 600) -> str:
         )
         if step.text.strip():
             lines.append(_indent(step.text.strip()))
+        if step.discarded.strip():
+            lines.append(
+                f"    [... {len(step.discarded.strip())} characters after the action, not run]"
+            )
         for call in step.tool_calls:
             lines.append(f"  -> {call.name}({call.arguments})  [{call.id}]")
         for result in step.results:

@@ -5,6 +5,7 @@ import threading
 import time
 
 from mulligan.actor import Actor, ActorSettings, Budget, tool
+from mulligan.display import trajectory
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatResponse
 from mulligan.schema import Attempt, ToolCall, Usage
@@ -328,3 +329,28 @@ def test_text_protocol_end_to_end_uses_stop_sequences_and_observations() -> None
     assert model.calls[0].tools is None
     assert "add" in model.calls[0].messages[0]["content"]
     assert model.calls[1].messages[-1]["content"] == "Observation: 5"
+
+
+def test_what_a_text_reply_imagines_after_its_action_is_not_shown_back_as_done() -> None:
+    """Seen on the 1.5B model (solve_real, isodate): no stop fired, and after its action it
+    wrote the output it imagined (`Action Output:`), then more actions and their outputs. Only
+    the first action runs; the model is shown that action and its real observation, not its
+    own story of what came next."""
+    imagined = (
+        'Thought: add them\nAction: add\nAction Input: {"a": 2, "b": 3}\n'
+        "    Action Output: 7\n"
+        'Thought: now again\nAction: add\nAction Input: {"a": 7, "b": 1}\n'
+        "Action Output: 8\nThought: done"
+    )
+    with ScriptedModel([imagined, "Final Answer: 5"]) as model:
+        attempt = run(model, protocol="text")
+    first = attempt.steps[0]
+    assert [c.arguments for c in first.tool_calls] == ['{"a": 2, "b": 3}']
+    shown = model.calls[1].messages
+    said = next(m["content"] for m in reversed(shown) if m["role"] == "assistant")
+    assert said.endswith('Action Input: {"a": 2, "b": 3}')
+    assert "7" not in said and "now again" not in said
+    assert shown[-1]["content"] == "Observation: 5"
+    # nothing the model wrote is lost: the log keeps the rest, marked as not run
+    assert first.text + first.discarded == imagined
+    assert "characters after the action, not run" in trajectory(attempt)

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "solve_real.py"
+
+pytestmark = pytest.mark.timeout(900)  # each smoke run is ~12 s of CPU: a loaded machine needs more
 
 
 def test_smoke_runs_every_strategy_and_the_second_bug_starts_from_a_lesson(

@@ -9,6 +9,7 @@ from mulligan.actor.text_protocol import (
     Action,
     FinalAnswer,
     ParseFailure,
+    acted_on,
     parse_text_turn,
     recover_text_tool_calls,
 )
@@ -190,3 +191,24 @@ def test_python_triple_quoted_strings_in_an_input_are_read_as_the_strings_they_a
     assert parse_text_turn(text, ["write_file"]) == Action(
         "write_file", json.dumps({"path": "a.py", "content": 'def f():\n    return "x"\n'})
     )
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "\n    Action Output: ```python\nx = 1\n```\n",
+        "\nObservation: 7\n",
+        "\n\nThought: next\nAction: python\n",
+        "\nTool Output: (empty directory)\n",
+    ],
+)
+def test_the_acted_on_part_of_a_reply_ends_with_its_first_actions_input(after: str) -> None:
+    reply = 'Thought: look\nAction: python\nAction Input: {"code": "print(1)"}'
+    acted, rest = acted_on(reply + after)
+    assert acted == reply and acted + rest == reply + after
+    assert parse_text_turn(reply + after, TOOLS) == Action("python", '{"code": "print(1)"}')
+
+
+def test_a_reply_without_an_action_is_acted_on_whole() -> None:
+    for text in ("Thought: done\nFinal Answer: 5\n", "just prose"):
+        assert acted_on(text) == (text, "")

@@ -14,6 +14,7 @@ from mulligan.actor.text_protocol import (
     STOP_SEQUENCES,
     Action,
     FinalAnswer,
+    acted_on,
     parse_text_turn,
     recover_text_tool_calls,
     strip_final_label,
@@ -198,6 +199,7 @@ class Actor:
             elif isinstance(parsed, Action) and not forced:
                 call = ToolCall(id=f"call_{index}_0", name=parsed.name, arguments=parsed.arguments)
                 step.tool_calls = [call]
+                step.text, step.discarded = acted_on(response.text)
             else:
                 reason = parsed.reason if not isinstance(parsed, Action) else "no answer given"
                 self._format_error(step, reason, names)

@@ -46,7 +46,10 @@ _FINAL = re.compile(r"^" + _EMPHASIS + r"final[ _]answer" + _LABEL, re.I | re.M)
 _ACTION = re.compile(r"^" + _EMPHASIS + r"action" + _LABEL + r"(?P<value>.*)$", re.I | re.M)
 _INPUT = re.compile(r"^" + _EMPHASIS + r"action[ _]input" + _LABEL, re.I | re.M)
 _BRACKET = re.compile(r"^\s*`?(?P<name>[\w.-]+)\s*\[(?P<arg>.*)\]`?\s*$", re.S)
-_OBSERVATION = re.compile(r"^" + _EMPHASIS + r"observation(?:\s*\d+)?\s*:", re.I | re.M)
+_OBSERVATION = re.compile(
+    r"^" + _EMPHASIS + r"(?:observation|(?:action|tool)[ _]output)(?:\s*\d+)?\s*:", re.I | re.M
+)
+"""A result the model imagined: `Observation:`, or `Action Output:` as the 1.5B model writes."""
 _NEXT_LABEL = re.compile(
     r"^" + _EMPHASIS + r"(?:thought|action|final[ _]answer|observation)" + _LABEL, re.I | re.M
 )
@@ -78,6 +81,22 @@ def strip_final_label(text: str) -> str:
     return (text[match.end() :] if match else text).strip()
 
 
+def acted_on(text: str) -> tuple[str, str]:
+    """A text-protocol reply split where its first action's input ends: the part the actor
+    runs, and what the model went on to write (outputs it imagined, more actions), which was
+    never run. `acted + rest == text`."""
+    action = _ACTION.search(_cut_hallucinated_observation(text))
+    if action is None:
+        return text, ""
+    given = _input_of(text, action)
+    start = given.end() if given else action.end()
+    ends = (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
+    cut = min((m.start() for m in ends if m), default=len(text))
+    while cut > start and text[cut - 1].isspace():
+        cut -= 1
+    return text[:cut], text[cut:]
+
+
 def _cut_hallucinated_observation(text: str) -> str:
     match = _OBSERVATION.search(text)
     return text[: match.start()] if match else text
@@ -101,13 +120,20 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
     name = _known_name(value.strip("`'\" "), tool_names)
     if not name:
         return ParseFailure("`Action:` names no tool")
-    given = _INPUT.search(text, action.end())
+    given = _input_of(text, action)
     if given is None:
         return Action(name, "{}")
     rest = text[given.end() :]
     following = _NEXT_LABEL.search(rest)  # the input ends where the next thought or action starts
     raw = _unfence((rest[: following.start()] if following else rest).strip())
     return Action(name, _as_arguments(raw))
+
+
+def _input_of(text: str, action: re.Match[str]) -> re.Match[str] | None:
+    """The `Action Input:` of this action: one before the next label, not a later action's."""
+    given = _INPUT.search(text, action.end())
+    following = _NEXT_LABEL.search(text, action.end())
+    return given if given and (following is None or given.start() <= following.start()) else None
 
 
 def _known_name(name: str, tool_names: list[str]) -> str:

@@ -92,6 +92,9 @@ class Step(Record):
 
     index: int
     text: str = ""
+    discarded: str = ""
+    """What a text-protocol reply went on to write after its first action (outputs it imagined,
+    more actions): never run, and not shown to the model again. `text + discarded` is the reply."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     results: list[ToolResult] = Field(default_factory=list)
     kind: Literal["act", "final", "format_error", "summary"] = "act"
