@@ -137,3 +137,21 @@ def test_the_python_tool_imports_the_workspaces_own_modules(tmp_path: Path) -> N
     assert "__main__ 1" in output
     status, output = call(registry, "python", '{"code": "\\n\\n1/0"}')
     assert 'main.py", line 3' in output  # the model's own line numbers
+
+
+def test_listing_a_file_or_a_missing_path_says_what_it_is(tmp_path: Path) -> None:
+    """Seen on the 1.5B model in solve_real (isodate): `list_files` of a test file's path was
+    answered "(empty directory)", and the model asked the same thing ten more times."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_datetime.py").write_text("x")
+    (tmp_path / "empty").mkdir()
+    registry = ToolRegistry.of(Workspace(tmp_path).tools())
+    status, output = call(registry, "list_files", '{"path": "tests/test_datetime.py"}')
+    assert status == "ok" and "tests/test_datetime.py is a file" in output
+    assert "read_file" in output and "empty directory" not in output
+    status, output = call(registry, "list_files", '{"path": "src/tests/test_datetime.py"}')
+    assert status == "error" and "src/tests/test_datetime.py does not exist" in output
+    assert "tests/test_datetime.py" in output.split("does not exist", 1)[1]
+    assert call(registry, "list_files", '{"path": "empty"}') == ("ok", "(empty directory)")
+    status, output = call(registry, "list_files", '{"path": "src/tests"}')
+    assert status == "error" and output.split("does not exist", 1)[1].count("tests/") == 1

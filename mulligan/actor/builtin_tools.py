@@ -133,17 +133,18 @@ class Workspace:
         """Not hidden, nor inside a hidden directory (.git, .venv...)."""
         return not any(_hidden(part) for part in path.relative_to(self.root).parts)
 
-    def files_named(self, name: str, most: int = 5) -> str:
-        """For a path that is not there: where files of that name are, to say so."""
+    def paths_named(self, name: str, most: int = 5) -> str:
+        """For a path that is not there: where files (or directories) of that name are."""
         found = []
         for directory, subdirectories, files in os.walk(self.root):
             subdirectories[:] = [d for d in subdirectories if not _hidden(d)]  # as visible()
-            if name in files:
-                found.append(str((Path(directory) / name).relative_to(self.root)))
+            here = Path(directory).relative_to(self.root)
+            found += [str(here / name) for n in files if n == name]
+            found += [f"{here / name}/" for n in subdirectories if n == name]
         found = sorted(found)[:most]
         if found:
-            return f"; files named {name} are at: {', '.join(found)}"
-        return f"; no file named {name} in the workspace (list_files shows what is there)"
+            return f"; paths named {name}: {', '.join(found)}"
+        return f"; nothing named {name} in the workspace (list_files shows what is there)"
 
     def tools(self, shell_needs_approval: bool = True) -> list[Tool]:
         ws = self
@@ -171,7 +172,7 @@ class Workspace:
             try:
                 return read_workspace_file(ws.root, path)
             except Unreadable as exc:
-                where = "" if target.exists() else ws.files_named(target.name)
+                where = "" if target.exists() else ws.paths_named(target.name)
                 raise ValueError(f"{exc}{where}") from None
 
         @tool(changes_state=True)
@@ -188,6 +189,10 @@ class Workspace:
         def list_files(path: str = ".") -> str:
             """Use to list the files under a workspace directory (recursively, relative paths)."""
             base = ws.resolve(path)
+            if base.is_file():
+                return f"{path} is a file, not a directory: read it with read_file"
+            if not base.exists():
+                raise ValueError(f"{path} does not exist{ws.paths_named(base.name)}")
             names = sorted(
                 str(p.relative_to(ws.root)) + ("/" if p.is_dir() else "")
                 for p in base.rglob("*")
