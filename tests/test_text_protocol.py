@@ -212,3 +212,19 @@ def test_the_acted_on_part_of_a_reply_ends_with_its_first_actions_input(after: s
 def test_a_reply_without_an_action_is_acted_on_whole() -> None:
     for text in ("Thought: done\nFinal Answer: 5\n", "just prose"):
         assert acted_on(text) == (text, "")
+
+
+def test_an_input_with_raw_newlines_and_escaped_quotes_is_read_as_the_model_meant_it() -> None:
+    """Seen on the 1.5B model in solve_real (inflection, retry): code in a JSON string with a
+    real line break and `\\'` (neither is JSON); the whole input went to `python` as a string,
+    and the model was shown a SyntaxError in code it never wrote, eight times."""
+    text = (
+        'Action: python\nAction Input: {"code": "with open(\'a.py\') as f:\\n    x = f.read()'
+        " + '\\'-suffix\\''\n    print(x)\"}\nResult:\n```\n[exit status 0]\n```"
+    )
+    parsed = parse_text_turn(text, TOOLS)
+    assert isinstance(parsed, Action) and parsed.name == "python"
+    code = json.loads(parsed.arguments)["code"]
+    assert code == "with open('a.py') as f:\n    x = f.read() + '\\'-suffix\\''\n    print(x)"
+    acted, rest = acted_on(text)
+    assert acted.endswith('print(x)"}') and rest.lstrip().startswith("Result:")

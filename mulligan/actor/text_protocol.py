@@ -47,13 +47,21 @@ _ACTION = re.compile(r"^" + _EMPHASIS + r"action" + _LABEL + r"(?P<value>.*)$", 
 _INPUT = re.compile(r"^" + _EMPHASIS + r"action[ _]input" + _LABEL, re.I | re.M)
 _BRACKET = re.compile(r"^\s*`?(?P<name>[\w.-]+)\s*\[(?P<arg>.*)\]`?\s*$", re.S)
 _OBSERVATION = re.compile(
-    r"^" + _EMPHASIS + r"(?:observation|(?:action|tool)[ _]output)(?:\s*\d+)?\s*:", re.I | re.M
+    r"^"
+    + _EMPHASIS
+    + r"(?:observation|result|(?:action|tool)[ _](?:output|result))(?:\s*\d+)?\s*:",
+    re.I | re.M,
 )
-"""A result the model imagined: `Observation:`, or `Action Output:` as the 1.5B model writes."""
+"""A result the model imagined: `Observation:`, or `Action Output:` or `Result:` as the 1.5B
+model writes them."""
 _NEXT_LABEL = re.compile(
     r"^" + _EMPHASIS + r"(?:thought|action|final[ _]answer|observation)" + _LABEL, re.I | re.M
 )
 _TRIPLE_QUOTED = re.compile(r'"""(.*?)"""', re.S)
+_QUOTE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
+"""`\\'`, which JSON has not: a model writing Python in a JSON string means the backslash too."""
+_LENIENT = json.JSONDecoder(strict=False)
+"""JSON that also takes a raw line break inside a string, as models write code."""
 _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
 
 
@@ -156,7 +164,7 @@ def _as_arguments(raw: str) -> str:
     raw = raw.strip()
     if raw.startswith("{"):
         as_json = _TRIPLE_QUOTED.sub(lambda quoted: json.dumps(quoted.group(1)), raw)
-        for form in (raw, as_json):
+        for form in (raw, as_json, _QUOTE_ESCAPE.sub(r"\1\\\\'", as_json)):
             obj = _object_at_start(form) or _missing_last_brace(form)
             if obj is not None:
                 return json.dumps(obj)
@@ -172,7 +180,7 @@ def _as_arguments(raw: str) -> str:
 
 def _object_at_start(raw: str) -> dict[str, object] | None:
     try:
-        value, _ = json.JSONDecoder().raw_decode(raw)
+        value, _ = _LENIENT.raw_decode(raw)
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
@@ -182,7 +190,7 @@ def _missing_last_brace(raw: str) -> dict[str, object] | None:
     """The object `raw` is when only its final brace is missing (the stop took it), else None:
     nothing else is completed."""
     try:
-        value, end = json.JSONDecoder().raw_decode(raw + "}")
+        value, end = _LENIENT.raw_decode(raw + "}")
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) and end == len(raw) + 1 else None
