@@ -47,6 +47,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "max_steps": POSITIVE_INT,
     "max_tokens": POSITIVE_INT,
     "max_format_errors": POSITIVE_INT,
+    "max_repeats": POSITIVE_INT,
     "max_reply_tokens": POSITIVE_INT,
     "max_seconds": POSITIVE,
     "max_cost": NON_NEGATIVE,

@@ -354,3 +354,21 @@ def test_what_a_text_reply_imagines_after_its_action_is_not_shown_back_as_done()
     # nothing the model wrote is lost: the log keeps the rest, marked as not run
     assert first.text + first.discarded == imagined
     assert "characters after the action, not run" in trajectory(attempt)
+
+
+def test_a_model_that_only_repeats_itself_is_asked_for_its_answer() -> None:
+    """Seen on the 1.5B model in solve_real: the same call eight to ten times in a row, each
+    told it was a repeat, until the steps ran out (12 steps, ~100 s). After `max_repeats`
+    steps of nothing but repeats, the next call is the last, without tools."""
+    again = [reply("", tool_call("add", a=2, b=3)) for _ in range(4)]  # a 5th is never asked
+    with ScriptedModel([*again, "5"]) as model:
+        attempt = run(model, budget=Budget(max_steps=12, max_repeats=3))
+    statuses = [r.status for s in attempt.steps for r in s.results]
+    assert statuses == ["ok", "repeated", "repeated", "repeated"]
+    assert attempt.answer == "5" and attempt.final_forced and len(attempt.steps) == 5
+    assert model.calls[-1].tools is None  # the last call offered no tools
+    # a fresh call in between starts the count again
+    mixed = [reply("", tool_call("add", a=2, b=b)) for b in (0, 0, 0, 1, 1, 1, 2)]
+    with ScriptedModel([*mixed, "5"]) as model:
+        attempt = run(model, budget=Budget(max_steps=12, max_repeats=3))
+    assert len(attempt.steps) == 8 and not attempt.final_forced

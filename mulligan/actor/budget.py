@@ -15,6 +15,10 @@ class Budget:
     max_seconds: float = 600.0
     max_cost: float = 1.0
     max_format_errors: int = 3
+    max_repeats: int = 3
+    """Steps in a row that made only calls already made: after them, the next call is the
+    last (without tools), as at the step limit. Seen with a 1.5B model: the same call ten
+    times, each told it was a repeat."""
     max_reply_tokens: int = 2048
     """The cap on each reply's length: a model that runs on (seen with a 1.5B model on
     llama.cpp, generating until its context was full) is cut there and told so."""
@@ -39,6 +43,8 @@ class Spend:
     usage_by_role: dict[Role, Usage] = field(default_factory=dict)
     format_errors: int = 0
     """Consecutive format errors; reset by a well-formed turn."""
+    repeats: int = 0
+    """Consecutive steps whose every call was a repeat; reset by a step with a fresh call."""
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -60,6 +66,11 @@ class Spend:
                 self.record(step.fold_usage, "summariser")
             self.started -= step.latency_s + sum(r.seconds for r in step.results)
             self.format_errors = self.format_errors + 1 if step.kind == "format_error" else 0
+            self.count_repeats(step)
+
+    def count_repeats(self, step: Step) -> None:
+        only = bool(step.results) and all(r.status == "repeated" for r in step.results)
+        self.repeats = self.repeats + 1 if only else 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -87,6 +98,8 @@ class Spend:
         b = self.budget
         if self.calls + 1 >= b.max_steps:
             return "max_steps"
+        if self.repeats >= b.max_repeats:
+            return "repeats"
         if self.calls == 0:
             return None
         per_call = 1 / self.calls

@@ -139,6 +139,7 @@ class Actor:
             if on_step and step.tool_calls:
                 on_step(step)  # logged before the tools run: a crash leaves calls to repair
             step.results = self._run_calls(step.tool_calls, registry, seen)
+            spend.count_repeats(step)
             attempt.steps.append(step)
             if on_step:
                 on_step(step)

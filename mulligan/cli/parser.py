@@ -111,6 +111,7 @@ def add_budget_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-seconds", type=float)
     group.add_argument("--max-cost", type=float)
     group.add_argument("--max-format-errors", type=int)
+    group.add_argument("--max-repeats", type=int)
     group.add_argument(
         "--max-reply-tokens", type=int, help="cap on each model reply (default 2048)"
     )

@@ -48,6 +48,7 @@ class BudgetOverrides(Record):
     max_seconds: float | None = Field(default=None, gt=0)
     max_cost: float | None = Field(default=None, ge=0)
     max_format_errors: int | None = Field(default=None, gt=0)
+    max_repeats: int | None = Field(default=None, gt=0)
     max_reply_tokens: int | None = Field(default=None, gt=0)
 
 

@@ -132,6 +132,7 @@ StopReason = Literal[
     "max_seconds",
     "max_cost",
     "format_errors",
+    "repeats",
     "model_error",
 ]
 
