@@ -4,7 +4,7 @@ import pytest
 
 from mulligan.actor import Actor, tool
 from mulligan.errors import ModelError
-from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.openai_client import OpenAIChatModel, stops_for
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 
@@ -113,3 +113,17 @@ def test_embeddings_and_model_list() -> None:
         vectors = model.embed(["a", "b"])
         assert len(vectors) == 2 and vectors[0] != vectors[1]
         assert model.list_models() == ["fake-model"]
+
+
+def test_a_self_hosted_endpoint_gets_every_stop_and_a_hosted_one_the_first_four() -> None:
+    """OpenAI's API refuses more than four stops; llama.cpp and the other self-hosted servers
+    take more, and a small model that imagines `Action Output:` after its action (no stop of
+    the four fires) otherwise writes to its reply cap: 1,024 tokens, ~250 s a step on a CPU."""
+    stops = [f"\nStop{i}:" for i in range(6)]
+    with FakeOpenAIServer(replies=[FakeReply(content="ok")]) as server:
+        client(server).chat([{"role": "user", "content": "hi"}], stop=stops)
+        assert server.requests[0]["stop"] == stops  # 127.0.0.1
+    assert stops_for("https://api.openai.com/v1", stops) == stops[:4]
+    assert stops_for("https://example.org/v1", stops) == stops[:4]
+    assert stops_for("http://192.168.1.9:8080/v1", stops) == stops
+    assert stops_for("http://localhost:11434/v1", stops[:2]) == stops[:2]

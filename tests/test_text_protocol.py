@@ -162,7 +162,7 @@ def test_a_reply_that_goes_on_after_its_action_is_stopped_there_and_its_action_r
 )
 def test_the_stops_leave_a_reply_of_one_action_whole(reply: str) -> None:
     assert as_a_server_sends_it(reply, STOP_SEQUENCES) == reply
-    assert len(STOP_SEQUENCES) <= 4  # OpenAI's API takes at most four
+    assert as_a_server_sends_it(reply, STOP_SEQUENCES[:4]) == reply  # what a hosted API gets
 
 
 def test_an_input_missing_only_its_last_brace_is_read_whole_and_nothing_else_is_guessed() -> None:
@@ -228,3 +228,18 @@ def test_an_input_with_raw_newlines_and_escaped_quotes_is_read_as_the_model_mean
     assert code == "with open('a.py') as f:\n    x = f.read() + '\\'-suffix\\''\n    print(x)"
     acted, rest = acted_on(text)
     assert acted.endswith('print(x)"}') and rest.lstrip().startswith("Result:")
+
+
+def test_the_first_four_stops_are_the_ones_every_endpoint_takes() -> None:
+    """A hosted endpoint gets only the first four (the adapter cuts there): those are the
+    stops that end a turn at its imagined observation or next thought."""
+    assert STOP_SEQUENCES[:4] == [
+        "\nObservation:",
+        "\nObservation 1:",
+        "}\nThought:",
+        "}\n\nThought:",
+    ]
+    imagined = 'Action: python\nAction Input: {"code": "1"}\n    Action Output: 1\nThought: more'
+    sent = as_a_server_sends_it(imagined, STOP_SEQUENCES)
+    assert sent == 'Action: python\nAction Input: {"code": "1"}\n    '
+    assert parse_text_turn(sent, TOOLS) == Action("python", '{"code": "1"}')

@@ -14,11 +14,16 @@ from dataclasses import dataclass
 from mulligan.jsontext import first_json_object
 from mulligan.schema import ToolCall
 
-STOP_SEQUENCES = ["\nObservation:", "\nObservation 1:", "}\nThought:", "}\n\nThought:"]
-"""Where a server ends a text-protocol turn (OpenAI's API takes four at most): at an imagined
-observation, or at the next thought after an action's JSON input, for a model that writes no
-`Observation:` and would imagine a whole session in one reply. The server drops the stop it
-matched, and with it that input's last brace: `_missing_last_brace` puts it back."""
+STOP_SEQUENCES = [
+    "\nObservation:", "\nObservation 1:", "}\nThought:", "}\n\nThought:",
+    "Action Output:", "\nResult:", "Tool Output:",
+]  # fmt: skip
+"""Where a server ends a text-protocol turn: at an imagined observation, or at the next thought
+after an action's JSON input, for a model that writes no `Observation:` and would imagine a
+whole session in one reply. The server drops the stop it matched, and with it that input's
+last brace: `_missing_last_brace` puts it back. OpenAI's API takes four stops at most: a hosted
+endpoint gets the first four (`stops_for`); the rest, for the outputs the 1.5B model imagines
+under other names, go to self-hosted servers, which take more."""
 
 
 @dataclass

@@ -7,12 +7,10 @@ progress, the summary and messages go to standard error.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlparse
 
 from mulligan import display, prompts, strategies
 from mulligan.actor import build_tools
@@ -31,6 +29,7 @@ from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
 from mulligan.run_config import RunConfig
 from mulligan.sandbox import Policy
@@ -66,17 +65,6 @@ def solve_protocol(config: RunConfig) -> Protocol:
     if config.given("actor.protocol"):
         return config.actor.protocol
     return "text" if self_hosted(config.endpoint.base_url) else "native"
-
-
-def self_hosted(base_url: str | None) -> bool:
-    host = urlparse(base_url or "").hostname or ""
-    if host == "localhost" or host.endswith((".local", ".localhost")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
