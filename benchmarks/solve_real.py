@@ -158,8 +158,15 @@ def same_settings(runs: Path, args: argparse.Namespace) -> None:
                    "resume with the same settings, or choose another --out")  # fmt: skip
 
 
-def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug]) -> list[Outcome]:
-    """Every (strategy, bug) not in --out yet, in order; what --out held comes first."""
+def run_all(
+    args: argparse.Namespace,
+    sources: dict[str, Source],
+    bugs: list[Bug],
+    chosen: set[str] | None = None,
+) -> list[Outcome]:
+    """Every chosen (strategy, bug) not in --out yet, in order; what --out held comes first.
+    A bug's order is its place among all its project's `bugs`, chosen or not: a queue given a
+    project's second bug alone still records it as the second."""  # fmt: skip
     work = Path(args.work).resolve()
     python = str(check_python(work)) if not args.smoke else ""
     out = Path(args.out) if args.out else None
@@ -172,14 +179,14 @@ def run_all(args: argparse.Namespace, sources: dict[str, Source], bugs: list[Bug
     if not args.verify:
         same_settings(runs, args)
     done = {(o.strategy, o.bug) for o in outcomes}
-    for name in dict.fromkeys(b.project for b in bugs):
+    for name in dict.fromkeys(b.project for b in bugs if chosen is None or b.id in chosen):
         source = sources[name]
         pristine = fetch(source, work) if not args.smoke else work / "pristine" / name
         check = source.check.format(python=python)
         for strategy in args.strategies[:1] if args.verify else args.strategies:
             memory = runs / strategy / name / "memory"
             for order, bug in enumerate((b for b in bugs if b.project == name), 1):
-                if (strategy, bug.id) in done:
+                if (strategy, bug.id) in done or (chosen is not None and bug.id not in chosen):
                     continue
                 where = runs / strategy / bug.id / pristine.name  # named as a user's project
                 planted = plant(bug, pristine, where)
@@ -279,7 +286,8 @@ def smoke(args: argparse.Namespace) -> int:
 
     with FakeOpenAIServer(policy=policy) as server:  # it sends tool calls natively
         args.base_url, args.protocol = server.base_url, args.protocol or "native"
-        outcomes = run_all(args, sources, bugs)
+        chosen = set(args.bugs.split(",")) if args.bugs else None
+        outcomes = run_all(args, sources, bugs, chosen)
     print(table(outcomes))
     memory = [o for o in outcomes if o.strategy == "reflexion-memory"]
     expected = [(True, 2, 0), (True, 1, 1)] if memory else []
@@ -331,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = chosen - {b.id for b in BUGS}
     if unknown:
         parser.error(f"--bugs: unknown {', '.join(sorted(unknown))}")
-    outcomes = run_all(args, SOURCES, [b for b in BUGS if b.id in chosen])
+    outcomes = run_all(args, SOURCES, BUGS, chosen)
     if outcomes:
         print(table(outcomes))
     return 0

@@ -129,3 +129,15 @@ def test_resume_with_other_settings_is_refused_naming_the_setting(tmp_path: Path
     assert done.returncode == 2
     assert "--trials 3" in done.stderr and "2" in done.stderr and "settings.json" in done.stderr
     assert out.read_text() == before
+
+
+def test_a_queue_given_a_projects_second_bug_alone_records_it_as_the_second(
+    tmp_path: Path,
+) -> None:
+    """Seen in the d6b9fc5 run: a queue resumed with `--bugs` of one project's second bug
+    recorded it as order 1, so the table did not count it as a second bug."""
+    out = tmp_path / "results.jsonl"
+    done = _smoke(tmp_path, "--strategies", "react", "--bugs", "tinycalc-mul", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (row["bug"], row["order"]) == ("tinycalc-mul", 2)
