@@ -243,3 +243,26 @@ def test_the_first_four_stops_are_the_ones_every_endpoint_takes() -> None:
     sent = as_a_server_sends_it(imagined, STOP_SEQUENCES)
     assert sent == 'Action: python\nAction Input: {"code": "1"}\n    '
     assert parse_text_turn(sent, TOOLS) == Action("python", '{"code": "1"}')
+
+
+@pytest.mark.parametrize("written", ['read_file, {"path": "a.py"}', 'read_file {"path": "a.py"}',
+                                     'read_file({"path": "a.py"})'])  # fmt: skip
+def test_an_action_line_with_its_input_after_the_name_is_that_tool_and_that_input(
+    written: str,
+) -> None:
+    """Seen on the 1.5B model (solve_real, f372112): `Action: read_file, {"path": ...}` was
+    taken for a tool named `read_file, {"path": ...}`, and the attempt ended on it."""
+    for text in (f"Action: {written}", f'Action: {written}\nAction Input: {{"path": "a.py"}}'):
+        assert parse_text_turn(text, ["read_file"]) == Action("read_file", '{"path": "a.py"}')
+
+
+def test_what_is_acted_on_ends_where_the_inputs_json_ends() -> None:
+    """The model's imagined output often follows its input with no label: a fenced block, or
+    `Output:`. With a JSON input, nothing after the object is part of the action."""
+    reply = 'Thought: look\nAction: read_file\nAction Input: {"path": "a.py"}'
+    for after in (
+        "\n```python\n# the content of a.py\n```\n",
+        "\n\nOutput:\nx = 1\n",
+        "\nReview: ok",
+    ):
+        assert acted_on(reply + after) == (reply, after)

@@ -62,6 +62,9 @@ model writes them."""
 _NEXT_LABEL = re.compile(
     r"^" + _EMPHASIS + r"(?:thought|action|final[ _]answer|observation)" + _LABEL, re.I | re.M
 )
+_NAME_THEN_INPUT = re.compile(
+    r"^`?(?P<name>[\w.-]+)`?\s*[,:]?\s*\(?\s*(?P<input>\{.*\})\s*\)?\s*$", re.S
+)
 _TRIPLE_QUOTED = re.compile(r'"""(.*?)"""', re.S)
 _QUOTE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
 """`\\'`, which JSON has not: a model writing Python in a JSON string means the backslash too."""
@@ -103,11 +106,26 @@ def acted_on(text: str) -> tuple[str, str]:
         return text, ""
     given = _input_of(text, action)
     start = given.end() if given else action.end()
-    ends = (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
-    cut = min((m.start() for m in ends if m), default=len(text))
+    inline = text.find("{", action.start("value"), action.end())
+    cut = _end_of_object(text, start if given else inline)
+    if cut is None:  # not a JSON input: it ends at the next label
+        ends = (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
+        cut = min((m.start() for m in ends if m), default=len(text))
     while cut > start and text[cut - 1].isspace():
         cut -= 1
     return text[:cut], text[cut:]
+
+
+def _end_of_object(text: str, at: int) -> int | None:
+    """Where the JSON object starting at `at` (after blanks) ends, if one does."""
+    if at < 0:
+        return None
+    at += len(text[at:]) - len(text[at:].lstrip())
+    try:
+        value, end = _LENIENT.raw_decode(text, at)
+    except json.JSONDecodeError:
+        return None
+    return end if isinstance(value, dict) else None
 
 
 def _cut_hallucinated_observation(text: str) -> str:
@@ -124,6 +142,9 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
         if name.lower() == "finish":
             return FinalAnswer(argument)
         return Action(name, _as_arguments(argument))
+    inline = _NAME_THEN_INPUT.match(value)
+    if inline:  # `Action: read_file, {"path": ...}`
+        return Action(_known_name(inline.group("name"), tool_names), _as_arguments(inline["input"]))
     if value.startswith("{"):
         rest = text[action.start("value") :].strip()
         obj = _missing_last_brace(rest) or first_json_object(rest)
