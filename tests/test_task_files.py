@@ -114,13 +114,16 @@ def test_budget_flags_override_a_tasks_own_budget(
         "t.yaml",
         "id: b\nprompt: add\ntools: [calculator]\nbudget: {max_steps: 6}\nchecks: [{type: numeric, value: 2}]\n",
     )
-    call = FakeReply(
-        content=None, tool_calls=[{"name": "calculator", "arguments": {"expression": "1+1"}}]
-    )
+    asked = []
+
+    def policy(body: dict[str, object]) -> FakeReply:
+        asked.append(1)  # a fresh call each time: no repeat limit ends the attempt first
+        expression = {"expression": f"1+{len(asked)}"}
+        call = FakeReply(content=None, tool_calls=[{"name": "calculator", "arguments": expression}])
+        return call if body.get("tools") else FakeReply(content="2")
+
     common = ["run", str(path), "--memory", str(tmp_path / "m"), "--embedding", "hash", "--json"]
-    with FakeOpenAIServer(
-        policy=lambda body: call if body.get("tools") else FakeReply(content="2")
-    ) as server:
+    with FakeOpenAIServer(policy=policy) as server:
         assert main([*common, "--base-url", server.base_url]) == 0
         task_budget = len(server.requests)
         assert main([*common, "--base-url", server.base_url, "--max-steps", "2"]) == 0
