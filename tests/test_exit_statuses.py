@@ -16,6 +16,7 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.terminal import ctrl_c_reaches_it
 
 TWO_TASKS = """\
 - id: four
@@ -76,6 +77,7 @@ def test_an_interrupted_run_exits_130_without_a_traceback(tmp_path: Path) -> Non
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=ctrl_c_reaches_it,
         )
         try:
             # generous: on a starved CPU (a study beside the suite) startup alone can pass 60 s

@@ -21,6 +21,7 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.llm import local_model, local_server
+from tests.terminal import ctrl_c_reaches_it
 
 STANDIN = Path(__file__).parent / "standin_llama"
 pytestmark = pytest.mark.timeout(900)  # subprocesses of Python: slow on a busy machine
@@ -90,6 +91,7 @@ def mulligan(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=ctrl_c_reaches_it,
     )
 
 
