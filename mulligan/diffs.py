@@ -1,13 +1,18 @@
 """Unified diffs between two snapshots of a directory, and applying them, all or nothing.
 
-The text is git's format (`git apply` and `patch -p1` read it); `apply_diff` reads what
-`unified_diff` writes and refuses, naming the file, any change that does not apply cleanly.
+The text is git's format (`git apply` and `patch -p1` read it), with git's modes for the
+executable bit and symlinks; `apply_diff` reads what `unified_diff` writes and refuses,
+naming the file and writing nothing, any change that does not apply cleanly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import os
 import re
+import stat
+from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +36,9 @@ def _text(entry: Entry | None) -> list[str] | None:
     """The entry's lines, or None when it is not diffable text."""
     if entry is None:
         return []
-    if isinstance(entry, Link) or len(entry) > MAX_DIFF_BYTES or b"\0" in entry:
+    if isinstance(entry, Link):
+        return lines_of(entry.target)  # as git writes a link: its target, no newline
+    if len(entry) > MAX_DIFF_BYTES or b"\0" in entry:
         return None
     try:
         return lines_of(entry.decode())
@@ -44,20 +51,32 @@ def lines_of(text: str) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+", text)
 
 
-def unified_diff(before: Snapshot, after: Snapshot) -> str:
-    """git-style unified diff text (`git apply` and `patch -p1` read it too)."""
+def unified_diff(
+    before: Snapshot,
+    after: Snapshot,
+    executable: tuple[Set[str], Set[str]] = (frozenset(), frozenset()),
+) -> str:
+    """git-style unified diff text (`git apply` and `patch -p1` read it too). `executable`:
+    the paths with the executable bit before and after; a change of it is a mode change."""
     out: list[str] = []
     for path in sorted(set(before) | set(after)):
         old, new = before.get(path), after.get(path)
-        if old == new:
+        was, now = executable
+        old_mode, new_mode = _mode_of(path, old, was), _mode_of(path, new, now)
+        if old == new and old_mode == new_mode:
             continue
         out.append(f"diff --git a/{path} b/{path}\n")
         if old is None:
-            out.append("new file mode 100644\n")
+            out.append(f"new file mode {new_mode}\n")
         elif new is None:
-            out.append("deleted file mode 100644\n")
+            out.append(f"deleted file mode {old_mode}\n")
+        elif old_mode != new_mode:
+            out.append(f"old mode {old_mode}\nnew mode {new_mode}\n")
+        if old == new:
+            continue
         old_lines, new_lines = _text(old), _text(new)
-        if old_lines is None or new_lines is None:
+        retyped = None not in (old, new) and isinstance(old, Link) != isinstance(new, Link)
+        if old_lines is None or new_lines is None or retyped:
             out.append(f"Binary files a/{path} and b/{path} differ\n")
             continue
         hunks = list(
@@ -73,7 +92,14 @@ def unified_diff(before: Snapshot, after: Snapshot) -> str:
     return "".join(out)
 
 
+def _mode_of(path: str, entry: Entry | None, executable: Set[str]) -> str:
+    if isinstance(entry, Link):
+        return "120000"
+    return "100755" if path in executable else "100644"
+
+
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+LINK_MODE, EXECUTABLE_MODE = "120000", "100755"
 
 
 @dataclass
@@ -82,6 +108,9 @@ class FilePatch:
     new: bool = False
     deleted: bool = False
     binary: bool = False
+    old_mode: str | None = None
+    mode: str | None = None
+    """The modes the diff names (git names them only where new, deleted or changed)."""
     hunks: list[tuple[int, list[str]]] = field(default_factory=list)
     """(old start line, lines each starting with ' ', '-', '+' or '\\')."""
 
@@ -90,13 +119,11 @@ def parse_diff(text: str) -> list[FilePatch]:
     patches: list[FilePatch] = []
     for line in lines_of(text):
         if line.startswith("diff --git a/"):
-            patches.append(FilePatch(line.split(" b/", 1)[0][len("diff --git a/") :]))
+            patches.append(FilePatch(_path_of(line)))
         elif not patches:
             raise UserError("the diff does not start with a `diff --git` line")
-        elif line.startswith("new file mode"):
-            patches[-1].new = True
-        elif line.startswith("deleted file mode"):
-            patches[-1].deleted = True
+        elif line.startswith(("new file mode ", "deleted file mode ", "old mode ", "new mode ")):
+            _read_mode(patches[-1], line)
         elif line.startswith("Binary files"):
             patches[-1].binary = True
         elif line.startswith(("--- ", "+++ ")) and not patches[-1].hunks:
@@ -108,6 +135,30 @@ def parse_diff(text: str) -> list[FilePatch]:
         else:
             raise UserError(f"the diff has a line it cannot read: {line.rstrip()!r:.80}")
     return patches
+
+
+def _path_of(line: str) -> str:
+    """X of `diff --git a/X b/X` (the writer names a path twice; X may hold " b/")."""
+    both = line[len("diff --git a/") :].rstrip("\n")
+    path = both[: (len(both) - len(" b/")) // 2]
+    if both != f"{path} b/{path}":
+        raise UserError(f"the diff renames or names no path: {line.rstrip()!r:.80}")
+    return path
+
+
+def _read_mode(patch: FilePatch, line: str) -> None:
+    words = line.split()
+    mode = words[-1]
+    if mode not in ("100644", EXECUTABLE_MODE, LINK_MODE):
+        raise UserError(f"{patch.path}: the diff gives a mode it cannot apply: {mode}")
+    if line.startswith("new file"):
+        patch.new, patch.mode = True, mode
+    elif line.startswith("deleted file"):
+        patch.deleted, patch.old_mode = True, mode
+    elif line.startswith("old mode"):
+        patch.old_mode = mode
+    else:
+        patch.mode = mode
 
 
 def _patched(path: str, old: list[str], hunks: list[tuple[int, list[str]]]) -> list[str]:
@@ -141,33 +192,131 @@ def _patched(path: str, old: list[str], hunks: list[tuple[int, list[str]]]) -> l
     return result + old[position:]
 
 
-def apply_diff(diff: str, directory: Path) -> tuple[list[str], list[str]]:
-    """Apply a diff made by `unified_diff`; all or nothing. Returns (applied, skipped binaries).
+@dataclass
+class Change:
+    """One path's planned change: what it holds before and after (None: absent; a link's
+    target for a link), and the mode the diff gives it (None: as it is)."""
 
-    Raises UserError naming the file when a change does not apply cleanly.
+    patch: FilePatch
+    target: Path
+    old: str | None
+    new: str | None
+    old_link: bool
+    new_link: bool
+    old_bits: int | None = None
+    """The file's permission bits before, to put back if the diff is undone."""
+
+
+def apply_diff(diff: str, directory: Path) -> list[str]:
+    """Apply a diff made by `unified_diff`, all or nothing; returns the paths it changed.
+
+    Refused, naming the path, with nothing written: a change that does not apply cleanly
+    (the file is not as the diff found it, or a deleted file holds more than the diff
+    removes), one that leads outside `directory` or through a symlink, a binary change (the
+    text cannot carry it), and any write the system refuses (what was written is undone).
     """
-    planned: dict[Path, str | None] = {}
-    applied, skipped = [], []
     root = directory.resolve()
-    for patch in parse_diff(diff):
-        target = (root / patch.path).resolve()
-        if not target.is_relative_to(root) or ".." in Path(patch.path).parts:
-            raise UserError(f"{patch.path}: the diff leads outside {directory}")
-        if patch.binary:
-            skipped.append(patch.path)
-            continue
-        if patch.new and (target.exists() or target.is_symlink()):
-            raise UserError(f"{patch.path}: the diff creates it, but it exists in {directory}")
-        if not patch.new and not target.is_file():
-            raise UserError(f"{patch.path}: the diff changes it, but it is not in {directory}")
-        old = "" if patch.new else target.read_bytes().decode(errors="surrogateescape")
-        new = "".join(_patched(patch.path, lines_of(old), patch.hunks))
-        planned[target] = None if patch.deleted else new
-        applied.append(patch.path)
-    for target, content in planned.items():
-        if content is None:
-            target.unlink()
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content.encode(errors="surrogateescape"))
-    return applied, skipped
+    patches = parse_diff(diff)
+    binary = [p.path for p in patches if p.binary]
+    if binary:
+        raise UserError(
+            f"{', '.join(binary)}: changed as binary or large files, which a text diff cannot "
+            f"carry; nothing applied (the rest applies with `git apply --exclude={binary[0]}`)"
+        )
+    changes = [_planned(patch, root, directory) for patch in patches]
+    deleted = {c.patch.path for c in changes if c.new is None}
+    for change in changes:
+        if change.new is not None:
+            _room_for(change.patch.path, root, deleted, directory)
+    _write(changes)
+    return [c.patch.path for c in changes]
+
+
+def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
+    parts = Path(patch.path).parts
+    if not parts or Path(patch.path).is_absolute() or ".." in parts:
+        raise UserError(f"{patch.path}: the diff leads outside {directory}")
+    if not patch.new and _in_the_way(patch.path, root):
+        raise UserError(f"{patch.path}: the diff leads through a symlink in {directory}")
+    target = root / patch.path
+    if patch.new and (target.exists() or target.is_symlink()):
+        raise UserError(f"{patch.path}: the diff creates it, but it exists in {directory}")
+    old_link = not patch.new and target.is_symlink()
+    if not patch.new and not old_link and not target.is_file():
+        raise UserError(f"{patch.path}: the diff changes it, but it is not in {directory}")
+    if patch.old_mode and (patch.old_mode == LINK_MODE) != old_link:
+        kind = "symlink" if old_link else "file"
+        raise UserError(f"{patch.path}: the diff changes it as it was, not the {kind} it is now")
+    old = None if patch.new else _content(target, old_link)
+    new = "".join(_patched(patch.path, lines_of(old or ""), patch.hunks))
+    if patch.deleted and new:
+        raise UserError(
+            f"{patch.path}: the diff deletes it, but it holds lines the diff does not know "
+            f"(changed in {directory} since); nothing applied"
+        )
+    new_link = patch.mode == LINK_MODE if patch.mode else old_link
+    bits = None if patch.new or old_link else stat.S_IMODE(target.stat().st_mode)
+    return Change(patch, target, old, None if patch.deleted else new, old_link, new_link, bits)
+
+
+def _content(target: Path, link: bool) -> str:
+    return os.readlink(target) if link else target.read_bytes().decode(errors="surrogateescape")
+
+
+def _in_the_way(path: str, root: Path) -> str | None:
+    """The first of the path's parents that is not a real directory (a file, a symlink)."""
+    parts = Path(path).parts
+    for depth in range(1, len(parts)):
+        ancestor = root.joinpath(*parts[:depth])
+        if ancestor.is_symlink() or (ancestor.exists() and not ancestor.is_dir()):
+            return "/".join(parts[:depth])
+    return None
+
+
+def _room_for(path: str, root: Path, deleted: set[str], directory: Path) -> None:
+    """Where the path needs a directory, none of its parents is a file or a symlink, unless
+    the diff deletes that one (deletions come first)."""
+    blocked = _in_the_way(path, root)
+    if blocked is not None and blocked not in deleted:  # once deleted, nothing is below it
+        raise UserError(
+            f"{path}: the diff needs a directory where {directory} has {blocked}, a file or a "
+            "symlink; nothing applied"
+        )
+
+
+def _write(changes: list[Change]) -> None:
+    """Deletions first, then the rest; on a refused write, what was done is undone."""
+    done: list[Change] = []
+    made: list[Path] = []
+    for change in sorted(changes, key=lambda c: c.new is not None):
+        try:
+            _put(change.target, change.new, change.new_link, change.patch.mode, made)
+        except OSError as exc:
+            for earlier in reversed(done):
+                _put(earlier.target, earlier.old, earlier.old_link, None, [])
+                if earlier.old_bits is not None:
+                    earlier.target.chmod(earlier.old_bits)
+            for directory in reversed(made):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise UserError(f"{change.patch.path}: {exc.strerror or exc}; nothing applied") from exc
+        done.append(change)
+
+
+def _put(target: Path, content: str | None, link: bool, mode: str | None, made: list[Path]) -> None:
+    """Make the path hold `content` (None: nothing) as a symlink or a file; a file written
+    in place keeps its owner and mode unless the diff gives one."""
+    if target.is_symlink() or (target.exists() and (content is None or link)):
+        target.unlink()
+    if content is None:
+        return
+    made += [p for p in reversed(target.parents) if not p.exists()]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if link:
+        target.symlink_to(content)
+        return
+    target.write_bytes(content.encode(errors="surrogateescape"))
+    if mode:
+        bits = stat.S_IMODE(target.stat().st_mode)
+        executable = bits | (bits & 0o444) >> 2
+        target.chmod(executable if mode == EXECUTABLE_MODE else bits & ~0o111)

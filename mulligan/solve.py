@@ -78,7 +78,16 @@ def _git_files(directory: Path) -> list[str]:
     )
     if done.returncode != 0:
         raise UserError(f"{directory}: git ls-files failed: {done.stderr.decode().strip()}")
-    return sorted({p for p in done.stdout.decode().split("\0") if p})
+    return sorted({p for p in os.fsdecode(done.stdout).split("\0") if p})
+
+
+def _undecodable(relative: str) -> bool:
+    """A name os.fsdecode kept as surrogates: its bytes are not UTF-8."""
+    try:
+        relative.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _walk_files(directory: Path) -> list[str]:
@@ -107,7 +116,24 @@ class Project:
 
     def files(self) -> list[str]:
         listed = _git_files(self.directory) if self.git else _walk_files(self.directory)
-        return [p for p in listed if not _junk(p) and not self._skipped(p)]
+        kept = [p for p in listed if not _junk(p) and not self._skipped(p)]
+        for relative in kept:
+            if not relative.isprintable() or _undecodable(relative):
+                raise UserError(
+                    f"{self.directory}: the file name {os.fsencode(relative)!r} is not printable "
+                    "UTF-8, which a diff cannot name; rename it, or solve a copy without it"
+                )
+        return kept
+
+    def make_directories(self, root: Path) -> None:
+        """The project's directories that hold no file (a test may need `out/`), in root."""
+        found = []
+        for parent, dirs, _ in os.walk(self.directory):
+            dirs[:] = [d for d in dirs if d not in JUNK_DIRS and not Path(parent, d).is_symlink()]
+            found += [Path(parent, d).relative_to(self.directory).as_posix() for d in dirs]
+        kept = [d for d in found if not _undecodable(d) and not self._skipped(d)]
+        for relative in sorted(set(kept) - self.ignored(kept)):
+            (root / relative).mkdir(parents=True, exist_ok=True)
 
     def _skipped(self, relative: str) -> bool:
         path = self.directory / relative
@@ -163,6 +189,16 @@ def read_tree(root: Path, files: list[str], strict: bool = True) -> Snapshot:
     return snapshot
 
 
+def executable(root: Path, snapshot: Snapshot) -> set[str]:
+    """The snapshot's files that their owner may run."""
+    found = set()
+    for relative, entry in snapshot.items():
+        with contextlib.suppress(OSError):
+            if isinstance(entry, bytes) and (root / relative).lstat().st_mode & stat.S_IXUSR:
+                found.add(relative)
+    return found
+
+
 def fingerprint(snapshot: Snapshot) -> str:
     digest = hashlib.sha256()
     for relative in sorted(snapshot):
@@ -198,6 +234,7 @@ def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
 class Copy:
     base: Snapshot
     fingerprint: str
+    executable: set[str]
 
 
 class ProjectCopies:
@@ -218,7 +255,9 @@ class ProjectCopies:
         with sandbox.ScratchWorkspace({}) as workspace:
             assert workspace is not None
             write_tree(workspace, base, modes)
-            self.copies[workspace] = Copy(base, fingerprint(base))
+            self.project.make_directories(workspace)
+            executable = {p for p, mode in modes.items() if mode & stat.S_IXUSR}
+            self.copies[workspace] = Copy(base, fingerprint(base), executable)
             try:
                 yield workspace
             finally:
@@ -232,7 +271,7 @@ class ProjectCopies:
         new = [p for p in present if p not in copy.base]
         for ignored in self.project.ignored(new):
             del present[ignored]
-        return unified_diff(copy.base, present)
+        return unified_diff(copy.base, present, (copy.executable, executable(workspace, present)))
 
     def unchanged_since(self, trial: int) -> bool | None:
         """Whether the project is as it was when this trial began (None: not known here)."""

@@ -72,6 +72,8 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     checks = [c for c in args.check if c.strip()]
     if not checks:
         raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
+    if not args.dir.strip():
+        raise UserError("--dir is empty: name the project's directory (--dir . for this one)")
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
@@ -237,10 +239,8 @@ def _report(
                 f"{project.directory} changed since attempt {attempt.trial} began; not applied "
                 "(the diff is on standard output: check it, then `git apply` it)"
             )
-        applied, skipped = apply_diff(attempt.changes, project.directory)
+        applied = apply_diff(attempt.changes, project.directory)
         print(f"applied to {project.directory}: {', '.join(applied) or 'nothing'}", file=sys.stderr)
-        if skipped:
-            print(f"not applied (binary): {', '.join(skipped)}", file=sys.stderr)
     else:
         print("not applied (pass --apply to apply it)", file=sys.stderr)
     return 0
