@@ -87,7 +87,7 @@ def _evaluate(node: ast.AST) -> Any:
     raise ValueError(f"not allowed in arithmetic: {ast.unparse(node)!r}")
 
 
-@tool
+@tool(read_only=True)
 def calculator(expression: str) -> str:
     """Use for arithmetic: evaluates an expression such as "(31.5 - 28) * 2" or "sqrt(2)"."""
     value = evaluate_arithmetic(expression)
@@ -165,7 +165,7 @@ class Workspace:
             )
             return run.describe()
 
-        @tool
+        @tool(read_only=True)
         def read_file(path: str) -> str:
             """Use to read a text file in the workspace, by relative path."""
             target = ws.resolve(path)  # the usual refusals first, with their messages
@@ -185,7 +185,7 @@ class Workspace:
                 raise ValueError(str(exc)) from None
             return f"wrote {len(content)} characters to {path}"
 
-        @tool
+        @tool(read_only=True)
         def list_files(path: str = ".") -> str:
             """Use to list the files under a workspace directory (recursively, relative paths)."""
             base = ws.resolve(path)

@@ -30,6 +30,9 @@ class Tool:
     changes_state: bool = False
     """It changes what other calls would see (writes a file): the actor lets calls made
     before it run again after it."""
+    read_only: bool = False
+    """It changes nothing another call could see (reads a file): a turn whose calls are all
+    read-only runs them concurrently; any other turn runs its calls in the model's order."""
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments (from the function's signature)."""
@@ -63,6 +66,7 @@ def tool(
     needs_approval: bool = False,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     changes_state: bool = False,
+    read_only: bool = False,
 ) -> Any:
     """Turn a typed function into a Tool: `@tool` or `@tool(needs_approval=True)`."""
 
@@ -86,6 +90,7 @@ def tool(
             needs_approval=needs_approval,
             timeout=timeout,
             changes_state=changes_state,
+            read_only=read_only,
         )
 
     return wrap(function) if function is not None else wrap
@@ -116,8 +121,11 @@ class ToolRegistry:
         return [t.schema() for t in self.tools.values()]
 
     def run_all(self, calls: list[ToolCall]) -> list[ToolResult]:
-        """Run one turn's calls concurrently; exactly one result per call, in call order."""
-        if len(calls) <= 1:
+        """Run one turn's calls, exactly one result per call, in call order: concurrently when
+        every call only reads, else one after another in the model's order (a model that
+        writes a file and runs the tests in one turn means that order)."""
+        chosen = [self.tools.get(call.name) for call in calls]
+        if len(calls) <= 1 or not all(t is None or t.read_only for t in chosen):
             return [self.run(call) for call in calls]
         with concurrent.futures.ThreadPoolExecutor(min(self.workers, len(calls))) as pool:
             return list(pool.map(self.run, calls))
