@@ -18,8 +18,11 @@ ANSWER_CHARS = 4000
 
 def carried_answer(task: Task, answer: str) -> tuple[str, bool]:
     """The previous answer as the next attempt should see it, and whether it is code."""
-    code_checks = [c for c in task.checks if isinstance(c, PythonTestsCheck) and not c.file]
-    if code_checks and answer.strip():
+    code = task.code_target() is not None or any(
+        isinstance(c, PythonTestsCheck) and not c.file and c.visibility == "feedback"
+        for c in task.checks
+    )  # a hidden check alone never changes what the next attempt sees
+    if code and answer.strip():
         return head(last_code_block(answer).strip("\n"), ANSWER_CHARS), True
     return head(answer or "(no answer)", ANSWER_CHARS), False
 

@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mulligan.bench import plots, transfer_report
@@ -80,18 +81,39 @@ def rebuild_command(run_id: str, log_path: Path, out: Path) -> str:
     )
 
 
+def _per_strategy(stats: RunStats, count: Callable[[StrategyStats], int]) -> tuple[int, str]:
+    """A count over the run, and how it splits by strategy ("reflexion 2, retry 1")."""
+    counts = [(s.label, count(s)) for s in stats.strategies if count(s)]
+    return sum(n for _, n in counts), ", ".join(f"{label} {n}" for label, n in counts)
+
+
 def unmetered_note(stats: RunStats) -> str:
     """Said only when some call's usage was never reported: the figures then undercount."""
-    counts = [(s.label, s.unmetered_calls) for s in stats.strategies if s.unmetered_calls]
-    if not counts:
+    total, split = _per_strategy(stats, lambda s: s.unmetered_calls)
+    if not total:
         return ""
-    total = sum(n for _, n in counts)
-    split = ", ".join(f"{label} {n}" for label, n in counts)
     return (
         f"{total} model call{'s' if total != 1 else ''} ({split}) timed out after being sent: "
         "the endpoint reported no usage for them, so their tokens and cost are not in these "
         "figures, which are lower than what the endpoint spent."
     )
+
+
+def hidden_unrun_note(stats: RunStats) -> str:
+    """Said only when a hidden check could not start: those scores say nothing of the model."""
+    total, split = _per_strategy(stats, lambda s: s.hidden_unrun)
+    if not total:
+        return ""
+    return (
+        f"In {total} attempt{'s' if total != 1 else ''} ({split}) a hidden check could not "
+        "start (a broken check or environment, not the model): each counts as failed in these "
+        "scores, and the agent was not told (`mulligan episodes show` names the check)."
+    )
+
+
+def notes(stats: RunStats) -> list[str]:
+    """What the figures cannot show by themselves, one paragraph each."""
+    return [note for note in (unmetered_note(stats), hidden_unrun_note(stats)) if note]
 
 
 def _transfer_markdown(stats: RunStats, transfer: TransferStats | None) -> list[str]:
@@ -141,7 +163,7 @@ def markdown(
         "",
         _markdown_table(*role_rows(stats)),
         "",
-        *([unmetered_note(stats), ""] if unmetered_note(stats) else []),
+        *[line for note in notes(stats) for line in (note, "")],
         "![success by trial](success_by_trial.svg)",
         "",
         "![tokens per success](tokens_per_success.svg)",
@@ -220,7 +242,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         _html_table(*summary_rows(stats)),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
-        *([f"<p>{html.escape(unmetered_note(stats))}</p>"] if unmetered_note(stats) else []),
+        *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
         "<p><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
         "<img src='success_by_tokens.svg' alt='success against tokens'></p>",

@@ -50,6 +50,8 @@ class StrategyStats:
     """The same usage split by role (actor, summariser, reflector, judge)."""
     unmetered_calls: int = 0
     """Calls that timed out after they were sent: their tokens are in no count here."""
+    hidden_unrun: int = 0
+    """Attempts with a hidden check that could not start (scored as failed)."""
     seconds: float = 0.0
     lessons: dict[str, int] = field(default_factory=dict)
     solved_at: dict[str, int | None] = field(default_factory=dict)
@@ -174,6 +176,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         stats.solved_at[episode.task_id] = budget[-1].trial if budget[-1].passed else None
         for verdict in episode.verdicts:
             stats.self_tested.count(verdict)
+            stats.hidden_unrun += int(bool(verdict.hidden_unrun))
         if episode.task_id in written:  # every strategy pays for its tests once
             stats.add(written[episode.task_id], {"tester": written[episode.task_id]})
         for attempt in episode.attempts:

@@ -314,8 +314,9 @@ def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:
         value = function(answer=ctx.answer, attempt=ctx.attempt, workspace=ctx.workspace)
     except Exception as exc:  # the user's check failing is a failed check, not a crash
         return result(check, False, f"{check.function} raised {type(exc).__name__}: {exc}")
-    if isinstance(value, CheckResult):
-        return value.model_copy(update={"visibility": check.visibility})
+    if isinstance(value, CheckResult):  # the check's own name and visibility, whatever it says
+        own = {"type": check.type, "name": check.name or check.type}
+        return value.model_copy(update={**own, "visibility": check.visibility})
     if isinstance(value, tuple):
         return result(check, bool(value[0]), str(value[1]))
     return result(check, bool(value), f"{check.function} returned {value!r}")

@@ -27,12 +27,18 @@ class Evaluator:
         what the box hides from the code the checks run."""
         judge = Metered(self.judge) if self.judge else None
         ctx = CheckContext(task, attempt, workspace, judge, policy)
-        results = []
-        for check in task.checks:
+        ran: dict[int, CheckResult] = {}
+        # feedback-visible checks first: what a hidden check leaves in the workspace must
+        # not change what a visible one sees; results stay in the task's order
+        for at in sorted(
+            range(len(task.checks)), key=lambda i: task.checks[i].visibility != "feedback"
+        ):
+            check = task.checks[at]
             try:
-                results.append(RUNNERS[check.type](check, ctx))
+                ran[at] = RUNNERS[check.type](check, ctx)
             except Exception as exc:  # a check that cannot run fails; the run goes on
-                results.append(result(check, False, f"cannot run: {type(exc).__name__}: {exc}"))
+                ran[at] = result(check, False, f"cannot run: {type(exc).__name__}: {exc}")
+        results = [ran[at] for at in sorted(ran)]
         if judge and judge.calls:
             attempt.charge("judge", judge.usage)
         if not results:

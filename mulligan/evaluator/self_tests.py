@@ -17,7 +17,7 @@ from mulligan.errors import ModelError
 from mulligan.evaluator.checks import RUNNERS, CheckContext
 from mulligan.llm.base import ChatModel, Metered
 from mulligan.sandbox import Policy
-from mulligan.schema import SELF_TEST, Attempt, PythonTestsCheck, Task, Usage
+from mulligan.schema import SELF_TEST, Attempt, CodeTarget, PythonTestsCheck, Task, Usage
 
 DRY_RUN_SECONDS = 5.0
 MAX_TOKENS = 512
@@ -34,9 +34,10 @@ class SelfTests:
         return {"tests": self.tests, "dropped": self.dropped, "usage": self.usage.model_dump()}
 
 
-def under_test(task: Task) -> PythonTestsCheck | None:
-    """The code check that names the function the task asks for (None: not a code task)."""
-    return next((c for c in task.checks if isinstance(c, PythonTestsCheck) and c.entry_point), None)
+def under_test(task: Task) -> CodeTarget | None:
+    """The function the task asks for, as far as the agent may know it (None: not a code
+    task): a hidden check lends nothing the prompt does not show."""
+    return task.code_target()
 
 
 def asserts_in(reply: str) -> list[str]:
@@ -80,7 +81,7 @@ class SelfTestWriter:
     def write(self, task: Task, count: int) -> SelfTests:
         """Up to `count` kept asserts for the task; none for a task with no entry point."""
         target = under_test(task)
-        if target is None or target.entry_point is None or count <= 0:
+        if target is None or count <= 0:
             return SelfTests()
         metered = Metered(self.model)
         text = prompts.render(

@@ -57,8 +57,13 @@ def task_names(task: Task | None) -> list[str]:
     """The identifiers a task brings (its function's name), which a general lesson avoids."""
     if task is None:
         return []
-    names = [str(task.metadata["entry_point"])] if task.metadata.get("entry_point") else []
-    names += [c.entry_point or "" for c in task.checks if isinstance(c, PythonTestsCheck)]
+    target = task.code_target()  # nothing a hidden check alone holds goes to the model
+    names = [target.entry_point] if target else []
+    names += [
+        c.entry_point or ""
+        for c in task.checks
+        if isinstance(c, PythonTestsCheck) and c.visibility == "feedback"
+    ]
     return list(dict.fromkeys(name for name in names if name))
 
 

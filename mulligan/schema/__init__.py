@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 
@@ -52,6 +53,13 @@ class BudgetOverrides(Record):
     max_reply_tokens: int | None = Field(default=None, gt=0)
 
 
+class CodeTarget(Record):
+    """The function a code task asks for, as far as the agent may know it."""
+
+    entry_point: str
+    prelude: str = ""
+
+
 class Task(Record):
     id: str
     family: str = "custom"
@@ -80,6 +88,30 @@ class Task(Record):
                     "rename the check"
                 )
         return checks
+
+    def code_target(self) -> CodeTarget | None:
+        """The function this task asks for, from what the agent may know: a feedback-visible
+        code check's entry point, else one (of a hidden check or the metadata) that the prompt
+        names; a prelude from a visible code check, or a hidden one's whose every line the
+        prompt shows. None: not a code task as far as the agent can tell. Nothing else of a
+        hidden check is used, so self-tests and carry-over reveal nothing of it."""
+        code = [c for c in self.checks if isinstance(c, PythonTestsCheck) and not c.file]
+        code.sort(key=lambda c: c.visibility != "feedback")
+        names = [(c.entry_point, c.visibility == "feedback") for c in code if c.entry_point]
+        if isinstance(self.metadata.get("entry_point"), str):
+            names.append((self.metadata["entry_point"], False))
+        entry = next((n for n, seen in names if n and (seen or self._names(n))), None)
+        if entry is None:
+            return None
+        shown = (c.prelude for c in code if c.visibility == "feedback" or self._shows(c.prelude))
+        return CodeTarget(entry_point=entry, prelude=next((p for p in shown if p), ""))
+
+    def _names(self, name: str) -> bool:
+        return re.search(rf"\b{re.escape(name)}\b", self.prompt) is not None
+
+    def _shows(self, text: str) -> bool:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return all(line in self.prompt for line in lines)
 
 
 # ---------------------------------------------------------------- lessons
@@ -171,6 +203,7 @@ __all__ = [
     "LessonValidity",
     "NumericCheck",
     "PythonTestsCheck",
+    "CodeTarget",
     "Record",
     "RegexCheck",
     "Role",

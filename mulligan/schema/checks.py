@@ -158,8 +158,18 @@ class Verdict(Record):
         return [c.name for c in self.checks if c.visibility == "feedback" and not c.passed]
 
     @property
-    def environment_failed(self) -> bool:  # a check could not start
-        return any(c.environment and not c.passed for c in self.checks)
+    def environment_failed(self) -> bool:
+        """A feedback-visible check could not start. A hidden one that could not start is a
+        failed check in the score and nothing more: what the agent does next may not depend
+        on a hidden check (see `hidden_unrun`)."""
+        return any(
+            c.environment and not c.passed for c in self.checks if c.visibility == "feedback"
+        )
+
+    @property
+    def hidden_unrun(self) -> list[str]:
+        """Hidden checks that could not start: the score holds them as failed; reports say so."""
+        return [c.name for c in self.checks if c.visibility == "hidden" and c.environment]
 
 
 def _scored(checks: list[CheckResult]) -> tuple[bool, float]:
