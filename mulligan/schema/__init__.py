@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import re
 import time
 from typing import Any, Literal
@@ -110,8 +112,14 @@ class Task(Record):
         return re.search(rf"\b{re.escape(name)}\b", self.prompt) is not None
 
     def _shows(self, text: str) -> bool:
+        """Every line of the text is in the prompt, as written or as Python's own `ast.unparse`
+        writes the prompt's code blocks (a prelude taken from the prompt is written so)."""
+        shown = self.prompt
+        for block in re.findall(r"```(?:python)?\n(.*?)```", self.prompt, re.S):
+            with contextlib.suppress(SyntaxError, ValueError):
+                shown += "\n" + ast.unparse(ast.parse(block))
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return all(line in self.prompt for line in lines)
+        return all(line in shown for line in lines)
 
 
 # ---------------------------------------------------------------- lessons
