@@ -283,3 +283,15 @@ def test_the_report_says_when_a_hidden_check_could_not_start(tmp_path: Path) -> 
     stats = collect(log, "r")
     assert [s.hidden_unrun for s in stats.strategies] == [1]
     assert "In 1 attempt (retry 1) a hidden check could not start" in markdown(stats, 0.0)
+
+
+def test_every_humaneval_task_lends_the_prompts_own_function_and_prelude() -> None:
+    """HumanEval's hidden tests hold the prompt's own entry point and prelude (its imports
+    and helpers, as ast.unparse writes them): the prompt shows both, so they stay in use."""
+    from mulligan.tasks.humaneval import humaneval_tasks
+
+    for task in humaneval_tasks():
+        (hidden,) = [c for c in task.checks if c.visibility == "hidden"]
+        target = task.code_target()
+        assert isinstance(hidden, PythonTestsCheck) and target is not None, task.id
+        assert (target.entry_point, target.prelude) == (hidden.entry_point, hidden.prelude)
