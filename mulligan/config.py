@@ -75,6 +75,12 @@ def load_config(
 
     for key, value in (defaults or {}).items():
         put("this command's default", key, value, f"the default of {key}")
+    named = os.environ.get("MULLIGAN_CONFIG")
+    if named and not user_config_path().is_file():
+        raise UserError(
+            f"MULLIGAN_CONFIG names {named}, which is not a file: create it, fix the name, "
+            "or unset MULLIGAN_CONFIG"
+        )
     for file in (user_config_path(), path):  # the project's file over the user's
         if file.exists():
             files.append(str(file))  # it may hold an API key: the box never reads it
@@ -121,19 +127,33 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from exc
     found: dict[str, tuple[Any, int | str, str]] = {}
+
+    def keep(setting: str, value: Any, line: int | str, written: str) -> None:
+        if setting in found:  # `model = ...` at the top and again in [endpoint]
+            raise UserError(
+                f"{path}:{line}: {written} sets {setting} again (as {found[setting][2]} at "
+                f"{path.name}:{found[setting][1]}); keep one of them"
+            )
+        found[setting] = (value, line, written)
+
     for key, value in data.items():
         if key in LEGACY_KEYS:
-            found[LEGACY_KEYS[key]] = (value, _line_of(text, key), repr(key))
-        elif key in SECTIONS and isinstance(value, dict):
+            keep(LEGACY_KEYS[key], value, _line_of(text, key), repr(key))
+        elif key in SECTIONS and not isinstance(value, dict):
+            raise UserError(
+                f"{path}:{_line_of(text, key)}: [{key}] is a table: write `[{key}]` on a line "
+                f"of its own and its keys below it, not `{key} = {value!r:.30}`"
+            )
+        elif key in SECTIONS:
             for name, inner in value.items():
                 line = _line_of(text, name, section=key)
-                if name not in section_fields(key):
+                if name not in section_fields(key) or isinstance(inner, dict):
                     known = ", ".join(section_fields(key))
                     raise UserError(
                         f"{path}:{line}: unknown key {name!r} in [{key}] (remove it); "
                         f"known keys there: {known}"
                     )
-                found[f"{key}.{name}"] = (inner, line, f"{name!r} in [{key}]")
+                keep(f"{key}.{name}", inner, line, f"{name!r} in [{key}]")
         else:
             known = ", ".join([*(f"[{s}]" for s in SECTIONS), *LEGACY_KEYS])
             raise UserError(
@@ -143,17 +163,25 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
 
 
 def _line_of(text: str, key: str, section: str | None = None) -> int | str:
-    """The line that sets `key` (inside `[section]` when given)."""
+    """The line that sets `key`: inside `[section]` when given, else as `section.key = `,
+    in `section = {...}` or as the table `[section.key]`."""
     pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
     header = re.compile(rf"^\s*\[\s*{re.escape(section)}\s*\]") if section else None
     inside = header is None
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if header is not None and line.lstrip().startswith("["):
             inside = bool(header.match(line))
             continue
         if inside and pattern.match(line):
             return number
-    return "?"
+    if section is None:
+        return "?"
+    elsewhere = re.compile(
+        rf"^\s*\[?\s*{re.escape(section)}\s*\.\s*{re.escape(key)}\s*[=\]]"  # dotted, sub-table
+        rf"|^\s*{re.escape(section)}\s*=\s*\{{.*\b{re.escape(key)}\b"  # inline table
+    )
+    return next((n for n, line in enumerate(lines, start=1) if elsewhere.match(line)), "?")
 
 
 def _checked(key: str, value: Any, where: str) -> Any:
@@ -167,6 +195,8 @@ def _checked(key: str, value: Any, where: str) -> Any:
         raise UserError(f"{where}: {problem}{shown}") from exc
     bound = FLAG_BOUNDS.get(flag_of(key) or "")
     number = getattr(checked, name)
+    if isinstance(value, bool) and not isinstance(number, bool):  # pydantic reads true as 1
+        raise UserError(f"{where}: a number is needed here, not {str(value).lower()}")
     if bound and isinstance(number, (int, float)) and not isinstance(number, bool):
         out_of_range = bound.problem(number)  # the flags' own ranges, from any source
         if out_of_range:

@@ -45,3 +45,7 @@ def user_config_path() -> Path:
     else:
         base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     return base / "mulligan" / "config.toml"
+
+
+MAX_CHECK_SECONDS = 86_400.0
+"""The longest a check may run (a day): its time and CPU limits must fit the system's."""

@@ -27,6 +27,7 @@ FLAGS = {
     "tasks": "the task selection (--ids, --limit, --sample)",
     "task_order": "the task selection (--ids, --limit, --sample, --seed)",
     "strategies": "--strategy/--strategies",
+    "first_attempt_from": "--strategies (the first of them that can share trial 1 makes it)",
 }
 """How to set a manifest field that is not in the run configuration."""
 LEGACY = {
@@ -90,7 +91,7 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
     """The first field (dotted path) whose value differs. Only fields the earlier manifest
     has are compared (a manifest from before a setting existed says nothing about it)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(old):
+        for key in sorted(old, key=lambda k: (k != "strategies", k)):  # the cause first
             if not path and key in NOT_COMPARED:
                 continue
             found = first_difference(old[key], new.get(key), f"{path}{key}.")

@@ -81,8 +81,9 @@ class Loop:
         `first`: a trial 1 already made without lessons (a paired study shares it)."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
         episode = self._resumed(task, episode_id, position)
+        pending = self.memory is not None and self.memory.reflection_pending(episode)
         reflections = list(episode_reflections(episode, self.memory))
-        if self.memory and self.memory.reflection_pending(episode):  # a crash cut it short
+        if self.memory and pending:  # a crash cut it short
             given = self.memory.lessons(episode.attempts[-1].lesson_ids)
             reflections += self._after(task, episode, given, len(episode.attempts) >= trials)
         for trial in range(len(episode.attempts) + 1, trials + 1):
@@ -93,7 +94,7 @@ class Loop:
             )
             texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
             if first and trial == 1 and not lessons:
-                attempt, verdict = first[0].model_copy(deep=True), first[1].model_copy(deep=True)
+                attempt, verdict = first[0].shared(), first[1].model_copy(deep=True)
             else:
                 attempt, verdict = self._attempt(task, episode, trial, lessons, texts, carried)
             episode.attempts.append(attempt)
@@ -168,6 +169,8 @@ class Loop:
         else:
             return []
         attempt.charge("reflector", self.reflector.take_usage())
+        if self.memory:  # its cost is logged before its lessons: a crash between loses neither
+            self.memory.log_charges(episode)
         written = unseen(written, episode_reflections(episode, self.memory) + given)
         kept = []
         for lesson in written:
@@ -216,6 +219,7 @@ class Loop:
         if self.settings.workspace_for:
             return self.settings.workspace_for(task)
         needed = task.workspace is not None or bool(WORKSPACE_TOOLS & set(task.tools))
+        needed = needed or any(check.in_workspace for check in task.checks)  # an empty one
         return sandbox.ScratchWorkspace(task.workspace if needed else None, enabled=needed)
 
     def _tools(self, task: Task, workspace: Path | None) -> list[Tool]:

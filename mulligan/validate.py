@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mulligan.defaults import MAX_CHECK_SECONDS
 from mulligan.errors import UserError
 
 MAX_CONCURRENCY = 256
@@ -67,7 +68,7 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "limit": POSITIVE_INT,
     "sample": POSITIVE_INT,
     "k": POSITIVE_INT,
-    "check_timeout": POSITIVE,
+    "check_timeout": Bound(0, MAX_CHECK_SECONDS, "a number of seconds", above_minimum=True),
     "price_in": NON_NEGATIVE,
     "price_out": NON_NEGATIVE,
 }
@@ -158,9 +159,16 @@ def output_directory(path: Path, flag: str) -> None:
     _creatable(path, flag)
 
 
-def output_file(path: Path, flag: str) -> None:
+def output_file(path: Path, flag: str, replace: str) -> None:
+    """A new file mulligan may create: an existing one is the user's and is never replaced
+    unless they ask as `replace` says."""
     if path.is_dir():
         raise UserError(f"{flag} {path}: is a directory; pass a file name")
+    if path.exists() or path.is_symlink():
+        raise UserError(
+            f"{flag} {path}: already exists and is kept; pass another {flag}, move it away, "
+            f"or {replace}"
+        )
     _creatable(path.parent, flag, target=path)
 
 
@@ -181,9 +189,10 @@ def _creatable(path: Path, flag: str, target: Path | None = None) -> None:
 
 
 def read_text(path: Path, what: str = "file") -> str:
-    """A UTF-8 text file, or a one-line error naming it and what is wrong."""
+    """A UTF-8 text file (without the byte order mark some editors write first), or a
+    one-line error naming it and what is wrong."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise UserError(
             f"{path}: not a UTF-8 text {what} (bad byte at offset {exc.start}); "
@@ -224,6 +233,24 @@ def memory_directory(location: str) -> None:
         )
     sqlite_file(path / "episodes.db", "the episode log", "migrations")
     sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store", "collections")
+
+
+def memory_to_read(location: str) -> None:
+    """A command that only reads a memory (or marks a lesson in it) needs one that is there:
+    a mistyped --memory is refused, not made into a new, empty memory."""
+    if location.startswith(("http://", "https://")):
+        return
+    path = Path(location).expanduser()
+    if not path.exists():
+        raise UserError(
+            f"--memory {location}: no such directory; pass the memory a run or "
+            "`mulligan memory import` made"
+        )
+    if not (path / "episodes.db").exists() and not (path / "lessons").exists():
+        raise UserError(
+            f"--memory {location}: holds no memory (no episodes.db, no lessons/); pass the "
+            "memory a run or `mulligan memory import` made"
+        )
 
 
 def chroma_url(location: str) -> None:
@@ -276,8 +303,15 @@ def sqlite_file(path: Path, what: str, own_table: str) -> None:
         )
 
 
+COUNTERS = ("retrieved", "helped", "hurt", "reinforced")
+
+
 def lesson_lines(path: Path) -> list[str]:
-    """The lines of a lesson export (JSON lines), each checked to be a lesson record."""
+    """The lines of a lesson export (JSON lines), each checked to be a lesson record the
+    store can hold: an id, not given twice, counters not below zero.
+
+    Lines end at "\n" only: a lesson's text may hold U+2028 or U+0085, which JSON does not
+    escape and `str.splitlines` would split at."""
     import json
 
     import pydantic
@@ -285,21 +319,36 @@ def lesson_lines(path: Path) -> list[str]:
     from mulligan.schema import Lesson
 
     text = read_text(path, "lesson file (JSON lines)")
-    lines = text.splitlines()
+    lines = text.split("\n")
+    seen: dict[str, int] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        where = f"{path}:{number}"
         try:
-            Lesson.model_validate(json.loads(line))
+            lesson = Lesson.model_validate(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise UserError(
-                f"{path}:{number}: not a JSON line ({exc.msg}); nothing was imported"
-            ) from exc
+            raise UserError(f"{where}: not a JSON line ({exc.msg}); nothing was imported") from exc
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(map(str, first["loc"])) or "(the record)"
+            raise _not_a_lesson(where, f"{field}: {first['msg']}") from exc
+        if not lesson.id.strip():
+            raise _not_a_lesson(where, "id: empty; every lesson needs one")
+        for counter in COUNTERS:
+            if getattr(lesson.validity, counter) < 0:
+                raise _not_a_lesson(where, f"validity.{counter}: must be at least 0")
+        if lesson.id in seen:
             raise UserError(
-                f"{path}:{number}: not a lesson record: {field}: {first['msg']}; "
-                "nothing was imported (use a file from `mulligan memory export`)"
-            ) from exc
+                f"{where}: lesson {lesson.id!r} again (first on line {seen[lesson.id]}); "
+                "nothing was imported: remove one of the two lines, or give one another id"
+            )
+        seen[lesson.id] = number
     return lines
+
+
+def _not_a_lesson(where: str, problem: str) -> UserError:
+    return UserError(
+        f"{where}: not a lesson record: {problem}; nothing was imported "
+        "(use a file from `mulligan memory export`)"
+    )

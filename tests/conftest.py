@@ -42,7 +42,8 @@ def scripted() -> Iterator[list[ScriptedModel]]:
 def no_user_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The developer's own ~/.config/mulligan/config.toml never changes a test."""
-    monkeypatch.setenv(
-        "MULLIGAN_CONFIG", str(tmp_path_factory.getbasetemp() / "no-user-config.toml")
-    )
+    """The developer's own ~/.config/mulligan/config.toml never changes a test: an empty
+    one stands in for it."""
+    empty = tmp_path_factory.getbasetemp() / "empty-user-config.toml"
+    empty.touch()
+    monkeypatch.setenv("MULLIGAN_CONFIG", str(empty))

@@ -251,6 +251,10 @@ def test_a_lesson_reaches_the_first_attempt_of_a_later_solve(tmp_path: Path) -> 
             ["fix it", "--check", "true", "--trials", "0"],
             "--trials 0: must be a whole number at least 1",
         ),
+        (
+            ["fix it", "--check", "true", "--check-timeout", "1e6"],
+            "--check-timeout 1000000.0: must be a number of seconds above 0 and at most 86400",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -37,12 +37,13 @@ def test_a_second_bench_never_overwrites_the_first_report(
 ) -> None:
     out = tmp_path / "study"
     out.mkdir()
-    (out / "report.md").write_text("the first study")
+    (out / "report.md").write_text("# mulligan study 0123abcd\n\nthe first study")
     status = main(["bench", "examples", "--out", str(out), "--base-url", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert status == 2
-    assert "already holds a report" in err and "--resume" in err and err.count("\n") == 1
-    assert (out / "report.md").read_text() == "the first study"
+    assert "already holds a report" in err and "--resume 0123abcd" in err
+    assert err.count("\n") == 1
+    assert (out / "report.md").read_text() == "# mulligan study 0123abcd\n\nthe first study"
 
 
 def test_gitignore_lists_the_folders_mulligan_writes() -> None:

@@ -47,6 +47,19 @@ class CompressionSettings:
     """A fold brings the view down to this fraction of the threshold, so folds are rare."""
     observation_max_chars: int = 4000
 
+    def __post_init__(self) -> None:
+        """The settings without a flag of their own (so without its range) are checked here."""
+        if not 0 < self.threshold_fraction <= 1:
+            raise ValueError(
+                f"threshold_fraction must be above 0 and at most 1, not {self.threshold_fraction}"
+            )
+        if not 0 < self.fold_to < 1:
+            raise ValueError(f"fold_to must be between 0 and 1, not {self.fold_to}")
+        if self.observation_max_chars < 1:
+            raise ValueError(
+                f"observation_max_chars must be at least 1, not {self.observation_max_chars}"
+            )
+
     def threshold(self) -> int:
         if self.context_window:
             return min(self.threshold_tokens, int(self.context_window * self.threshold_fraction))

@@ -274,6 +274,29 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     return "\n".join(parts)
 
 
+REPORT_FILES = (
+    "report.md", "report.html", "outcomes.jsonl",
+    "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+)  # fmt: skip
+"""What `write_report` writes into its directory."""
+
+
+NAMES_ITS_RUN = re.compile(r"^# mulligan study (\w+)|<title>mulligan study (\w+)", re.M)
+
+
+def report_in(out: Path) -> tuple[list[str], str | None]:
+    """The report files `out` holds, and the run whose report its report.md is (None: there
+    is none, or it is not one mulligan wrote)."""
+    present = [name for name in REPORT_FILES if (out / name).exists()]
+    for name in ("report.md", "report.html"):  # each names its run at the top
+        if (out / name).is_file():
+            with open(out / name, errors="replace") as report:
+                found = NAMES_ITS_RUN.search(report.read(4096))
+            if found:
+                return present, found.group(1) or found.group(2)
+    return present, None
+
+
 def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     """Write report.md, report.html, the plots and each task's outcome (outcomes.jsonl) into
     `out`; returns the numbers."""

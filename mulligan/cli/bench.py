@@ -13,7 +13,7 @@ from mulligan import validate
 from mulligan.actor import Budget, Tool
 from mulligan.bench import demo
 from mulligan.bench.executors import open_executor
-from mulligan.bench.report import write_report
+from mulligan.bench.report import report_in, write_report
 from mulligan.bench.stats import RunStats
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.bench.transfer import (
@@ -55,14 +55,20 @@ def bench_progress(total: int, prefix: str = "") -> tuple[Progress, StudyCallbac
     return progress, on_episode
 
 
-def refuse_to_overwrite(out: Path, resume: str | None) -> None:
-    """A new bench never replaces an earlier report: only --resume goes on writing there."""
-    earlier = out / "report.md"
-    if resume is None and earlier.exists():
-        raise UserError(
-            f"--out {out} already holds a report ({earlier}); pass another --out DIR for "
-            "this run, --resume RUN_ID to continue that one, or move it away"
-        )
+def refuse_to_overwrite(
+    out: Path, run_id: str | None, any_run: bool = False, resumable: bool = False
+) -> None:
+    """A report replaces only files mulligan wrote as the report of `run_id` (`any_run`: of
+    any run, as the demo replaces its own): never a user's files, never an earlier run's."""
+    present, theirs = report_in(out)
+    if not present or (theirs is not None and (any_run or theirs == run_id)):
+        return
+    what = f"the report of run {theirs}" if theirs else "files mulligan did not write"
+    again = f", --resume {theirs} to continue that run" if theirs and resumable else ""
+    raise UserError(
+        f"--out {out} already holds a report's files ({', '.join(present)}: {what}); "
+        f"pass another --out DIR{again}, or move them away"
+    )
 
 
 def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
@@ -147,7 +153,7 @@ def _bench(
 ) -> int:
     chosen = registry.parse(args.strategies)
     strategies = [s.name for s in chosen]
-    refuse_to_overwrite(Path(args.out), args.resume)
+    refuse_to_overwrite(Path(args.out), args.resume, resumable=True)
     repeated = config.loop.trials > 1 and any(s.repeats for s in chosen)
     model = connect(
         config.endpoint,
@@ -215,6 +221,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if log.run(args.run_id) is None:
         known = ", ".join(run["id"] for run in log.runs()[-5:]) or "none"
         raise UserError(f"no run {args.run_id!r} in {directory / 'episodes.db'} (latest: {known})")
+    refuse_to_overwrite(out, args.run_id)
     stats = write_report(log, args.run_id, out)
     for line in _summary_lines(stats):
         print(line)
@@ -225,6 +232,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     prefix = "[scripted model] "
     out = Path(args.out)
+    refuse_to_overwrite(out, None, any_run=True)  # an earlier demo's report is replaced
     print(
         f"{prefix}mulligan demo: the whole study offline, against a fake endpoint whose model "
         "is a script, not a language model.",

@@ -46,10 +46,12 @@ def open_memory(
     default: str = DEFAULT_MEMORY,
     *,
     reading: bool = False,
+    existing: bool = False,
 ) -> Memory:
     """The memory the configuration names: a directory, or a chroma URL with the log in
     `default`, under its validity rules. `reading`: the store opens without an embedding
-    (see `LessonStore.use` to add one)."""
+    (see `LessonStore.use` to add one). `existing`: a directory must hold a memory already
+    (a command that only reads creates nothing)."""
     location = config.run.memory or default
     spec = config.run.embedding
     rules = config.validity
@@ -58,6 +60,8 @@ def open_memory(
         return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
 
     validate.memory_directory(location)
+    if existing:
+        validate.memory_to_read(location)
     remote = location.startswith(("http://", "https://"))
     if remote:
         validate.memory_directory(default)

@@ -22,11 +22,12 @@ EMBEDDING_ACTIONS = ("search", "import")
 """The only memory actions that embed text; the others read or update what is stored."""
 
 
-def _memory(args: argparse.Namespace) -> Memory:
+def _memory(args: argparse.Namespace, *, existing: bool = True) -> Memory:
     """The memory, embedding (for search and import) as the store was built unless
-    --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise."""
+    --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise. `existing`: it must be
+    there already (every action but import)."""
     config = load_config(vars(args))
-    memory = open_memory(config, reading=True)
+    memory = open_memory(config, reading=True, existing=existing)
     if getattr(args, "action", None) in EMBEDDING_ACTIONS:
         built_with = memory.store.built_with
         explicit = config.given("run.embedding")
@@ -86,8 +87,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if action == "import":  # every line checked before the memory is even opened
         lines = validate.lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "export" and args.out:
-        validate.output_file(Path(args.out), "--out")
-    memory = _memory(args)
+        validate.output_file(Path(args.out), "--out", EXPORT_REPLACES)
+    memory = _memory(args, existing=action != "import")
     as_json = getattr(args, "json", False)
     if action == "list":
         lessons_table([(lesson, None) for lesson in memory.store.all()], as_json)
@@ -101,13 +102,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
             raise UserError(f"no lesson {args.query!r} in {memory.where}")
         print(f"retracted {retracted.id}: {retracted.text}")
     elif action == "export":
-        out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115
-        for line in memory.store.export_jsonl():
-            out.write(line + "\n")
-        if args.out:
-            out.close()
+        export(memory, args.out)
     elif action == "import":
-        count = memory.import_jsonl(lines, trust=args.trust)
+        count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
     elif action == "stats":
@@ -130,6 +127,24 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
         print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
     return 0
+
+
+EXPORT_REPLACES = "write to standard output to replace it (mulligan memory export > FILE)"
+
+
+def export(memory: Memory, out: str | None) -> None:
+    """Every stored lesson as a JSON line, to standard output or a new file `out`."""
+    if out is None:
+        for line in memory.store.export_jsonl():
+            sys.stdout.write(line + "\n")
+        return
+    try:
+        handle = open(out, "x", encoding="utf-8")  # noqa: SIM115 (closed below)
+    except FileExistsError as exc:  # made by someone else since it was checked
+        raise UserError(f"--out {out}: appeared while the memory opened; it is kept") from exc
+    with handle:
+        for line in memory.store.export_jsonl():
+            handle.write(line + "\n")
 
 
 def _need(value: str | None, usage: str) -> str:

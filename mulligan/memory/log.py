@@ -280,6 +280,16 @@ class EpisodeLog:
         return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))
 
     @_serialized
+    def known_ids(self, ids: list[str]) -> set[str]:
+        """Which of these lessons the log holds a record of (500 ids a query)."""
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            query = f"select id from lessons where id in ({','.join('?' for _ in chunk)})"
+            found |= {row[0] for row in self.db.conn.execute(query, chunk)}
+        return found
+
+    @_serialized
     def stored_ids(self, ids: list[str]) -> set[str]:
         """Which of these lessons are also in the lesson store."""
         marks = ",".join("?" for _ in ids)
@@ -344,13 +354,14 @@ class EpisodeLog:
         return conn.execute(query, [lesson_id, event, episode_id, trial]).fetchone() is not None
 
     @_serialized
-    def retrieved_for(self, episode_id: str, trial: int) -> list[str]:
-        """The lessons a retrieval already gave this trial (before a crash), in order."""
+    def lessons_with(self, event: str, episode_id: str, trial: int) -> list[str]:
+        """The lessons that had `event` at this trial (before a crash: 'retrieved' by it,
+        'created' by its reflection), in order."""
         query = (
             "select lesson_id from lesson_events"
-            " where event = 'retrieved' and episode_id = ? and trial = ? order by id"
+            " where event = ? and episode_id = ? and trial = ? order by id"
         )
-        return [row[0] for row in self.db.conn.execute(query, [episode_id, trial])]
+        return [row[0] for row in self.db.conn.execute(query, [event, episode_id, trial])]
 
     # ------------------------------------------------------------ reflections
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mulligan.errors import UserError
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.validity import ACTIVE, ValidityRules, apply_outcome
@@ -92,9 +94,18 @@ class Memory:
         return episode
 
     def reflection_pending(self, episode: Episode) -> bool:
-        """The log says the latest attempt's reflection was never finished (a crash)."""
+        """The log says the latest attempt's reflection was never finished (a crash), and it
+        kept no lesson before the crash: else those are the reflection, and it is marked done
+        (a second call would store its lessons again)."""
         trial = episode.attempts[-1].trial if episode.attempts else 0
-        return bool(trial) and self.log.reflection_pending(episode.id, trial)
+        if not trial or not self.log.reflection_pending(episode.id, trial):
+            return False
+        kept = self.log.lessons_with("created", episode.id, trial)
+        if not kept:
+            return True
+        episode.lessons_written += [i for i in kept if i not in episode.lessons_written]
+        self.note_written(episode)
+        return False
 
     def step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None]:
         return lambda step: self.log.log_step(episode_id, trial, step)
@@ -123,13 +134,17 @@ class Memory:
         event = "helped" if passed else "hurt"
         self._change(given, event, count, episode_id=episode_id, trial=trial, once=bool(episode_id))
 
+    def log_charges(self, episode: Episode) -> None:
+        """Log the last attempt again, now charged with the calls made after it."""
+        if episode.attempts:
+            self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
+
     def note_written(self, episode: Episode) -> None:
         """Persist which lessons the episode wrote so far (a resume carries them over), the
         last attempt again (now charged with the reflector's calls), and that the reflection
         on it is done."""
         trial = episode.attempts[-1].trial if episode.attempts else 0
-        if episode.attempts:
-            self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
+        self.log_charges(episode)
         self.log.reflection_done(episode.id, trial, episode.lessons_written)
 
     def finish_episode(self, episode: Episode) -> None:
@@ -177,7 +192,7 @@ class Memory:
         """The top-k usable lessons, each counted `retrieved` once: a trial resumed after a
         crash gets the lessons its first start got, and nothing is counted again."""
         if episode_id:
-            earlier = self.log.retrieved_for(episode_id, trial)
+            earlier = self.log.lessons_with("retrieved", episode_id, trial)
             if earlier:
                 self._stored_ids.update(earlier)
                 return self.log.lessons(earlier)
@@ -239,9 +254,28 @@ class Memory:
 
         return self._change(found, "status:retracted", mark, details=["retracted by the user"])[0]
 
-    def import_jsonl(self, lines: list[str], *, trust: bool = False) -> int:
-        """Lessons from an export. Unless trusted, each starts afresh as a candidate with its
-        counters at zero: what counted for it elsewhere was never measured here."""
+    def import_jsonl(self, lines: list[str], *, trust: bool = False, source: str = "") -> int:
+        """Lessons from an export (`lines`, numbered from 1 as in `source`, the file). Unless
+        trusted, each starts afresh as a candidate with its counters at zero: what counted for
+        it elsewhere was never measured here. A lesson whose id is here already is refused,
+        and nothing is imported: the lesson here keeps its text, scope and history."""
+        numbered = {
+            str(json.loads(line)["id"]): number
+            for number, line in enumerate(lines, start=1)
+            if line.strip()
+        }
+        ids = list(numbered)
+        known = self.log.known_ids(ids)
+        known |= {lesson.id for lesson in self.store.get([i for i in ids if i not in known])}
+        if known:
+            lesson_id = min(known, key=numbered.__getitem__)
+            line = f"{source}:{numbered[lesson_id]}" if source else f"line {numbered[lesson_id]}"
+            more = f" (and {len(known) - 1} more of these lessons)" if len(known) > 1 else ""
+            raise UserError(
+                f"{line}: lesson {lesson_id!r}{more} is already in {self.where}; nothing was "
+                "imported: remove the lessons already here from the file, or give them new "
+                "ids to keep both"
+            )
         lessons = self.store.import_jsonl(lines, trust=trust)
         self._stored_ids.update(lesson.id for lesson in lessons)
         for lesson in lessons:

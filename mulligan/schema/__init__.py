@@ -44,15 +44,20 @@ from mulligan.schema.records import (
 
 # ---------------------------------------------------------------- tasks
 
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+"""Never in an id or a workspace path: a newline splits a line of a report, a NUL a path."""
+
 
 class BudgetOverrides(Record):
-    max_steps: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    max_seconds: float | None = Field(default=None, gt=0)
-    max_cost: float | None = Field(default=None, ge=0)
-    max_format_errors: int | None = Field(default=None, gt=0)
-    max_repeats: int | None = Field(default=None, gt=0)
-    max_reply_tokens: int | None = Field(default=None, gt=0)
+    """Strict numbers: `max_steps: true` is a mistake, not one step."""
+
+    max_steps: int | None = Field(default=None, gt=0, strict=True)
+    max_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_seconds: float | None = Field(default=None, gt=0, strict=True)
+    max_cost: float | None = Field(default=None, ge=0, strict=True)
+    max_format_errors: int | None = Field(default=None, gt=0, strict=True)
+    max_repeats: int | None = Field(default=None, gt=0, strict=True)
+    max_reply_tokens: int | None = Field(default=None, gt=0, strict=True)
 
 
 class CodeTarget(Record):
@@ -78,6 +83,22 @@ class Task(Record):
     mcp: list[str] = Field(default_factory=list)
     """Commands that start MCP servers (stdio) whose tools this task may use."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_one_line(cls, value: str) -> str:
+        if not value.strip() or CONTROL_CHARACTERS.search(value):
+            raise ValueError(
+                "an id is one line of text (no newline or other control character), not blank"
+            )
+        return value
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_is_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("blank: write what the task asks")
+        return value
 
     @field_validator("checks")
     @classmethod
@@ -212,6 +233,7 @@ __all__ = [
     "NumericCheck",
     "PythonTestsCheck",
     "CodeTarget",
+    "CONTROL_CHARACTERS",
     "Record",
     "RegexCheck",
     "Role",

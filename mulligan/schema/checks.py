@@ -7,9 +7,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mulligan.defaults import MAX_CHECK_SECONDS
 from mulligan.schema.records import Attempt, Record
 
 Visibility = Literal["feedback", "hidden"]
+
+"""The longest `timeout` a check may ask for (a day); a larger one is a typo, not a plan."""
 
 
 class CheckBase(Record):
@@ -18,6 +21,13 @@ class CheckBase(Record):
     reveal: bool = False
     """Whether a failure's detail may name the expected value (an answer handed over in
     feedback makes the next trial worthless as evidence, so only where the task says so)."""
+
+    @property
+    def in_workspace(self) -> bool:
+        """It runs in the attempt's workspace (a task without one gets an empty one)."""
+        return isinstance(self, CommandCheck | FileCheck) or (
+            isinstance(self, PythonTestsCheck) and bool(self.file)
+        )
 
 
 def _compiles(pattern: str | None) -> str | None:
@@ -38,6 +48,13 @@ class ContainsCheck(CheckBase):
     type: Literal["contains"] = "contains"
     text: str
     case_sensitive: bool = False
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("blank: every answer would pass; give the text the answer must hold")
+        return text
 
 
 class RegexCheck(CheckBase):
@@ -64,13 +81,13 @@ class PythonTestsCheck(CheckBase):
     file: str | None = None
     """Take the candidate from this workspace file instead of the answer's last code block."""
     prelude: str = ""
-    timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    timeout: float = Field(default=10.0, gt=0, le=MAX_CHECK_SECONDS, allow_inf_nan=False)
 
 
 class CommandCheck(CheckBase):
     type: Literal["command"] = "command"
     command: str
-    timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    timeout: float = Field(default=30.0, gt=0, le=MAX_CHECK_SECONDS, allow_inf_nan=False)
 
 
 class FileCheck(CheckBase):

@@ -159,6 +159,25 @@ class Attempt(Record):
     changes: str = ""
     """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
 
+    def shared(self) -> Attempt:
+        """A copy for a strategy that shares this trial 1 (a paired study): what making and
+        judging it cost, without the reflection the strategy that made it wrote after it."""
+        copy = self.model_copy(deep=True)
+        after = copy.usage_by_role.pop("reflector", None)
+        if after is not None:
+            cost = (
+                None
+                if copy.usage.cost is None or after.cost is None
+                else copy.usage.cost - after.cost
+            )
+            copy.usage = Usage(
+                prompt_tokens=copy.usage.prompt_tokens - after.prompt_tokens,
+                completion_tokens=copy.usage.completion_tokens - after.completion_tokens,
+                cost=cost,
+                unmetered_calls=copy.usage.unmetered_calls - after.unmetered_calls,
+            )
+        return copy
+
     def charge(self, role: Role, usage: Usage) -> None:
         """Count a call made for this attempt (after it: judging it, reflecting on it)."""
         self.usage_by_role = add_by_role(self.usage_by_role, {role: usage})

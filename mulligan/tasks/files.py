@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -38,18 +39,23 @@ def _load_placed(path: Path) -> list[tuple[Task, str]]:
             task = Task.model_validate(item)
         except pydantic.ValidationError as exc:
             for error in exc.errors():
-                loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+                loc = [p for p in error["loc"] if not _is_union_tag(p)]
                 line = _line_of(node, error["loc"])
-                field = ".".join(loc) or "(the task itself)"
+                field = _field(loc) or "(the task itself)"
                 problems.append(f"{path}:{line}: {label}: {field}: {_expected(error)}")
             continue
         for where, problem in task_problems(task):
             line = _line_of(node, where)
-            problems.append(f"{path}:{line}: {label}: {'.'.join(map(str, where))}: {problem}")
+            problems.append(f"{path}:{line}: {label}: {_field(where)}: {problem}")
         placed.append((task, f"{path}:{_line_of(node, ())}"))
     if problems:
         raise UserError(f"{len(problems)} problem(s) in task files:\n" + "\n".join(problems))
     return placed
+
+
+def _field(loc: Iterable[Any]) -> str:
+    """`checks.0.text`; a part that would not print as one line (a NUL, a newline) quoted."""
+    return ".".join(p if isinstance(p, str) and p.isprintable() else repr(p) for p in loc)
 
 
 def _refuse_duplicates(placed: list[tuple[Task, str]]) -> None:
@@ -68,21 +74,78 @@ def _refuse_duplicates(placed: list[tuple[Task, str]]) -> None:
 
 
 def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
-    if path.suffix == ".json":
+    """The data and, for line numbers, its YAML node tree. JSON is read by `json`, and by PyYAML
+    for lines only: tabs become spaces first (valid JSON has tabs only between tokens, where
+    YAML refuses them); JSON that PyYAML still cannot read loads without line numbers."""
+    is_json = path.suffix == ".json"
+    duplicates: list[str] = []
+    if is_json:
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_noting_duplicates(duplicates))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        if path.suffix != ".json":
+        root = yaml.compose(text.replace("\t", " ") if is_json else text, Loader=yaml.SafeLoader)
+        if not is_json:
             data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise UserError(f"{where}: not valid YAML: {problem}") from exc
+        if not is_json:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise UserError(f"{where}: not valid YAML: {problem}") from exc
+        root = None
+    _refuse_duplicate_keys(path, root, duplicates)
     return data, root
+
+
+def _noting_duplicates(found: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping: dict[str, Any] = {}
+        for key, value in items:
+            if key in mapping:
+                found.append(key)
+            mapping[key] = value
+        return mapping
+
+    return pairs
+
+
+def _refuse_duplicate_keys(path: Path, root: yaml.Node | None, found: list[str]) -> None:
+    """A key given twice in one mapping: the parsers keep the last one without a word."""
+    problems = [
+        f"{path}:{key.start_mark.line + 1}: key {key.value!r} given twice (first on line "
+        f"{first.start_mark.line + 1}); the last would silently win: keep one"
+        for key, first in sorted(_repeated_keys(root), key=lambda pair: pair[0].start_mark.line)
+    ]
+    if not problems and found:  # JSON that PyYAML cannot read: no lines
+        problems = [
+            f"{path}: key {key!r} given twice; the last would silently win: keep one"
+            for key in found
+        ]
+    if problems:
+        raise UserError(f"{len(problems)} problem(s) in task files:\n" + "\n".join(problems))
+
+
+def _repeated_keys(root: yaml.Node | None) -> Iterator[tuple[yaml.Node, yaml.Node]]:
+    """(the repeated key, its first occurrence) in every mapping, each node visited once
+    (aliases share nodes, and may even make cycles)."""
+    todo, visited = [root], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, yaml.CollectionNode) or id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+            continue
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if (key.tag, key.value) in seen:
+                    yield key, seen[(key.tag, key.value)]
+                seen.setdefault((key.tag, key.value), key)
+        todo.extend(value for _, value in node.value)
 
 
 def _task_items(path: Path, data: Any, root: yaml.Node | None) -> tuple[list[Any], list[Any]]:
@@ -91,11 +154,11 @@ def _task_items(path: Path, data: Any, root: yaml.Node | None) -> tuple[list[Any
         root = _child(root, "tasks")
     if isinstance(data, dict):
         return [data], [root]
-    if isinstance(data, list):
+    if isinstance(data, list) and data:
         nodes = root.value if isinstance(root, yaml.SequenceNode) else [None] * len(data)
         return data, list(nodes)
-    if data is None:
-        raise UserError(f"{path}: empty; write a task (a mapping) or a list of tasks in it")
+    if data is None or data == []:
+        raise UserError(f"{path}: no task in it; write a task (a mapping) or a list of tasks")
     raise UserError(
         f"{path}: expected a task (a mapping) or a list of tasks, found {type(data).__name__}"
     )

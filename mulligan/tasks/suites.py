@@ -88,6 +88,11 @@ def select(
 ) -> list[Task]:
     """--ids picks by id (in order given), --sample a seeded random subset, --limit the first N."""
     if ids:
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise UserError(
+                f"--ids: {', '.join(map(repr, repeated))} given twice; name each task once"
+            )
         by_id = {t.id: t for t in tasks}
         missing = [i for i in ids if i not in by_id]
         if missing:

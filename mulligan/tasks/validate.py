@@ -13,7 +13,12 @@ import posixpath
 from collections.abc import Iterable
 
 from mulligan.actor.builtin_tools import BUILTIN_TOOLS
-from mulligan.schema import CallableCheck, PythonTestsCheck, Task
+from mulligan.schema import (
+    CONTROL_CHARACTERS,
+    CallableCheck,
+    PythonTestsCheck,
+    Task,
+)
 
 Problem = tuple[tuple[str | int, ...], str]
 DOCUMENT_TOOLS = ("search", "lookup")
@@ -50,17 +55,36 @@ def _tool_problems(task: Task, known: set[str]) -> list[Problem]:
 
 def _workspace_problems(task: Task) -> list[Problem]:
     problems: list[Problem] = []
+    files: dict[str, str] = {}
     for relative in task.workspace or {}:
         normal = posixpath.normpath(relative.replace("\\", "/"))
-        if relative.startswith(("/", "\\")) or normal == ".." or normal.startswith("../"):
+        where = ("workspace", relative)
+        if CONTROL_CHARACTERS.search(relative):
+            problems.append(
+                (where, "a path cannot hold a NUL, a newline or other control character")
+            )
+        elif relative.startswith(("/", "\\")) or normal == ".." or normal.startswith("../"):
+            problems.append(
+                (where, f"{relative!r} would lie outside the workspace; use a path inside it")
+            )
+        elif normal in ("", "."):
+            problems.append((where, "a workspace file needs a file name"))
+        elif normal in files:
+            problems.append(
+                (where, f"{relative!r} is the same file as {files[normal]!r}; keep one")
+            )
+        else:
+            files[normal] = relative
+    for normal, relative in files.items():
+        folders = [normal[:i] for i, c in enumerate(normal) if c == "/"]
+        for folder in (f for f in folders if f in files):
             problems.append(
                 (
                     ("workspace", relative),
-                    f"{relative!r} would lie outside the workspace; use a path inside it",
+                    f"{relative!r} needs a folder {folder!r}, but {files[folder]!r} is a file; "
+                    "rename one of them",
                 )
             )
-        elif normal in ("", "."):
-            problems.append((("workspace", relative), "a workspace file needs a file name"))
     return problems
 
 
