@@ -6,6 +6,10 @@ import json
 import re
 from typing import Any
 
+UNREADABLE_JSON = (ValueError, RecursionError)
+"""What reading JSON a model wrote can raise: not JSON (JSONDecodeError, a ValueError), a
+number too long for an int (ValueError), nesting too deep (RecursionError)."""
+
 
 def first_json_object(text: str) -> dict[str, Any] | None:
     """The first `{...}` in the text that parses as a JSON object, or None."""
@@ -13,7 +17,7 @@ def first_json_object(text: str) -> dict[str, Any] | None:
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except UNREADABLE_JSON:
             continue
         if isinstance(value, dict):
             return value

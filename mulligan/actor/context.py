@@ -25,6 +25,7 @@ from mulligan import prompts
 from mulligan.actor.tokens import TokenEstimator
 from mulligan.actor.tools import strict_json
 from mulligan.errors import ModelError
+from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, Message
 from mulligan.schema import CompressionEvent, Step, Usage
 from mulligan.untrusted import neutralise, neutralise_all
@@ -114,7 +115,7 @@ def sendable_arguments(written: str) -> str:
     """
     try:
         value = strict_json(written)
-    except ValueError:
+    except UNREADABLE_JSON:
         return "{}"
     clean = neutralise_all(value)
     return written if clean == value else json.dumps(clean, ensure_ascii=False)
@@ -264,8 +265,9 @@ class Context:
             spent = Usage(unmetered_calls=exc.unmetered_calls)
             return self._capped(self._join(extractive_summary(folding))), "extractive", spent
         text = response.text.strip()
-        if not text:
-            return self._capped(self._join(extractive_summary(folding))), "extractive", Usage()
+        if not text:  # an empty summary is still a call the endpoint served
+            extractive = self._capped(self._join(extractive_summary(folding)))
+            return extractive, "extractive", response.usage
         return self._capped(text), "model", response.usage
 
     def _join(self, addition: str) -> str:

@@ -21,6 +21,7 @@ from mulligan.actor.text_protocol import (
 )
 from mulligan.actor.tools import Approver, Tool, ToolRegistry
 from mulligan.errors import DeadlineExceeded, ModelError
+from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, ChatResponse, Message
 from mulligan.schema import (
     Attempt,
@@ -96,10 +97,15 @@ class Actor:
             model=self.model.name,
             protocol=s.protocol,
             lesson_ids=lesson_ids or [],
-            steps=list(resume or []),
+            steps=[step.closed() for step in resume or []],
         )
         spend.resume(attempt.steps)
-        seen = {_call_key(call) for step in attempt.steps for call in step.tool_calls}
+        seen = {  # an interrupted call may be made again
+            _call_key(call)
+            for step in attempt.steps
+            for call, result in zip(step.tool_calls, step.results, strict=False)
+            if result.status != "interrupted"
+        }
         use_tools = (  # the nudge to an answer given before any tool call
             prompts.render("use_tools", protocol=s.protocol, tool_names=", ".join(registry.tools))
             if s.nudge_no_tools and registry.tools
@@ -116,6 +122,8 @@ class Actor:
             if folded:
                 attempt.compressions.append(folded[0])
                 spend.record(folded[1], "summariser")
+                if (stop := spend.exhausted()) is not None:
+                    break  # the fold spent what was left
             try:
                 response = self._chat(
                     messages, offered, spend.seconds_left(), spend.budget.max_reply_tokens
@@ -211,7 +219,7 @@ class Actor:
             step.text = step.text if calls else response.text
         if calls and not forced:
             step.tool_calls = _unique_ids(calls, index)
-        elif response.text.strip() and not calls:
+        elif strip_final_label(response.text) and not calls:  # "Final Answer:" alone is none
             step.kind = "final"
         else:
             self._format_error(step, "an empty reply" if not calls else "no answer given", names)
@@ -256,7 +264,7 @@ class Actor:
 def _call_key(call: ToolCall) -> str:
     try:
         arguments = json.dumps(json.loads(call.arguments), sort_keys=True)
-    except json.JSONDecodeError:
+    except UNREADABLE_JSON:
         arguments = call.arguments
     return f"{call.name}\x00{arguments}"
 

@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from mulligan.jsontext import first_json_object
+from mulligan.jsontext import UNREADABLE_JSON, first_json_object
 from mulligan.schema import ToolCall
 
 STOP_SEQUENCES = [
@@ -79,7 +79,9 @@ def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
     final = _FINAL.search(text)
     action = _ACTION.search(text)
     if final and (not action or final.start() < action.start()):
-        answer = text[final.end() :].strip()
+        rest = text[final.end() :]
+        after = _NEXT_LABEL.search(rest)  # an action or thought it went on to write
+        answer = (rest[: after.start()] if after else rest).strip()
         return FinalAnswer(answer) if answer else ParseFailure("`Final Answer:` was empty")
     if action:
         return _parse_action(text, action, tool_names)
@@ -123,7 +125,7 @@ def _end_of_object(text: str, at: int) -> int | None:
     at += len(text[at:]) - len(text[at:].lstrip())
     try:
         value, end = _LENIENT.raw_decode(text, at)
-    except json.JSONDecodeError:
+    except UNREADABLE_JSON:
         return None
     return end if isinstance(value, dict) else None
 
@@ -200,14 +202,14 @@ def _as_arguments(raw: str) -> str:
     try:
         json.loads(raw)
         return raw
-    except json.JSONDecodeError:
+    except UNREADABLE_JSON:
         return json.dumps(raw.strip().strip('"').strip("'"))
 
 
 def _object_at_start(raw: str) -> dict[str, object] | None:
     try:
         value, _ = _LENIENT.raw_decode(raw)
-    except json.JSONDecodeError:
+    except UNREADABLE_JSON:
         return None
     return value if isinstance(value, dict) else None
 
@@ -217,7 +219,7 @@ def _missing_last_brace(raw: str) -> dict[str, object] | None:
     nothing else is completed."""
     try:
         value, end = _LENIENT.raw_decode(raw + "}")
-    except json.JSONDecodeError:
+    except UNREADABLE_JSON:
         return None
     return value if isinstance(value, dict) and end == len(raw) + 1 else None
 
@@ -268,7 +270,7 @@ def _json_objects_only(text: str) -> list[dict[str, object]]:
             continue
         try:
             obj, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+        except UNREADABLE_JSON:
             return []
         if not isinstance(obj, dict):
             return []

@@ -12,6 +12,7 @@ from typing import Any, get_type_hints
 
 import pydantic
 
+from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.schema import ToolCall, ToolResult, ToolStatus
 from mulligan.text_cut import head, head_and_tail
 from mulligan.untrusted import neutralise, neutralise_all
@@ -148,7 +149,7 @@ class ToolRegistry:
             return "error", f"Error: unknown tool {call.name!r}. Available tools: {known}."
         try:
             raw = strict_json(call.arguments or "{}")
-        except ValueError as exc:
+        except UNREADABLE_JSON as exc:
             return "error", _not_json(call.arguments, exc)
         if not isinstance(raw, dict):
             raw = _single_argument(chosen, raw)
@@ -169,7 +170,12 @@ class ToolRegistry:
             return "error", f"Error: {type(exc).__name__}: {exc}"
         finally:
             pool.shutdown(wait=False)
-        return "ok", value if isinstance(value, str) else json.dumps(value, default=str)
+        if isinstance(value, str):
+            return "ok", value
+        try:
+            return "ok", json.dumps(value, default=str)
+        except (TypeError, ValueError) as exc:  # tuple keys, a list that holds itself
+            return "error", f"Error: {call.name} returned what JSON cannot hold: {exc}"
 
 
 def strict_json(text: str) -> Any:
@@ -181,7 +187,7 @@ def _not_a_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def _not_json(written: str, exc: ValueError) -> str:
+def _not_json(written: str, exc: Exception) -> str:
     """The error observation; it quotes what the model wrote, since the history sent back
     carries `{}` in its place (mulligan.actor.context.sendable_arguments)."""
     where = f"{exc.msg} at char {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)

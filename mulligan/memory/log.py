@@ -19,7 +19,6 @@ from typing import Any
 import sqlite_utils
 
 from mulligan.memory.migrations import MIGRATIONS
-from mulligan.memory.repair import repair_steps
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 LessonChange = Callable[[Lesson], list[str]]
@@ -231,7 +230,7 @@ class EpisodeLog:
         rows = self.db.table("steps").rows_where(
             "attempt_id = ?", [f"{episode_id}:{trial}"], order_by="idx"
         )
-        return repair_steps([Step.model_validate_json(r["record"]) for r in rows])
+        return [Step.model_validate_json(r["record"]).closed() for r in rows]
 
     # ------------------------------------------------------------ lessons
 

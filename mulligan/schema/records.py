@@ -106,6 +106,24 @@ class Step(Record):
     latency_s: float = 0.0
     finish_reason: str = ""
 
+    def closed(self) -> Step:
+        """The step with every call that has no result (a crash cut it short) closed by an
+        `interrupted` one: a server refuses a call with no answer, and a resumed attempt may
+        make the call again."""
+        answered = {r.call_id for r in self.results}
+        missing = [c for c in self.tool_calls if c.id not in answered]
+        if not missing:
+            return self
+        step = self.model_copy(deep=True)
+        note = "Interrupted: the run stopped before this call returned."
+        step.results += [
+            ToolResult(call_id=c.id, name=c.name, status="interrupted", output=note)
+            for c in missing
+        ]
+        order = {c.id: n for n, c in enumerate(step.tool_calls)}
+        step.results.sort(key=lambda r: order.get(r.call_id, len(order)))
+        return step
+
     def as_text(self, per_item: int = 2000) -> str:
         """The step as plain text (for the summariser, the reflector and people)."""
         lines = [f"Step {self.index}:"]
