@@ -81,7 +81,7 @@ class Loop:
         `first`: a trial 1 already made without lessons (a paired study shares it)."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
         episode = self._resumed(task, episode_id, position)
-        pending = self.memory is not None and self.memory.reflection_pending(episode)
+        pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))
         if self.memory and pending:  # a crash cut it short
             given = self.memory.lessons(episode.attempts[-1].lesson_ids)

@@ -93,10 +93,11 @@ class Memory:
             self._count_outcome(episode.id, attempt, verdict, given)
         return episode
 
-    def reflection_pending(self, episode: Episode) -> bool:
-        """The log says the latest attempt's reflection was never finished (a crash), and it
-        kept no lesson before the crash: else those are the reflection, and it is marked done
-        (a second call would store its lessons again)."""
+    def reflection_to_redo(self, episode: Episode) -> bool:
+        """Whether the latest attempt's reflection must be made again: the log says a crash
+        cut it short before it kept any lesson. One that kept its lessons is finished here
+        instead (the episode takes them, and it is marked done): a second call would store
+        them again."""
         trial = episode.attempts[-1].trial if episode.attempts else 0
         if not trial or not self.log.reflection_pending(episode.id, trial):
             return False
