@@ -147,7 +147,7 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
         elif key in SECTIONS:
             for name, inner in value.items():
                 line = _line_of(text, name, section=key)
-                if name not in section_fields(key) or isinstance(inner, dict):
+                if name not in section_fields(key):
                     known = ", ".join(section_fields(key))
                     raise UserError(
                         f"{path}:{line}: unknown key {name!r} in [{key}] (remove it); "

@@ -82,6 +82,15 @@ def test_a_bad_mulligan_toml_names_its_line(
     refused(cli(["tasks", "examples"], capsys), *says)
 
 
+def test_a_setting_that_is_a_table_may_be_written_as_one(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[endpoint.prices]` is the table `endpoint.prices`, not an unknown key."""
+    (here / "mulligan.toml").write_text("[endpoint.prices]\nm = {input = 1, output = 2}\n")
+    status, out, err = cli(["config", "show"], capsys)
+    assert status == 0 and "endpoint.prices" in out, err
+
+
 def test_a_section_given_as_a_value_says_it_must_be_a_table(
     here: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
