@@ -18,6 +18,8 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 
+FILE_MODE, EXECUTABLE_MODE, LINK_MODE = "100644", "100755", "120000"
+"""The modes git writes: a file, an executable file, a symlink."""
 MAX_DIFF_BYTES = 1 << 20
 """Files larger than this are reported as changed, not diffed."""
 
@@ -94,12 +96,11 @@ def unified_diff(
 
 def _mode_of(path: str, entry: Entry | None, executable: Set[str]) -> str:
     if isinstance(entry, Link):
-        return "120000"
-    return "100755" if path in executable else "100644"
+        return LINK_MODE
+    return EXECUTABLE_MODE if path in executable else FILE_MODE
 
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-LINK_MODE, EXECUTABLE_MODE = "120000", "100755"
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _path_of(line: str) -> str:
 def _read_mode(patch: FilePatch, line: str) -> None:
     words = line.split()
     mode = words[-1]
-    if mode not in ("100644", EXECUTABLE_MODE, LINK_MODE):
+    if mode not in (FILE_MODE, EXECUTABLE_MODE, LINK_MODE):
         raise UserError(f"{patch.path}: the diff gives a mode it cannot apply: {mode}")
     if line.startswith("new file"):
         patch.new, patch.mode = True, mode

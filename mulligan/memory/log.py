@@ -279,21 +279,21 @@ class EpisodeLog:
         return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))
 
     @_serialized
-    def known_ids(self, ids: list[str]) -> set[str]:
-        """Which of these lessons the log holds a record of (500 ids a query)."""
+    def known_ids(self, ids: list[str], *, stored: bool = False) -> set[str]:
+        """Which of these lessons the log holds a record of (`stored`: that are also in the
+        lesson store), 500 ids a query (SQLite's limit on parameters)."""
+        only_stored = "stored = 1 and " if stored else ""
         found: set[str] = set()
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            query = f"select id from lessons where id in ({','.join('?' for _ in chunk)})"
+            marks = ",".join("?" for _ in chunk)
+            query = f"select id from lessons where {only_stored}id in ({marks})"
             found |= {row[0] for row in self.db.conn.execute(query, chunk)}
         return found
 
-    @_serialized
     def stored_ids(self, ids: list[str]) -> set[str]:
         """Which of these lessons are also in the lesson store."""
-        marks = ",".join("?" for _ in ids)
-        query = f"select id from lessons where stored = 1 and id in ({marks})"
-        return {row[0] for row in self.db.conn.execute(query, ids)} if ids else set()
+        return self.known_ids(ids, stored=True)
 
     @_serialized
     def change_lessons(

@@ -141,11 +141,9 @@ class Memory:
             self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
 
     def note_written(self, episode: Episode) -> None:
-        """Persist which lessons the episode wrote so far (a resume carries them over), the
-        last attempt again (now charged with the reflector's calls), and that the reflection
-        on it is done."""
+        """Persist which lessons the episode wrote so far (a resume carries them over) and
+        that the reflection on the last attempt is done (its cost: `log_charges`, before)."""
         trial = episode.attempts[-1].trial if episode.attempts else 0
-        self.log_charges(episode)
         self.log.reflection_done(episode.id, trial, episode.lessons_written)
 
     def finish_episode(self, episode: Episode) -> None:

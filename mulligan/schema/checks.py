@@ -12,8 +12,6 @@ from mulligan.schema.records import Attempt, Record
 
 Visibility = Literal["feedback", "hidden"]
 
-"""The longest `timeout` a check may ask for (a day); a larger one is a typo, not a plan."""
-
 
 class CheckBase(Record):
     visibility: Visibility = "feedback"

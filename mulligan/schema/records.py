@@ -39,6 +39,15 @@ class Usage(Record):
             unmetered_calls=self.unmetered_calls + other.unmetered_calls,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        """What is left when `other`, a part of this usage, is taken out of it."""
+        return self + Usage(
+            prompt_tokens=-other.prompt_tokens,
+            completion_tokens=-other.completion_tokens,
+            cost=None if other.cost is None else -other.cost,
+            unmetered_calls=-other.unmetered_calls,
+        )
+
     def unmetered_text(self) -> str:
         """ " · N calls unmetered" when some call's usage was never reported, else nothing."""
         n = self.unmetered_calls
@@ -183,17 +192,7 @@ class Attempt(Record):
         copy = self.model_copy(deep=True)
         after = copy.usage_by_role.pop("reflector", None)
         if after is not None:
-            cost = (
-                None
-                if copy.usage.cost is None or after.cost is None
-                else copy.usage.cost - after.cost
-            )
-            copy.usage = Usage(
-                prompt_tokens=copy.usage.prompt_tokens - after.prompt_tokens,
-                completion_tokens=copy.usage.completion_tokens - after.completion_tokens,
-                cost=cost,
-                unmetered_calls=copy.usage.unmetered_calls - after.unmetered_calls,
-            )
+            copy.usage = copy.usage - after
         return copy
 
     def charge(self, role: Role, usage: Usage) -> None:
