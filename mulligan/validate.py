@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mulligan.defaults import MAX_CHECK_SECONDS
 from mulligan.errors import UserError
+from mulligan.jsontext import UNREADABLE_JSON
 
 MAX_CONCURRENCY = 256
 
@@ -326,9 +327,12 @@ def lesson_lines(path: Path) -> list[str]:
             continue
         where = f"{path}:{number}"
         try:
-            lesson = Lesson.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not a JSON line ({exc.msg}); nothing was imported") from exc
+            record = json.loads(line)
+        except UNREADABLE_JSON as exc:  # not JSON, or JSON Python cannot read (huge, deep)
+            problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)[:80]
+            raise UserError(f"{where}: not a JSON line ({problem}); nothing was imported") from exc
+        try:
+            lesson = Lesson.model_validate(record)
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(map(str, first["loc"])) or "(the record)"

@@ -362,3 +362,11 @@ def test_a_command_check_on_a_task_without_a_workspace_runs_in_an_empty_one(here
     task = Task(id="a", prompt="p", checks=[CommandCheck(command='test -z "$(ls -A)"')])
     verdict = build_loop(ScriptedModel(["done"]), LoopSettings("react", 1)).run_episode(task)
     assert verdict.verdicts[0].passed, verdict.verdicts[0].checks[0].detail
+
+
+def test_an_import_with_json_python_cannot_read_is_one_line(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5,000-digit number is JSON, but not one Python reads into an int."""
+    (here / "big.jsonl").write_text('{"id": "a", "text": "x", "n": ' + "1" * 5000 + "}\n")
+    refused(cli(import_(a_memory(here), here / "big.jsonl"), capsys), "big.jsonl:1")
