@@ -24,12 +24,19 @@ class PairTable:
         return self.both + self.only_a + self.only_b + self.neither
 
 
+def discordant(a: dict[str, bool], b: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """The tasks both ran that only A solved, and those only B solved, in A's order."""
+    common = [task for task in a if task in b]
+    return [t for t in common if a[t] and not b[t]], [t for t in common if b[t] and not a[t]]
+
+
 def pair_table(a: dict[str, bool], b: dict[str, bool]) -> PairTable:
     common = [task for task in a if task in b]
+    only_a, only_b = discordant(a, b)
     return PairTable(
         both=sum(1 for t in common if a[t] and b[t]),
-        only_a=sum(1 for t in common if a[t] and not b[t]),
-        only_b=sum(1 for t in common if b[t] and not a[t]),
+        only_a=len(only_a),
+        only_b=len(only_b),
         neither=sum(1 for t in common if not a[t] and not b[t]),
     )
 

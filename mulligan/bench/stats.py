@@ -143,6 +143,11 @@ class RunStats:
     """Per task, the self-tests written and kept, and those dropped by reason."""
 
 
+def run_pass_of(episode_id: str) -> int:
+    """Which pass over the suite an episode belongs to (`bench --passes`)."""
+    return int(episode_id.rsplit(":pass", 1)[1]) if ":pass" in episode_id else 1
+
+
 def collect(log: EpisodeLog, run_id: str) -> RunStats:
     run = log.run(run_id)
     if run is None:
@@ -161,7 +166,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
     tests = log.run_self_tests(run_id)
     written = {t["task_id"]: Usage.model_validate(t["usage"]) for t in tests}
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
-        run_pass = int(row["id"].rsplit(":pass", 1)[1]) if ":pass" in row["id"] else 1
+        run_pass = run_pass_of(row["id"])
         stats = groups.setdefault(
             (row["strategy"], run_pass), StrategyStats(row["strategy"], run_pass)
         )

@@ -373,6 +373,16 @@ def add_config(commands: Commands) -> None:
     parser.set_defaults(handler="mulligan.cli.config:cmd_config")
 
 
+def add_view(commands: Commands) -> None:
+    view = commands.add_parser("view", help="the episode log in a browser (read-only)")
+    view.add_argument("run_id", nargs="?", metavar="RUN_ID", help="open this run's task grid")
+    view.add_argument("--memory", help=f"memory directory ({DEFAULT_MEMORY})")
+    view.add_argument("--port", type=count, help="port on 127.0.0.1 (default: a free one)")
+    view.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
+    view.add_argument("--bundle", metavar="DIR", help="write RUN_ID's pages as files, no server")
+    view.set_defaults(handler="mulligan.cli.view:cmd_view")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
@@ -380,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (
         add_attempt, add_run, add_solve, add_tasks, add_memory, add_bench,
-        add_doctor, add_data, add_config,
+        add_doctor, add_data, add_config, add_view,
     ):  # fmt: skip
         add(commands)
     cli_style.finish(parser)

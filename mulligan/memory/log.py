@@ -37,10 +37,15 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class EpisodeLog:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        """`read_only`: an existing log that nothing can write to, create or migrate (view)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        if read_only:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self.db = sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
         self.db = sqlite_utils.Database(connection)
         self.db.conn.execute("PRAGMA busy_timeout = 30000")
@@ -105,8 +110,7 @@ class EpisodeLog:
 
     @_serialized
     def run(self, run_id: str) -> dict[str, Any] | None:
-        rows = list(self.db.table("runs").rows_where("id = ?", [run_id]))
-        return rows[0] if rows else None
+        return next(iter(self.db.table("runs").rows_where("id = ?", [run_id])), None)
 
     @_serialized
     def runs(self) -> list[dict[str, Any]]:
@@ -292,8 +296,7 @@ class EpisodeLog:
         return found
 
     def stored_ids(self, ids: list[str]) -> set[str]:
-        """Which of these lessons are also in the lesson store."""
-        return self.known_ids(ids, stored=True)
+        return self.known_ids(ids, stored=True)  # the lessons also in the lesson store
 
     @_serialized
     def change_lessons(

@@ -1,0 +1,51 @@
+"""`mulligan view`: the episode log in a browser (a local read-only server), or a run's pages
+as a static bundle."""
+
+from __future__ import annotations
+
+import argparse
+import webbrowser
+from pathlib import Path
+
+from mulligan.defaults import DEFAULT_MEMORY
+from mulligan.errors import UserError
+from mulligan.memory.reading import MemoryReader
+
+
+def _reader(location: str | None) -> MemoryReader:
+    location = location or DEFAULT_MEMORY
+    if location.startswith(("http://", "https://")):
+        raise UserError(f"--memory {location}: the viewer reads the episode log; pass the "
+                        "memory directory that holds episodes.db")  # fmt: skip
+    if not Path(location).expanduser().is_dir():
+        raise UserError(f"--memory {location}: no such directory; pass the memory a run or a "
+                        "study made (bench: OUT/memory)")  # fmt: skip
+    return MemoryReader(location)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from mulligan.view import app
+
+    reader = _reader(args.memory)
+    if args.bundle:
+        from mulligan.view.bundle import write_bundle
+
+        if not args.run_id:
+            raise UserError("--bundle: name the run to write (mulligan view RUN_ID --bundle DIR)")
+        written = write_bundle(reader, args.run_id, Path(args.bundle))
+        print(f"wrote {len(written)} files; open {written[0]}")
+        return 0
+    path = "/"
+    if args.run_id:
+        reader.run(args.run_id)  # an unknown run is refused before serving
+        path = app.ServerLinks().run(args.run_id)
+    server = app.make_server(reader, args.port or 0)
+    url = app.url_of(server, path)
+    print(f"mulligan view: {reader.directory} at {url} (read-only; Ctrl-C stops)", flush=True)
+    if not args.no_open:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,108 @@
+"""The viewer's local web server: the standard library's threading HTTP server on 127.0.0.1,
+answering GET with the pages of `pages` over a read-only memory."""
+
+from __future__ import annotations
+
+import html
+import logging
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from mulligan.errors import UserError
+from mulligan.memory.reading import MemoryReader
+from mulligan.view import pages
+from mulligan.view.links import ServerLinks
+
+log = logging.getLogger("mulligan")
+
+HOST = "127.0.0.1"
+SECURITY = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+"""Every answer: no script runs, nothing loads from elsewhere."""
+
+Answer = tuple[int, str, bytes]
+
+
+class Viewer:
+    """Paths to pages: `/`, `/run/ID?outcome=&strategy=`, `/episode/ID`, `/lesson/ID`."""
+
+    def __init__(self, reader: MemoryReader) -> None:
+        self.reader = reader
+        self.links = ServerLinks()
+
+    def answer(self, target: str) -> Answer:
+        parts = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        kind, _, rest = parts.path.lstrip("/").partition("/")
+        name = unquote(rest)
+        try:
+            if parts.path == "/":
+                return _html(pages.runs_page(self.reader, self.links))
+            if kind == "run" and name:
+                outcome, strategy = query.get("outcome", ""), query.get("strategy", "")
+                return _html(pages.run_page(self.reader, self.links, name, outcome, strategy))
+            if kind == "episode" and name:
+                return _html(pages.episode_page(self.reader, self.links, name))
+            if kind == "lesson" and name:
+                return _html(pages.lesson_page(self.reader, self.links, name))
+            if parts.path == "/static/view.css":
+                return HTTPStatus.OK, "text/css; charset=utf-8", pages.stylesheet().encode()
+        except UserError as exc:
+            return _not_found(str(exc))
+        return _not_found(f"no page at {parts.path}")
+
+
+def _html(text: str) -> Answer:
+    return HTTPStatus.OK, "text/html; charset=utf-8", text.encode()
+
+
+def _not_found(message: str) -> Answer:
+    body = (
+        f"<!doctype html><title>not found</title><p>{html.escape(message)}<p><a href='/'>runs</a>"
+    )
+    return HTTPStatus.NOT_FOUND, "text/html; charset=utf-8", body.encode()
+
+
+def handler_for(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "mulligan-view"
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            status, kind, body = viewer.answer(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in SECURITY.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            log.debug("view: " + format, *args)
+
+    return Handler
+
+
+def make_server(reader: MemoryReader, port: int = 0) -> ThreadingHTTPServer:
+    """Bound to 127.0.0.1 (`port` 0: a free one); the caller serves and closes it."""
+    try:
+        server = ThreadingHTTPServer((HOST, port), handler_for(Viewer(reader)))
+    except OSError as exc:
+        raise UserError(
+            f"--port {port}: cannot listen on {HOST} ({exc.strerror}); "
+            "pick another port or leave --port out for a free one"
+        ) from None
+    server.daemon_threads = True
+    return server
+
+
+def url_of(server: ThreadingHTTPServer, path: str = "/") -> str:
+    return f"http://{HOST}:{server.server_address[1]}{path}"

@@ -1,0 +1,151 @@
+"""An episode shaped for its page: each attempt's timeline, what its checks said (the
+visible ones as the agent saw them, the hidden ones marked as never shown), the diff of its
+answer against the attempt before, and the lessons in play."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from mulligan.bench.stats import same_answer
+from mulligan.memory.reading import LessonUse
+from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
+
+
+def lesson_line(lesson: Lesson, stored: bool) -> dict[str, Any]:
+    v = lesson.validity
+    return {
+        "id": lesson.id,
+        "text": lesson.text,
+        "kind": lesson.kind,
+        "status": v.status,
+        "confidence": f"{v.confidence:.2f}",
+        "retrieved": v.retrieved,
+        "helped": v.helped,
+        "hurt": v.hurt,
+        "stored": stored,
+        "family": lesson.scope.family,
+    }
+
+
+def diff_lines(before: str, after: str, names: tuple[str, str]) -> list[tuple[str, str]]:
+    """A unified diff as (kind, line) with kind add, remove, hunk or same."""
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), names[0], names[1], lineterm=""
+    )
+    return [(_kind(line), line) for line in lines]
+
+
+def _kind(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "file"
+    return {"+": "add", "-": "remove", "@": "hunk"}.get(line[:1], "same")
+
+
+def patch_lines(patch: str) -> list[tuple[str, str]]:
+    """A unified diff as logged (a solve attempt's changes), classified line by line."""
+    return [(_kind(line), line) for line in patch.splitlines()]
+
+
+def step_view(step: Step) -> dict[str, Any]:
+    results = {r.call_id: r for r in step.results}
+    calls = []
+    for call in step.tool_calls:
+        result = results.pop(call.id, None)
+        calls.append({"name": call.name, "arguments": call.arguments, "id": call.id,
+                      "status": result.status if result else "no result",
+                      "output": result.output if result else "",
+                      "seconds": f"{result.seconds:.2f}" if result else "-"})  # fmt: skip
+    for orphan in results.values():
+        calls.append({"name": orphan.name, "arguments": "", "id": orphan.call_id,
+                      "status": orphan.status, "output": orphan.output,
+                      "seconds": f"{orphan.seconds:.2f}"})  # fmt: skip
+    return {
+        "index": step.index,
+        "kind": step.kind,
+        "text": step.text,
+        "discarded": step.discarded,
+        "calls": calls,
+        "feedback": step.feedback,
+        "prompt_tokens": step.usage.prompt_tokens,
+        "completion_tokens": step.usage.completion_tokens,
+        "latency": f"{step.latency_s:.2f}",
+        "finish_reason": step.finish_reason,
+    }
+
+
+def checks_view(verdict: Verdict) -> dict[str, Any]:
+    def check(c: Any) -> dict[str, Any]:
+        return {"name": c.name or c.type, "type": c.type, "passed": c.passed, "detail": c.detail,
+                "environment": c.environment}  # fmt: skip
+
+    visible = [check(c) for c in verdict.checks if c.visibility == "feedback"]
+    hidden = [check(c) for c in verdict.checks if c.visibility != "feedback"]
+    return {
+        "visible": visible,
+        "visible_passed": verdict.visible_passed,
+        "feedback": verdict.feedback,
+        "hidden": hidden,
+        "passed": verdict.passed,
+        "score": f"{verdict.score:.2f}",
+    }
+
+
+def attempt_view(
+    attempt: Attempt,
+    verdict: Verdict | None,
+    before: Attempt | None,
+    lessons: dict[str, Lesson],
+    stored: set[str],
+) -> dict[str, Any]:
+    answer = attempt.answer or ""
+    diff = None
+    if before is not None:
+        names = (f"trial {before.trial}", f"trial {attempt.trial}")
+        diff = {"repeated": same_answer(before.answer, attempt.answer),
+                "lines": diff_lines(before.answer or "", answer, names)}  # fmt: skip
+    return {
+        "trial": attempt.trial,
+        "answer": attempt.answer,
+        "stop_reason": attempt.stop_reason,
+        "final_forced": attempt.final_forced,
+        "error": attempt.error,
+        "model": attempt.model,
+        "seconds": f"{attempt.seconds:.2f}",
+        "prompt_tokens": attempt.usage.prompt_tokens,
+        "completion_tokens": attempt.usage.completion_tokens,
+        "cost": "unknown" if attempt.usage.cost is None else f"{attempt.usage.cost:.4f}",
+        "steps": [step_view(s) for s in attempt.steps],
+        "compressions": len(attempt.compressions),
+        "checks": checks_view(verdict) if verdict else None,
+        "diff": diff,
+        "changes": patch_lines(attempt.changes) if attempt.changes else [],
+        "shown": [lesson_line(lessons[i], i in stored) for i in attempt.lesson_ids if i in lessons],
+        "shown_missing": [i for i in attempt.lesson_ids if i not in lessons],
+    }
+
+
+def attempts(episode: Episode, lessons: dict[str, Lesson], stored: set[str]) -> list[Any]:
+    found = []
+    for n, attempt in enumerate(episode.attempts):
+        verdict = episode.verdicts[n] if n < len(episode.verdicts) else None
+        before = episode.attempts[n - 1] if n else None
+        found.append(attempt_view(attempt, verdict, before, lessons, stored))
+    return found
+
+
+def uses(found: list[LessonUse]) -> list[dict[str, Any]]:
+    """A lesson's history: each event, and what the attempt it concerns scored."""
+    rows = []
+    for use in found:
+        verdict = use.verdict
+        after = "-"
+        if verdict is not None:
+            seen = verdict.visible_passed
+            after = ("passed" if verdict.passed else "failed") + (
+                "" if seen is None else f" (visible checks {'passed' if seen else 'failed'})"
+            )
+        rows.append({"event": use.event, "episode_id": use.episode_id, "task_id": use.task_id,
+                     "trial": use.trial, "detail": use.detail, "at": use.at,
+                     "after": after})  # fmt: skip
+    return rows

@@ -1,0 +1,156 @@
+"""The viewer's pages as HTML text: the runs, a run's task grid, an episode and a lesson.
+
+Each builder reads the memory through `MemoryReader`, shapes plain values for its
+template (templates/, Jinja2 with autoescape on, so text from the log is always text), and
+takes its links from a `Links` (the server's paths or a bundle's file names).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from mulligan.bench import tables
+from mulligan.bench.cells import OUTCOMES, Grid, build_grid, episode_ids
+from mulligan.bench.stats import RunStats, collect
+from mulligan.errors import UserError
+from mulligan.lifecycle import configured
+from mulligan.memory.reading import MemoryReader, RunRow
+from mulligan.view import episode_view
+from mulligan.view.links import Links
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+
+
+def _when(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+ENVIRONMENT.filters["when"] = _when
+
+
+def render(template: str, links: Links, **values: Any) -> str:
+    return ENVIRONMENT.get_template(template).render(links=links, **values)
+
+
+def run_summary(row: RunRow) -> dict[str, Any]:
+    """What the list of runs says about a run, from its manifest."""
+    m = row.manifest
+    strategies = m.get("strategies") or ([m["strategy"]] if m.get("strategy") else [])
+    return {
+        "id": row.id,
+        "command": m.get("command") or "-",
+        "suite": m.get("suite") or m.get("directory") or "-",
+        "task": m.get("task") or "",
+        "strategies": ", ".join(strategies) or "-",
+        "stop": configured(m, "loop", "stop", "oracle"),
+        "trials": configured(m, "loop", "trials", "-"),
+        "model": m.get("model") or "-",
+        "started": row.started_at,
+        "ended": row.ended_at,
+        "status": row.status,
+        "episodes": row.episodes,
+    }
+
+
+def runs_page(reader: MemoryReader, links: Links, only: list[str] | None = None) -> str:
+    runs = [run_summary(r) for r in reader.runs() if only is None or r.id in only]
+    return render("runs.html", links, title="Runs", runs=runs, where=str(reader.directory))
+
+
+def run_grid(reader: MemoryReader, run_id: str) -> tuple[RunStats, Grid]:
+    """The report's numbers for the run and its task grid against the run's first strategy."""
+    stats = collect(reader.log, run_id)
+    return stats, build_grid(stats, episode_ids(reader.episode_rows(run_id)))
+
+
+def run_page(
+    reader: MemoryReader,
+    links: Links,
+    run_id: str,
+    outcome: str = "",
+    strategy: str = "",
+    made: tuple[RunStats, Grid] | None = None,
+) -> str:
+    """The task grid, narrowed to `outcome` and `strategy` (a strategy's label) if given."""
+    stats, grid = made or run_grid(reader, run_id)
+    if outcome and outcome not in OUTCOMES:
+        raise UserError(f"outcome {outcome!r}: use one of {', '.join(OUTCOMES)}")
+    if strategy and strategy not in grid.labels:
+        raise UserError(f"strategy {strategy!r}: this run has {', '.join(grid.labels)}")
+    shown = grid.filtered(outcome, strategy)
+    paired_header, paired = tables.paired_rows(stats)
+    return render(
+        "run.html",
+        links,
+        title=f"Run {run_id}",
+        run=run_summary(reader.run(run_id)),
+        setting=tables.setting_lines(stats),
+        grid=shown,
+        counts=grid.counts(),
+        all_labels=grid.labels,
+        outcomes=OUTCOMES,
+        outcome=outcome,
+        strategy=strategy,
+        total=len(grid.rows),
+        paired_header=paired_header,
+        paired=paired,
+        episodes={
+            (task, label): cell.episode_id
+            for task, cells in grid.rows
+            for label, cell in cells.items()
+        },  # fmt: skip
+    )
+
+
+def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
+    episode = reader.episode(episode_id)
+    if episode is None:
+        raise UserError(f"no episode {episode_id!r} in {reader.directory}")
+    shown = [i for a in episode.attempts for i in a.lesson_ids]
+    lessons = {lesson.id: lesson for lesson in reader.lessons(shown + episode.lessons_written)}
+    stored = reader.stored(list(lessons))
+    return render(
+        "episode.html",
+        links,
+        title=f"Episode {episode.task_id} · {episode.strategy}",
+        episode=episode,
+        attempts=episode_view.attempts(episode, lessons, stored),
+        written=[
+            episode_view.lesson_line(lessons[i], i in stored)
+            for i in episode.lessons_written
+            if i in lessons
+        ],  # fmt: skip
+    )
+
+
+def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
+    lesson = reader.lesson(lesson_id)
+    if lesson is None:
+        raise UserError(f"no lesson {lesson_id!r} in {reader.directory}")
+    stored = lesson_id in reader.stored([lesson_id])
+    return render(
+        "lesson.html",
+        links,
+        title=f"Lesson {lesson_id}",
+        lesson=episode_view.lesson_line(lesson, stored),
+        record=lesson,
+        uses=episode_view.uses(reader.lesson_uses(lesson_id)),
+    )
+
+
+def stylesheet() -> str:
+    return (STATIC / "view.css").read_text(encoding="utf-8")
