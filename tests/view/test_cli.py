@@ -1,0 +1,79 @@
+"""`mulligan view` from the command line: it serves on 127.0.0.1 at the URL it prints, with
+headers that let no script run, answers an unknown page with 404, stops on Ctrl-C with
+status 130 and no traceback, and refuses bad input in one line (status 2) before serving:
+a missing memory (not created), an unknown run, --bundle without a run."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mulligan.cli import main
+from tests.terminal import ctrl_c_reaches_it
+from tests.view.made import RUN, make_logged_run
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+
+
+def test_serves_the_printed_url_and_ctrl_c_exits_130(tmp_path: Path) -> None:
+    make_logged_run(tmp_path / "memory")
+    command = [sys.executable, "-m", "mulligan.cli", "view", RUN, "--memory",
+               str(tmp_path / "memory"), "--no-open"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=_env(), preexec_fn=ctrl_c_reaches_it)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+)(/\S*)", line)
+        assert found, line
+        base, path = found.groups()
+        assert path == f"/run/{RUN}"
+        with urllib.request.urlopen(base + path, timeout=60) as answer:
+            body = answer.read().decode()
+            assert "script-src" not in answer.headers["Content-Security-Policy"]
+            assert answer.headers["Content-Security-Policy"].startswith("default-src 'none'")
+        assert 'data-task="t1"' in body
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(base + "/episode/nothing-here", timeout=60)
+        assert missing.value.code == 404
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "Traceback" not in out + err
+
+
+def test_a_missing_memory_is_one_line_and_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = tmp_path / "nowhere"
+    assert main(["view", "--memory", str(where), "--no-open"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--memory" in err
+    assert not where.exists()
+
+
+def test_an_unknown_run_and_a_bundle_without_a_run_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_logged_run(tmp_path / "memory")
+    memory = str(tmp_path / "memory")
+    assert main(["view", "no-such-run", "--memory", memory, "--no-open"]) == 2
+    assert "no run 'no-such-run'" in capsys.readouterr().err
+    assert main(["view", "--memory", memory, "--bundle", str(tmp_path / "b")]) == 2
+    assert "--bundle" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    assert main(["view", RUN, "--memory", memory, "--bundle", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "index.html").is_file()

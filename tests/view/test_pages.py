@@ -1,0 +1,124 @@
+"""The viewer's pages without a browser: the grid's cells follow the report's outcome logic
+(solved, rescued, regressed against the baseline, never), filters narrow it, an episode page
+shows every attempt, the answer diffs, identical resubmissions, the hidden verdict marked as
+hidden and the lessons; text from the log is escaped; reading never writes to the memory and
+never creates a missing one; a bundle refuses a directory it did not write."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from mulligan.bench.cells import build_grid, episode_ids
+from mulligan.bench.stats import collect
+from mulligan.errors import UserError
+from mulligan.memory.reading import MemoryReader
+from mulligan.view import pages
+from mulligan.view.bundle import MARK, write_bundle
+from mulligan.view.links import ServerLinks
+from tests.view.made import EXPECTED, HOSTILE, LESSON, RUN, make_logged_run
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    make_logged_run(tmp_path / "memory")
+    return tmp_path / "memory"
+
+
+def _digest(directory: Path) -> str:
+    return hashlib.sha256((directory / "episodes.db").read_bytes()).hexdigest()
+
+
+def test_grid_cells_follow_the_paired_outcomes(memory: Path) -> None:
+    reader = MemoryReader(memory)
+    grid = build_grid(collect(reader.log, RUN), episode_ids(reader.episode_rows(RUN)))
+    found = {label: {task: cells[label].outcome for task, cells in grid.rows}
+             for label in grid.labels}  # fmt: skip
+    assert grid.baseline == "react"
+    assert found == EXPECTED
+    cells = dict(grid.rows)
+    assert cells["t2"]["reflexion"].trial == 2 and cells["t2"]["reflexion"].gained
+    assert cells["t1"]["reflexion"].episode_id == f"{RUN}:reflexion:t1"
+    assert grid.discordances[0].only_baseline == ["t1"]
+    assert grid.discordances[0].only_this == ["t2"]
+
+
+def test_filters_narrow_the_grid(memory: Path) -> None:
+    reader = MemoryReader(memory)
+    page = pages.run_page(reader, ServerLinks(), RUN, outcome="regressed")
+    rows = re.findall(r'<tr data-task="([^"]+)">', page)
+    assert rows == ["t1"]
+    page = pages.run_page(reader, ServerLinks(), RUN, outcome="never", strategy="react")
+    assert re.findall(r'<tr data-task="([^"]+)">', page) == ["t2", "t3"]
+    assert 'data-strategy="reflexion"' not in page
+    with pytest.raises(UserError, match="outcome"):
+        pages.run_page(reader, ServerLinks(), RUN, outcome="bogus")
+
+
+def test_episode_page_shows_attempts_diff_hidden_verdict_and_lessons(memory: Path) -> None:
+    reader = MemoryReader(memory)
+    page = pages.episode_page(reader, ServerLinks(), f"{RUN}:reflexion:t2")
+    assert page.count('class="attempt"') == 2
+    assert '<span class="add">+second answer</span>' in page
+    assert "hidden from the agent" in page and "secret detail" in page
+    assert LESSON.id in page and "Convert km to metres." in page
+    assert "Identical resubmission" not in page
+    repeated = pages.episode_page(reader, ServerLinks(), f"{RUN}:reflexion:t3")
+    assert "Identical resubmission" in repeated
+
+
+def test_text_from_the_log_is_escaped(memory: Path) -> None:
+    reader = MemoryReader(memory)
+    links = ServerLinks()
+    for page in (pages.episode_page(reader, links, f"{RUN}:reflexion:t1"),
+                 pages.lesson_page(reader, links, LESSON.id)):  # fmt: skip
+        assert HOSTILE not in page
+        assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+
+
+def test_lesson_page_shows_its_source_and_what_followed_each_use(memory: Path) -> None:
+    page = pages.lesson_page(MemoryReader(memory), ServerLinks(), LESSON.id)
+    assert ServerLinks().episode(f"{RUN}:reflexion:t1") in page  # its source
+    use = re.search(r"<tr><td>retrieved</td>.*?</tr>", page, re.S)
+    assert use and "passed (visible checks passed)" in use.group(0)
+
+
+def test_reading_never_writes_and_a_missing_memory_is_not_made(
+    memory: Path, tmp_path: Path
+) -> None:
+    before = _digest(memory)
+    reader = MemoryReader(memory)
+    links = ServerLinks()
+    pages.runs_page(reader, links)
+    pages.run_page(reader, links, RUN)
+    write_bundle(reader, RUN, tmp_path / "bundle")
+    with pytest.raises(Exception, match="readonly"):
+        reader.log.db.conn.execute("delete from runs")
+    assert _digest(memory) == before
+    with pytest.raises(UserError, match="no episode log"):
+        MemoryReader(tmp_path / "nowhere")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_bundle_links_resolve_and_a_foreign_directory_is_refused(
+    memory: Path, tmp_path: Path
+) -> None:
+    reader = MemoryReader(memory)
+    out = tmp_path / "bundle"
+    written = write_bundle(reader, RUN, out)
+    assert written[0].name == "index.html" and (out / MARK).is_file()
+    for path in written:
+        if path.suffix == ".html":
+            for href in re.findall(r'href="([^"]+)"', path.read_text()):
+                assert not href.startswith(("/", "http")), (path.name, href)
+                assert (out / href).is_file(), (path.name, href)
+    write_bundle(reader, RUN, out)  # its own bundle: written over
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not a bundle"):
+        write_bundle(reader, RUN, foreign)
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
