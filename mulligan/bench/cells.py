@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mulligan.bench.paired import discordant
+from mulligan.bench.paired import discordant, mcnemar_exact, pair_table
 from mulligan.bench.stats import RunStats, StrategyStats, run_pass_of
 from mulligan.bench.tables import submitted_passed
 
@@ -37,6 +37,10 @@ class Discordance:
     label: str
     only_baseline: list[str]
     only_this: list[str]
+    both: int = 0
+    neither: int = 0
+    p: float = 1.0
+    """Exact McNemar p on the discordant tasks (the report adds a bootstrap interval)."""
 
 
 @dataclass
@@ -88,8 +92,13 @@ def build_grid(stats: RunStats, ids: dict[tuple[str, int, str], str], baseline: 
     for s in stats.strategies:
         if s is base:
             continue
-        only_base, only_this = discordant(base_passed, submitted_passed(s))
-        grid.discordances.append(Discordance(s.label, only_base, only_this))
+        passed = submitted_passed(s)
+        only_base, only_this = discordant(base_passed, passed)
+        table = pair_table(base_passed, passed)
+        p = mcnemar_exact(table.only_a, table.only_b)
+        grid.discordances.append(
+            Discordance(s.label, only_base, only_this, table.both, table.neither, p)
+        )
         lost[s.label], won[s.label] = set(only_base), set(only_this)
     tasks = list(dict.fromkeys(stats.task_ids + [t for s in stats.strategies for t in s.solved_at]))
     for task in tasks:

@@ -35,11 +35,11 @@ def cmd_view(args: argparse.Namespace) -> int:
         written = write_bundle(reader, args.run_id, Path(args.bundle))
         print(f"wrote {len(written)} files; open {written[0]}")
         return 0
-    path = "/"
-    if args.run_id:
-        reader.run(args.run_id)  # an unknown run is refused before serving
-        path = app.ServerLinks().run(args.run_id)
-    server = app.make_server(reader, args.port or 0)
+    viewer, path = app.Viewer(reader), "/"
+    if args.run_id:  # its grid is built (an unknown run refused) before the URL is printed
+        viewer.made(args.run_id)
+        path = viewer.links.run(args.run_id)
+    server = app.make_server(viewer, args.port or 0)
     url = app.url_of(server, path)
     print(f"mulligan view: {reader.directory} at {url} (read-only; Ctrl-C stops)", flush=True)
     if not args.no_open:

@@ -98,6 +98,18 @@ class MemoryReader:
             raise UserError(f"no run {run_id!r} in {self.directory}; `mulligan view` lists them")
         return found
 
+    def signature(self, run_id: str) -> tuple[Any, ...]:
+        """Changes whenever the run logs an attempt, ends an episode or ends (a run still
+        going): what a cached grid is checked against."""
+        query = (
+            "select count(*) as n, max(a.finished_at) as last,"
+            " (select count(*) from episodes where run_id = ? and ended_at is not null) as ended"
+            " from attempts a join episodes e on a.episode_id = e.id where e.run_id = ?"
+        )
+        row = self._query(query, [run_id, run_id])[0]
+        run = self.log.run(run_id)
+        return row["n"], row["last"], row["ended"], run and run["status"]
+
     def episode_rows(self, run_id: str) -> list[dict[str, Any]]:
         return self.log.episodes(run_id)
 

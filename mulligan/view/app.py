@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import html
 import logging
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from mulligan.bench.cells import Grid
+from mulligan.bench.stats import RunStats
 from mulligan.errors import UserError
 from mulligan.memory.reading import MemoryReader
 from mulligan.view import pages
@@ -26,6 +30,7 @@ SECURITY = {
 """Every answer: no script runs, nothing loads from elsewhere."""
 
 Answer = tuple[int, str, bytes]
+Made = tuple[RunStats, Grid]
 
 
 class Viewer:
@@ -34,6 +39,20 @@ class Viewer:
     def __init__(self, reader: MemoryReader) -> None:
         self.reader = reader
         self.links = ServerLinks()
+        self._grids: dict[str, tuple[tuple[Any, ...], Made]] = {}
+        self._lock = threading.Lock()
+
+    def made(self, run_id: str) -> Made:
+        """The run's numbers and grid, built again only when the run has logged more."""
+        signature = self.reader.signature(run_id)
+        with self._lock:
+            cached = self._grids.get(run_id)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        made = pages.run_grid(self.reader, run_id)
+        with self._lock:
+            self._grids[run_id] = (signature, made)
+        return made
 
     def answer(self, target: str) -> Answer:
         parts = urlsplit(target)
@@ -45,7 +64,8 @@ class Viewer:
                 return _html(pages.runs_page(self.reader, self.links))
             if kind == "run" and name:
                 outcome, strategy = query.get("outcome", ""), query.get("strategy", "")
-                return _html(pages.run_page(self.reader, self.links, name, outcome, strategy))
+                made = self.made(name)
+                return _html(pages.run_page(self.reader, self.links, name, outcome, strategy, made))
             if kind == "episode" and name:
                 return _html(pages.episode_page(self.reader, self.links, name))
             if kind == "lesson" and name:
@@ -91,10 +111,10 @@ def handler_for(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def make_server(reader: MemoryReader, port: int = 0) -> ThreadingHTTPServer:
+def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
     """Bound to 127.0.0.1 (`port` 0: a free one); the caller serves and closes it."""
     try:
-        server = ThreadingHTTPServer((HOST, port), handler_for(Viewer(reader)))
+        server = ThreadingHTTPServer((HOST, port), handler_for(viewer))
     except OSError as exc:
         raise UserError(
             f"--port {port}: cannot listen on {HOST} ({exc.strerror}); "

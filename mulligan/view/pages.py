@@ -73,6 +73,7 @@ def runs_page(reader: MemoryReader, links: Links, only: list[str] | None = None)
 
 def run_grid(reader: MemoryReader, run_id: str) -> tuple[RunStats, Grid]:
     """The report's numbers for the run and its task grid against the run's first strategy."""
+    reader.run(run_id)  # an unknown run is refused in the viewer's words
     stats = collect(reader.log, run_id)
     return stats, build_grid(stats, episode_ids(reader.episode_rows(run_id)))
 
@@ -92,7 +93,6 @@ def run_page(
     if strategy and strategy not in grid.labels:
         raise UserError(f"strategy {strategy!r}: this run has {', '.join(grid.labels)}")
     shown = grid.filtered(outcome, strategy)
-    paired_header, paired = tables.paired_rows(stats)
     return render(
         "run.html",
         links,
@@ -106,8 +106,6 @@ def run_page(
         outcome=outcome,
         strategy=strategy,
         total=len(grid.rows),
-        paired_header=paired_header,
-        paired=paired,
         episodes={
             (task, label): cell.episode_id
             for task, cells in grid.rows

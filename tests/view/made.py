@@ -43,6 +43,9 @@ EXPECTED = {
     "react": {"t1": "solved", "t2": "never", "t3": "never", "t4": "solved"},
     "reflexion": {"t1": "regressed", "t2": "rescued", "t3": "never", "t4": "solved"},
 }
+CONFIG = {"command": "bench", "suite": "fixture", "model": "scripted",
+          "strategies": ["react", "reflexion"], "task_order": ["t1", "t2", "t3", "t4"],
+          "config": {"loop": {"trials": 2, "stop": "honest"}}}  # fmt: skip
 ANSWERS = {2: "second answer\nline two"}
 
 
@@ -77,10 +80,7 @@ def _attempt(trial: int, answer: str) -> Attempt:
 def make_logged_run(memory: Path) -> EpisodeLog:
     """The fixture run in `memory` (made if missing); trial 2 was shown LESSON."""
     log = EpisodeLog(memory / "episodes.db")
-    config = {"command": "bench", "suite": "fixture", "model": "scripted",
-              "strategies": ["react", "reflexion"], "task_order": ["t1", "t2", "t3", "t4"],
-              "config": {"loop": {"trials": 2, "stop": "honest"}}}  # fmt: skip
-    log_run(log, RUN, config, MADE, _attempts())
+    log_run(log, RUN, CONFIG, MADE, _attempts())
     episode = f"{RUN}:reflexion:t2"
     log.log_lesson(LESSON.model_copy(update={"source": LESSON.source.model_copy(
         update={"episode_id": f"{RUN}:reflexion:t1", "task_id": "t1", "trial": 1})}),

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from mulligan.memory.reading import MemoryReader
-from mulligan.view.app import make_server, url_of
+from mulligan.view.app import Viewer, make_server, url_of
 from mulligan.view.bundle import write_bundle
 from tests.view.made import EXPECTED, RUN, make_demo, make_logged_run
 
@@ -41,7 +41,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def served(memory: tuple[Path, str]) -> Iterator[str]:
-    server = make_server(MemoryReader(memory[0]))
+    server = make_server(Viewer(MemoryReader(memory[0])))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield url_of(server)

@@ -2,7 +2,8 @@
 (solved, rescued, regressed against the baseline, never), filters narrow it, an episode page
 shows every attempt, the answer diffs, identical resubmissions, the hidden verdict marked as
 hidden and the lessons; text from the log is escaped; reading never writes to the memory and
-never creates a missing one; a bundle refuses a directory it did not write."""
+never creates a missing one; the server follows a run that is still being logged; a bundle
+refuses a directory it did not write."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ import pytest
 from mulligan.bench.cells import build_grid, episode_ids
 from mulligan.bench.stats import collect
 from mulligan.errors import UserError
+from mulligan.memory.log import EpisodeLog
 from mulligan.memory.reading import MemoryReader
 from mulligan.view import pages
+from mulligan.view.app import Viewer
 from mulligan.view.bundle import MARK, write_bundle
 from mulligan.view.links import ServerLinks
-from tests.view.made import EXPECTED, HOSTILE, LESSON, RUN, make_logged_run
+from tests.logged_runs import log_run
+from tests.view.made import CONFIG, EXPECTED, HOSTILE, LESSON, RUN, make_logged_run, verdict
 
 
 @pytest.fixture
@@ -122,3 +126,12 @@ def test_bundle_links_resolve_and_a_foreign_directory_is_refused(
     with pytest.raises(UserError, match="not a bundle"):
         write_bundle(reader, RUN, foreign)
     assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+
+
+def test_the_server_sees_what_a_running_study_logs_next(memory: Path) -> None:
+    viewer = Viewer(MemoryReader(memory))
+    path = viewer.links.run(RUN)
+    assert 'data-task="t5"' not in viewer.answer(path)[2].decode()
+    log = EpisodeLog(memory / "episodes.db")  # the study, still writing
+    log_run(log, RUN, CONFIG, {"react": {"t5": [verdict(True)]}})
+    assert 'data-task="t5"' in viewer.answer(path)[2].decode()
