@@ -18,6 +18,7 @@ from mulligan.bench.stats import collect
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.reading import MemoryReader
+from mulligan.schema import Attempt
 from mulligan.view import pages
 from mulligan.view.app import Viewer
 from mulligan.view.bundle import MARK, write_bundle
@@ -135,3 +136,18 @@ def test_the_server_sees_what_a_running_study_logs_next(memory: Path) -> None:
     log = EpisodeLog(memory / "episodes.db")  # the study, still writing
     log_run(log, RUN, CONFIG, {"react": {"t5": [verdict(True)]}})
     assert 'data-task="t5"' in viewer.answer(path)[2].decode()
+
+
+def test_a_solve_attempt_shows_the_diff_of_the_project(tmp_path: Path) -> None:
+    patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-return 1\n+return <b>2</b>\n"
+    log = EpisodeLog(tmp_path / "m" / "episodes.db")
+    solve = {"command": "solve", "directory": "project", "strategies": ["reflexion"]}
+    log_run(log, "solve-run", solve, {"reflexion": {"fix": [verdict(True)]}},
+            lambda trial, last: Attempt(task_id="", trial=trial, answer="done", changes=patch))  # fmt: skip
+    page = pages.episode_page(
+        MemoryReader(tmp_path / "m"), ServerLinks(), "solve-run:reflexion:fix"
+    )
+    assert "Changes to the project" in page
+    assert '<span class="add">+return &lt;b&gt;2&lt;/b&gt;</span>' in page
+    assert '<span class="remove">-return 1</span>' in page
+    assert "project" in pages.runs_page(MemoryReader(tmp_path / "m"), ServerLinks())
