@@ -14,7 +14,10 @@ from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 def lesson_line(lesson: Lesson, stored: bool) -> dict[str, Any]:
     v = lesson.validity
+    case = getattr(lesson, "case", None)  # a worked example, in memories that keep cases
     return {
+        "case_answer": getattr(case, "answer", None),
+        "case_feedback": getattr(case, "feedback", ""),
         "id": lesson.id,
         "text": lesson.text,
         "kind": lesson.kind,
@@ -49,7 +52,7 @@ def patch_lines(patch: str) -> list[tuple[str, str]]:
 
 def step_view(step: Step) -> dict[str, Any]:
     results = {r.call_id: r for r in step.results}
-    calls = []
+    calls: list[dict[str, Any]] = []
     for call in step.tool_calls:
         result = results.pop(call.id, None)
         calls.append({"name": call.name, "arguments": call.arguments, "id": call.id,
@@ -60,6 +63,8 @@ def step_view(step: Step) -> dict[str, Any]:
         calls.append({"name": orphan.name, "arguments": "", "id": orphan.call_id,
                       "status": orphan.status, "output": orphan.output,
                       "seconds": f"{orphan.seconds:.2f}"})  # fmt: skip
+    for call in calls:
+        call["lines"] = len(str(call["output"]).splitlines())
     return {
         "index": step.index,
         "kind": step.kind,
