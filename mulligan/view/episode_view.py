@@ -63,8 +63,8 @@ def step_view(step: Step) -> dict[str, Any]:
         calls.append({"name": orphan.name, "arguments": "", "id": orphan.call_id,
                       "status": orphan.status, "output": orphan.output,
                       "seconds": f"{orphan.seconds:.2f}"})  # fmt: skip
-    for call in calls:
-        call["lines"] = len(str(call["output"]).splitlines())
+    for shown in calls:
+        shown["lines"] = len(str(shown["output"]).splitlines())
     return {
         "index": step.index,
         "kind": step.kind,
