@@ -17,6 +17,7 @@ from typing import Any
 
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.memory.migrations import MIGRATIONS
 from mulligan.schema import Episode, Lesson, Verdict
 
 HOW_TO_FIX = "pass the --memory directory a run or a study made (bench: OUT/memory)"
@@ -58,9 +59,13 @@ class MemoryReader:
             raise UserError(f"--memory {directory}: no episode log (episodes.db); {HOW_TO_FIX}")
         try:
             self.log = EpisodeLog(path, read_only=True)
-            self._query("select count(*) from runs")
+            done = {r["name"] for r in self._query("select name from migrations")}
         except sqlite3.DatabaseError as exc:
             raise UserError(f"--memory {directory}: {path.name} is unreadable ({exc})") from None
+        if any(name not in done for name, _ in MIGRATIONS):
+            raise UserError(f"--memory {directory}: the episode log was written by an older "
+                            "mulligan and is only read here; bring it up to date once with "
+                            f"`mulligan episodes list --memory {directory}`")  # fmt: skip
 
     def _query(self, sql: str, args: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self.log._lock:

@@ -151,3 +151,14 @@ def test_a_solve_attempt_shows_the_diff_of_the_project(tmp_path: Path) -> None:
     assert '<span class="add">+return &lt;b&gt;2&lt;/b&gt;</span>' in page
     assert '<span class="remove">-return 1</span>' in page
     assert "project" in pages.runs_page(MemoryReader(tmp_path / "m"), ServerLinks())
+
+
+def test_a_log_from_an_older_version_is_refused_not_migrated(memory: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(memory / "episodes.db") as db:  # as if before the last migration
+        db.execute("delete from migrations where name = (select max(name) from migrations)")
+    before = _digest(memory)
+    with pytest.raises(UserError, match="older mulligan.*mulligan episodes list"):
+        MemoryReader(memory)
+    assert _digest(memory) == before
