@@ -4,12 +4,18 @@ as a static bundle."""
 from __future__ import annotations
 
 import argparse
+import logging
+import threading
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.memory.reading import MemoryReader
+from mulligan.memory.reading import MemoryReader, RunRow
+
+if TYPE_CHECKING:
+    from mulligan.view.app import Viewer
 
 
 def _reader(location: str | None) -> MemoryReader:
@@ -21,6 +27,14 @@ def _reader(location: str | None) -> MemoryReader:
         raise UserError(f"--memory {location}: no such directory; pass the memory a run or a "
                         "study made (bench: OUT/memory)")  # fmt: skip
     return MemoryReader(location)
+
+
+def _warm(viewer: Viewer, runs: list[RunRow]) -> None:
+    for run in runs:
+        try:
+            viewer.made(run.id)
+        except Exception:  # its page will say what is wrong when it is asked for
+            logging.getLogger("mulligan").debug("view: grid of %s not built", run.id, exc_info=True)
 
 
 def cmd_view(args: argparse.Namespace) -> int:
@@ -39,6 +53,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.run_id:  # its grid is built (an unknown run refused) before the URL is printed
         viewer.made(args.run_id)
         path = viewer.links.run(args.run_id)
+    else:  # the newest run's grid is built while the runs page is read
+        newest = reader.runs()[:1]
+        threading.Thread(target=_warm, args=(viewer, newest), daemon=True).start()
     server = app.make_server(viewer, args.port or 0)
     url = app.url_of(server, path)
     print(f"mulligan view: {reader.directory} at {url} (read-only; Ctrl-C stops)", flush=True)
