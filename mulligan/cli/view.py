@@ -40,6 +40,8 @@ def _warm(viewer: Viewer, runs: list[RunRow]) -> None:
 def cmd_view(args: argparse.Namespace) -> int:
     from mulligan.view import app
 
+    if args.port is not None and not 0 < args.port < 65536:
+        raise UserError(f"--port {args.port}: not a port; use 1 to 65535, or leave it out")
     reader = _reader(args.memory)
     if args.bundle:
         from mulligan.view.bundle import write_bundle

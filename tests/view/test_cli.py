@@ -1,13 +1,15 @@
 """`mulligan view` from the command line: it serves on 127.0.0.1 at the URL it prints, with
 headers that let no script run, answers an unknown page with 404, stops on Ctrl-C with
 status 130 and no traceback, and refuses bad input in one line (status 2) before serving:
-a missing memory (not created), an unknown run, --bundle without a run."""
+a missing memory (not created), an unknown run, --bundle without a run, a port out of
+range or taken."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -77,3 +79,19 @@ def test_an_unknown_run_and_a_bundle_without_a_run_are_refused(
     assert not (tmp_path / "b").exists()
     assert main(["view", RUN, "--memory", memory, "--bundle", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "index.html").is_file()
+
+
+def test_a_port_out_of_range_or_taken_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_logged_run(tmp_path / "memory")
+    memory = str(tmp_path / "memory")
+    assert main(["view", "--memory", memory, "--no-open", "--port", "70000"]) == 2
+    assert "--port 70000" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["view", "--memory", memory, "--no-open", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"--port {port}: cannot listen" in err and len(err.strip().splitlines()) == 1
