@@ -29,7 +29,7 @@ SECURITY = {
 }
 """Every answer: no script runs, nothing loads from elsewhere."""
 
-Answer = tuple[int, str, bytes]
+Answer = tuple[HTTPStatus, str, bytes]
 Made = tuple[RunStats, Grid]
 
 
@@ -93,7 +93,11 @@ def handler_for(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
         server_version = "mulligan-view"
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            status, kind, body = viewer.answer(self.path)
+            port = self.connection.getsockname()[1]
+            if self.headers.get("Host") in (f"{HOST}:{port}", f"localhost:{port}"):
+                status, kind, body = viewer.answer(self.path)
+            else:  # another name for 127.0.0.1 (DNS rebinding): a web page reading the log
+                status, kind, body = HTTPStatus.MISDIRECTED_REQUEST, "text/plain", b"wrong host"
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))

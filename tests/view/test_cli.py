@@ -1,5 +1,6 @@
 """`mulligan view` from the command line: it serves on 127.0.0.1 at the URL it prints, with
-headers that let no script run, answers an unknown page with 404, stops on Ctrl-C with
+headers that let no script run, answers an unknown page with 404 and a request for
+another host name (DNS rebinding) with 421, stops on Ctrl-C with
 status 130 and no traceback, and refuses bad input in one line (status 2) before serving:
 a missing memory (not created), an unknown run, --bundle without a run, a port out of
 range or taken."""
@@ -48,6 +49,10 @@ def test_serves_the_printed_url_and_ctrl_c_exits_130(tmp_path: Path) -> None:
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(base + "/episode/nothing-here", timeout=60)
         assert missing.value.code == 404
+        rebound = urllib.request.Request(base + path, headers={"Host": "evil.example:80"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a page on another name
+            urllib.request.urlopen(rebound, timeout=60)
+        assert refused.value.code == 421
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=120)
     finally:
