@@ -143,6 +143,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
         config.endpoint,
         default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
         reporter=REPORTER,
+        local=config.local_server(),
     )
     memory = open_memory(config, model)
     project = Project(directory, skip=[memory.directory.resolve()])
