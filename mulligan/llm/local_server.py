@@ -57,8 +57,9 @@ def cores() -> int:
 
 def default_threads() -> int:
     """One fewer than the cores (at least 1): the core left over runs mulligan itself and the
-    box's tests. llama.cpp's threads wait for one another at every token, so one thread that
-    loses its core stalls them all (benchmarks/local_model.py measures it; docs/local-model.md)."""
+    box's tests. llama.cpp's threads wait for one another at every token, so a thread that
+    loses its core stalls the rest; on a shared 2-core machine two threads did not beat one
+    consistently (benchmarks/local_model.py; the figures are in docs/local-model.md)."""
     return max(1, cores() - 1)
 
 
