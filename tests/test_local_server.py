@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -269,6 +270,7 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
         [sys.executable, "-m", "mulligan.cli", "bench", "humaneval", "--limit", "1",
          "--trials", "1", "--strategies", "react", "--max-steps", "2",
          "--max-reply-tokens", "48", "--embedding", "hash", "--model", f"local:{model}",
+         "--concurrency", "2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
@@ -281,10 +283,8 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     facts = json.loads(manifest)
     assert facts["local_model"] == local_model.named_file(str(model)).facts()
     assert facts["local_server"]["software"].startswith("xllamacpp ")
-    assert (
-        "--threads" in facts["local_server"]["flags"]
-        and "--parallel" in facts["local_server"]["flags"]
-    )
+    assert facts["local_server"]["context_per_slot"] == local_server.context_per_slot(4000, 48)
+    assert re.fullmatch(r".* on 127\.0\.0\.1 \(2 slots, \d+ threads\)", facts["endpoint"])
     assert facts["model"] == "smollm2-135m-instruct.q4_1"
     assert len(attempts) == 1 and attempts[0][0] > 0 and attempts[0][1] > 0
     steps = json.loads(attempts[0][2])["steps"]

@@ -102,7 +102,7 @@ def check_local_model(
         "local model",
         tokens > 0,
         f"{file.path} ({file.size / 1e9:.2f} GB, sha256 {file.sha256[:16]}… checked), "
-        f"{server.slots} slot{'s' if server.slots != 1 else ''}, {server.threads} threads, "
+        f"{server.shape()}, "
         f"{tokens / took:.1f} tokens/s "
         f"({tokens} tokens in {took:.1f}s), {local_server.software()}",
     )

@@ -20,7 +20,8 @@ LOCAL_TIMEOUT = 600.0
 """A model call's timeout on the local server unless --timeout says otherwise: a capped reply
 (2048 tokens) at a busy CPU's 5-10 tokens/s takes minutes."""
 LOCAL_ENDPOINT = "llama.cpp server started by mulligan on 127.0.0.1"
-"""The manifest's `endpoint` of a local run (not its port, which changes on --resume)."""
+"""The manifest's `endpoint` of a local run, with its slots and threads (not its port, which
+changes on --resume; `endpoint` is not compared on --resume)."""
 
 
 def connect(
@@ -96,7 +97,7 @@ def local_fields(model: object) -> dict[str, Any]:
     if server is None:
         return {}
     return {
-        "endpoint": LOCAL_ENDPOINT,
+        "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
         "local_model": server.model.facts(),
         "local_server": server.facts(),
     }

@@ -133,10 +133,18 @@ class LocalServer:
         ]  # fmt: skip
 
     def facts(self) -> dict[str, object]:
-        """What a run's manifest records of the server."""
-        flags = self.flags()
-        flags[1] = self.model.path.name  # the file itself is recorded by name, size and sha256
-        return {"software": software(), "flags": flags}
+        """What a run's manifest records of the server and `--resume` compares: not its slots
+        and threads, which set how fast it runs (the manifest's `endpoint` names them)."""
+        flags = ["--model", self.model.path.name, "--alias", self.model.alias]  # the file's
+        # name here; its size and sha256 in the manifest's `local_model`
+        return {
+            "software": software(),
+            "flags": flags,
+            "context_per_slot": self.settings.context_per_slot,
+        }
+
+    def shape(self) -> str:
+        return f"{self.slots} slot{'s' if self.slots != 1 else ''}, {self.threads} threads"
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
