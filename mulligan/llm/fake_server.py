@@ -36,6 +36,9 @@ class FakeReply:
     """A malformed 200 reply by name, one of MALFORMED_BODIES (`not_json`, `content_list`, ...)."""
     chunk_delay: float = 0.0
     """Streamed (a request with `stream`): seconds between chunks, a model generating."""
+    counts_per_chunk: bool = True
+    """Streamed: send llama.cpp's per-token `timings` when asked (False: a server that
+    reports its usage only at the end)."""
 
 
 MALFORMED_BODIES = {
@@ -198,7 +201,7 @@ def stream_chunks(body: dict[str, Any], planned: FakeReply) -> tuple[int, list[d
             "object": "chat.completion.chunk",
             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
         }
-        if body.get("timings_per_token"):
+        if body.get("timings_per_token") and planned.counts_per_chunk:
             chunk["timings"] = {"cache_n": 0, "prompt_n": prompt, "predicted_n": made}
         chunks.append(chunk)
     return prompt, chunks

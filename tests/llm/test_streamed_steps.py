@@ -82,6 +82,18 @@ def test_off_the_reply_is_read_whole_and_the_rest_kept_as_discarded() -> None:
     assert "stream" not in server.requests[0] and server.streams == []
 
 
+def test_a_stream_closed_before_any_count_is_unmetered_not_guessed() -> None:
+    def no_counts(body: dict[str, Any]) -> FakeReply:
+        return FakeReply(content=ACTED + IMAGINED, chunk_delay=0.005, counts_per_chunk=False)
+
+    with FakeOpenAIServer(policy=no_counts) as server:
+        model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
+        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+    assert reply.text == ACTED and server.streams[0].closed_early
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (0, 0)
+    assert reply.usage.unmetered_calls == 1
+
+
 def test_the_end_of_an_action_is_where_its_input_closes() -> None:
     assert not action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dra')
     assert action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dragons"}')
