@@ -91,10 +91,8 @@ class OpenAIChatModel:
         tally = Tally()
         streamed = until is not None and self.stream_until and not tools and not response_format
         try:
-            if streamed:
-                read = self._with_retries(
-                    lambda: self._stream_chat(kwargs, deadline, until), deadline, tally
-                )
+            read = self._streamed(kwargs, deadline, until, tally) if streamed else None
+            if read is not None:
                 reply, tally.timed_out = read.completion, tally.timed_out + (not read.metered)
             else:
                 reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
@@ -104,6 +102,24 @@ class OpenAIChatModel:
         response = self._response(reply, time.perf_counter() - started)
         response.usage.unmetered_calls = tally.timed_out
         return response
+
+    def _streamed(
+        self, body: dict[str, Any], deadline: float | None, until: Until | None, tally: Tally
+    ) -> StreamRead | None:
+        """The streamed reply; None (and streaming off from now on) when the endpoint refuses
+        to stream (HTTP 400/422 naming the stream or its fields): the caller asks again."""
+        try:
+            read: StreamRead = self._with_retries(
+                lambda: self._stream_chat(body, deadline, until), deadline, tally
+            )
+        except ModelError as exc:
+            named = any(word in (exc.body or "") for word in ("stream", "timings"))
+            if exc.status not in (400, 422) or not named:
+                raise
+            log.warning("endpoint refused a streamed request (HTTP %s); not streaming", exc.status)
+            self.stream_until = False
+            return None
+        return read
 
     def _stream_chat(
         self, body: dict[str, Any], deadline: float | None, until: Until | None

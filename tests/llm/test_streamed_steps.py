@@ -94,6 +94,15 @@ def test_a_stream_closed_before_any_count_is_unmetered_not_guessed() -> None:
     assert reply.usage.unmetered_calls == 1
 
 
+def test_an_endpoint_that_refuses_to_stream_is_asked_again_whole() -> None:
+    refusal = FakeReply(status=400, error="unknown field: timings_per_token")
+    with FakeOpenAIServer([refusal, FakeReply(content=ACTED + IMAGINED)]) as server:
+        model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
+        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+    assert reply.text == ACTED + IMAGINED and not model.stream_until
+    assert server.requests[0]["stream"] and "stream" not in server.requests[1]
+
+
 def test_the_end_of_an_action_is_where_its_input_closes() -> None:
     assert not action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dra')
     assert action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dragons"}')
