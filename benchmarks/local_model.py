@@ -1,95 +1,200 @@
-"""The local model on this machine: tokens per second, seconds per HumanEval attempt and
-peak memory.
+"""The local model's server under concurrent requests: aggregate and per-request tokens/s,
+time to first token, and prompt tokens served from the prompt cache.
 
-Starts the `--model` (default `local`: the model of the `local` extra) on llama.cpp's
-server as mulligan does, measures generation speed on a short prompt (`--repeat` times,
-median), then runs one react attempt (one trial) on each of `--tasks` seeded HumanEval
-problems and prints the seconds each took and how many passed. Peak memory is the
-server's peak resident set (VmHWM, which counts the model file's mapped pages) and
-mulligan's own. On a machine shared with other work the figures are slower than idle.
+Starts the `--model` (default `local`: the model of the `local` extra) on llama.cpp's server
+as mulligan does (xllamacpp, `--slots` slots, each `--threads` setting in turn), then sends
+the same prompts at 1, 2 and 4 requests at once (`--levels`), streamed, and prints one line
+per level: tokens generated per second of wall time over all requests (aggregate), each
+request's own rate after its first token (mean), time to its first token (mean), and how
+many of the prompt tokens the server took from its cache. The prompts share a long system
+prompt, as an agent's requests do. llama-cpp-python's Python server is measured the same way
+only if it is installed (`--old`); nothing builds it. On a machine shared with other work
+the figures are slower than idle: compare lines of one run, not runs.
 
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" pip install --no-cache-dir -e ".[local]"
-    python benchmarks/local_model.py [--model local:PATH.gguf] [--tasks 3] [--repeat 3]
+    pip install -e ".[local]"
+    python benchmarks/local_model.py [--model local:PATH.gguf] [--threads 1,2] [--levels 1,2,4]
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import resource
+import contextlib
+import importlib.util
+import json
+import os
+import socket
 import statistics
+import subprocess
+import sys
+import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from mulligan.actor import ActorSettings
-from mulligan.build import build_loop
-from mulligan.llm import local_server
-from mulligan.llm.connect import connect
-from mulligan.loop import LoopSettings
-from mulligan.run_config import EndpointSettings
-from mulligan.tasks.suites import load_suite, select
+from mulligan import prompts
+from mulligan.llm import local_model, local_server
+from mulligan.llm.local_server import ServerSettings
 
-PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
+TASKS = [
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Write a Python function that checks whether a string is a palindrome.",
+    "Write a Python function that merges two sorted lists into one sorted list.",
+    "Write a Python function that counts the words in a text.",
+]
 
 
-def peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def system_prompt() -> str:
+    """The text protocol's system prompt with the built-in tools, as the actor sends it."""
+    tools = [
+        "python(code: str): run Python code",
+        "read_file(path: str): read a file",
+        "write_file(path: str, content: str): write a file",
+    ]
+    return prompts.render("actor_text", tools=tools, tool_names="python, read_file, write_file")
+
+
+@dataclass
+class Reply:
+    first_token_s: float
+    seconds: float
+    completion_tokens: int
+    prompt_tokens: int
+    cached_tokens: int
+
+
+def ask(base_url: str, model: str, task: str, reply_tokens: int) -> Reply:
+    """One streamed chat completion; times from sending it."""
+    body = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": task},
+        ],
+        "max_tokens": reply_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    started = time.perf_counter()
+    first, usage = 0.0, {}
+    with urllib.request.urlopen(request, timeout=1800) as stream:
+        for raw in stream:
+            line = raw.decode().strip()
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line.removeprefix("data:"))
+            delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+            if delta.get("content") and not first:
+                first = time.perf_counter() - started
+            usage = chunk.get("usage") or usage
+    details = usage.get("prompt_tokens_details") or {}
+    return Reply(
+        first,
+        time.perf_counter() - started,
+        int(usage.get("completion_tokens") or 0),
+        int(usage.get("prompt_tokens") or 0),
+        int(details.get("cached_tokens") or 0),
+    )
+
+
+def level(base_url: str, model: str, at_once: int, reply_tokens: int) -> str:
+    """`at_once` requests sent together; one line of figures."""
+    replies: list[Reply] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        reply = ask(base_url, model, TASKS[index % len(TASKS)], reply_tokens)
+        with lock:
+            replies.append(reply)
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(at_once)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - started
+    tokens = sum(r.completion_tokens for r in replies)
+    own = [r.completion_tokens / max(r.seconds - r.first_token_s, 1e-9) for r in replies]
+    prompt, cached = sum(r.prompt_tokens for r in replies), sum(r.cached_tokens for r in replies)
+    first = statistics.mean(r.first_token_s for r in replies)
+    return (
+        f"  {at_once} at once: aggregate {tokens / wall:5.1f} tokens/s, per request "
+        f"{statistics.mean(own):5.1f} tokens/s, first token {first:5.1f} s, "
+        f"from cache {cached}/{prompt} prompt tokens ({tokens} tokens in {wall:.1f} s)"
+    )
+
+
+def measure(label: str, base_url: str, model: str, levels: list[int], reply_tokens: int) -> None:
+    print(label, flush=True)
+    for at_once in levels:
+        print(level(base_url, model, at_once, reply_tokens), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def old_server(path: Path, threads: int) -> Iterator[str]:
+    """llama-cpp-python's server (one request at a time), if it is installed."""
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--port", str(port)]
+    command += ["--n_ctx", "8192", "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    try:
+        for _ in range(1200):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5).read()
+                break
+            time.sleep(0.25)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local", help="local or local:PATH.gguf")
-    parser.add_argument("--tasks", type=int, default=3, help="HumanEval problems to attempt")
-    parser.add_argument("--repeat", type=int, default=3, help="speed measurements (median)")
-    parser.add_argument("--reply-tokens", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", default="1,2", help="thread counts to measure, in turn")
+    parser.add_argument("--levels", default="1,2,4", help="requests at once")
+    parser.add_argument("--slots", type=int, default=0, help="default: the largest level")
+    parser.add_argument("--reply-tokens", type=int, default=64)
+    parser.add_argument("--old", action="store_true", help="also llama-cpp-python's server")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-
-    started = time.perf_counter()
-    model = connect(EndpointSettings(model=args.model))
-    server = local_server.server_at(model.base_url)
-    assert server is not None and server.process is not None
-    print(f"model: {server.model.path} ({server.model.size / 1e9:.2f} GB)")
-    print(f"server: {local_server.software()}, {server.threads} threads, {server.context} ctx")
-    print(f"start (load, first token): {time.perf_counter() - started:.1f} s")
-
-    rates, prompt_rates = [], []
-    for _ in range(args.repeat):
-        reply = model.chat([{"role": "user", "content": PROMPT}], max_tokens=args.reply_tokens)
-        tokens = reply.usage.completion_tokens
-        rates.append(tokens / reply.latency_s)
-        prompt_rates.append(reply.usage.prompt_tokens)
-    print(
-        f"tokens per second: {statistics.median(rates):.1f} "
-        f"(median of {args.repeat}; {args.reply_tokens}-token cap, "
-        f"{prompt_rates[0]}-token prompt, prompt time included)"
-    )
-
-    suite = load_suite("humaneval")
-    tasks = select(suite.tasks, sample=args.tasks, seed=args.seed)
-    loop = build_loop(model, LoopSettings(strategy="react", trials=1), ActorSettings())
-    seconds, passed, tokens_used = [], 0, 0
-    for task in tasks:
-        began = time.perf_counter()
-        episode = loop.run_episode(task)
-        seconds.append(time.perf_counter() - began)
-        passed += episode.passed
-        tokens_used += episode.usage.total_tokens
-        print(f"  {task.id}: {seconds[-1]:.1f} s, {'passed' if episode.passed else 'failed'}")
-    print(
-        f"seconds per HumanEval attempt: {statistics.mean(seconds):.1f} mean, "
-        f"{statistics.median(seconds):.1f} median over {len(seconds)} (react, one trial; "
-        f"{passed}/{len(seconds)} passed, {tokens_used / len(seconds):.0f} tokens each)"
-    )
-    print(
-        f"peak memory: server {peak_mb(server.process.pid):.0f} MB resident, "
-        f"mulligan {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
-    )
-    local_server.stop_all()
+    levels = [int(n) for n in args.levels.split(",")]
+    model = local_model.resolve(args.model)
+    print(f"model: {model.path.name} ({model.size / 1e9:.2f} GB); {local_server.software()}")
+    print(f"{len(TASKS)} prompts, one shared system prompt, {args.reply_tokens}-token replies")
+    for threads in [int(n) for n in args.threads.split(",")]:
+        settings = ServerSettings(slots=args.slots or max(levels), threads=threads)
+        started = time.perf_counter()
+        server = local_server.serve(model, settings)
+        label = (
+            f"llama.cpp server (xllamacpp), {server.slots} slots, {threads} threads, "
+            f"{server.context} ctx, started in {time.perf_counter() - started:.1f} s:"
+        )
+        measure(label, server.base_url, model.alias, levels, args.reply_tokens)
+        local_server.stop_all()
+        if args.old and importlib.util.find_spec("llama_cpp") is not None:
+            with old_server(model.path, threads) as url:
+                label = f"llama-cpp-python server, 1 request at a time, {threads} threads:"
+                measure(label, url, model.alias, levels, args.reply_tokens)
+        elif args.old:
+            print("llama-cpp-python is not installed: its server is not measured")
 
 
 if __name__ == "__main__":

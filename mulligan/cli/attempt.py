@@ -17,7 +17,7 @@ from mulligan.llm.pricing import require_price_for_cost_budget
 
 def cmd_attempt(args: argparse.Namespace) -> int:
     config = load_config(vars(args))
-    model = connect(config.endpoint, reporter=REPORTER)
+    model = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
     with cli_mcp.servers(config.run.mcp) as mcp:
         names += [t.name for t in mcp.tools]

@@ -159,6 +159,7 @@ def _bench(
         config.endpoint,
         default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
         reporter=REPORTER,
+        local=config.local_server(),
     )
     given = config.given("budget.max_cost")
     require_price_for_cost_budget(model.name, model.price, given, suite_tasks)

@@ -13,6 +13,7 @@ from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect, connect_local, local_wanted
+from mulligan.llm.local_server import ServerSettings
 from mulligan.run_config import EndpointSettings
 
 Report = Callable[[str, bool, str], None]
@@ -35,7 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report("endpoint", fallback, f"none configured ({why}; --api-key for a hosted one)")
     else:
         try:
-            model = connect(settings, reporter=REPORTER)
+            model = connect(settings, reporter=REPORTER, local=config.local_server())
             started = time.perf_counter()
             reply = model.chat(
                 [{"role": "user", "content": "Reply with the word ok."}], max_tokens=8
@@ -48,7 +49,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             )
         except (UserError, AgentRunError) as exc:
             report("endpoint", False, str(exc))
-    check_local_model(settings, report, needed=local or not endpoint_configured(settings))
+    needed = local or not endpoint_configured(settings)
+    check_local_model(settings, report, needed=needed, local=config.local_server())
     try:
         memory = open_memory(config)
         report("episode log", True, str(memory.log.path))
@@ -68,15 +70,22 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def check_local_model(settings: EndpointSettings, report: Report, *, needed: bool) -> None:
-    """The local model: its file, size and checksum, the server's threads, and tokens per
-    second on a short prompt. Not installed is a failure only when nothing else answers."""
+def check_local_model(
+    settings: EndpointSettings,
+    report: Report,
+    *,
+    needed: bool,
+    local: ServerSettings | None = None,
+) -> None:
+    """The local model: its file, size and checksum, the server's slots and threads, and
+    tokens per second on a short prompt. Not installed is a failure only when nothing else
+    answers."""
     spec = settings.model if local_model.is_local(settings.model) else "local"
     if spec == "local" and not local_model.available():
         report("local model", not needed, local_model.missing_message())
         return
     try:
-        model = connect_local(settings, str(spec), 0.0, REPORTER)
+        model = connect_local(settings, str(spec), 0.0, REPORTER, local)
         server = local_server.server_at(model.base_url)
         assert server is not None
         started = time.perf_counter()
@@ -93,6 +102,7 @@ def check_local_model(settings: EndpointSettings, report: Report, *, needed: boo
         "local model",
         tokens > 0,
         f"{file.path} ({file.size / 1e9:.2f} GB, sha256 {file.sha256[:16]}… checked), "
-        f"{server.threads} threads, {tokens / took:.1f} tokens/s ({tokens} tokens in "
-        f"{took:.1f}s), {local_server.software()}",
+        f"{server.shape()}, "
+        f"{tokens / took:.1f} tokens/s "
+        f"({tokens} tokens in {took:.1f}s), {local_server.software()}",
     )

@@ -53,7 +53,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         validate.embedding_available(config.run.embedding)
     repeated = strategy.repeats and config.loop.trials > 1
     model = connect(
-        config.endpoint, default_temperature=0.7 if repeated else 0.0, reporter=REPORTER
+        config.endpoint,
+        default_temperature=0.7 if repeated else 0.0,
+        reporter=REPORTER,
+        local=config.local_server(),
     )
     given = config.given("budget.max_cost")
     require_price_for_cost_budget(model.name, model.price, given, suite.tasks)

@@ -55,16 +55,19 @@ def slug(text: str, limit: int = 48) -> str:
     return "-".join(words)[:limit].strip("-") or "task"
 
 
-def solve_protocol(config: RunConfig) -> Protocol:
-    """The user's choice (flag, MULLIGAN_PROTOCOL, mulligan.toml), else `text` on a self-hosted
-    endpoint and `native` on a hosted one.
+def solve_protocol(config: RunConfig, served_at: str | None = None) -> Protocol:
+    """The user's choice (flag, MULLIGAN_PROTOCOL, mulligan.toml), else `text` where the model
+    is served on this machine or network and `native` on a hosted endpoint. `served_at` is the
+    URL the connected model answers at (the local model's own loopback server for `--model
+    local`), else the configured one: one rule, `self_hosted`, for every way of serving it.
 
     Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
     often hand a small model's tool calls back as text, which the text protocol reads as they
     are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py, README "Solve")."""
     if config.given("actor.protocol"):
         return config.actor.protocol
-    return "text" if self_hosted(config.endpoint.base_url) else "native"
+    where = served_at if served_at is not None else config.endpoint.base_url
+    return "text" if self_hosted(where) else "native"
 
 
 def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
@@ -133,9 +136,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
     directory, checks = _validated(args)
-    protocol = solve_protocol(config)
-    config = config.updated("actor.protocol", protocol, "solve's choice for this endpoint")
-    actor_settings = config.actor_settings(nudge_no_tools=True)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     strategy = strategies.get(args.strategy)
     repeated = strategy.repeats and config.loop.trials > 1
@@ -143,7 +143,11 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
         config.endpoint,
         default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
         reporter=REPORTER,
+        local=config.local_server(),
     )
+    protocol = solve_protocol(config, model.base_url)
+    config = config.updated("actor.protocol", protocol, "solve's choice for this endpoint")
+    actor_settings = config.actor_settings(nudge_no_tools=True)
     memory = open_memory(config, model)
     project = Project(directory, skip=[memory.directory.resolve()])
     family = args.family or project.directory.name or "project"

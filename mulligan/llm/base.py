@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,10 +35,13 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        until: Callable[[str], bool] | None = None,
     ) -> ChatResponse:
         """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded.
         `response_format` asks for structured output (a JSON schema) where the endpoint
-        accepts it; a model that cannot honour it answers in plain text instead."""
+        accepts it; a model that cannot honour it answers in plain text instead. `until`
+        says when the reply so far is all the caller needs: a model that streams may stop
+        there (the text protocol's turn ends with its first action); others ignore it."""
         ...
 
 
@@ -63,6 +67,7 @@ class Metered:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        until: Callable[[str], bool] | None = None,
     ) -> ChatResponse:
         response = self.model.chat(
             messages,
@@ -71,6 +76,7 @@ class Metered:
             max_tokens=max_tokens,
             timeout=timeout,
             response_format=response_format,
+            until=until,
         )
         self.calls += 1
         self.usage = self.usage + response.usage

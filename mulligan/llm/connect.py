@@ -9,6 +9,7 @@ from mulligan.config import NO_ENDPOINT, endpoint_configured
 from mulligan.errors import ModelError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
+from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 from mulligan.run_config import EndpointSettings
 
@@ -19,7 +20,8 @@ LOCAL_TIMEOUT = 600.0
 """A model call's timeout on the local server unless --timeout says otherwise: a capped reply
 (2048 tokens) at a busy CPU's 5-10 tokens/s takes minutes."""
 LOCAL_ENDPOINT = "llama.cpp server started by mulligan on 127.0.0.1"
-"""The manifest's `endpoint` of a local run (not its port, which changes on --resume)."""
+"""The manifest's `endpoint` of a local run, with its slots and threads (not its port, which
+changes on --resume; `endpoint` is not compared on --resume)."""
 
 
 def connect(
@@ -27,14 +29,16 @@ def connect(
     *,
     default_temperature: float = 0.0,
     reporter: Reporter | None = None,
+    local: ServerSettings | None = None,
 ) -> OpenAIChatModel:
     """The endpoint's chat model; without a model name, the one a local server serves.
 
-    `--model local` (or `local:PATH.gguf`) starts llama.cpp's server on this machine; so does
-    no endpoint at all, when the `local` extra is installed (`reporter` is told so)."""
+    `--model local` (or `local:PATH.gguf`) starts llama.cpp's server on this machine, shaped
+    by `local` (`RunConfig.local_server()`: slots, threads, context); so does no endpoint at
+    all, when the `local` extra is installed (`reporter` is told so)."""
     reporter = reporter or LogReporter()
     if local_model.is_local(settings.model):
-        return connect_local(settings, str(settings.model), default_temperature, reporter)
+        return connect_local(settings, str(settings.model), default_temperature, reporter, local)
     if not endpoint_configured(settings):
         if settings.model is None and local_wanted() and local_model.available():
             label = local_model.DEFAULT.label
@@ -42,7 +46,7 @@ def connect(
                 f"no endpoint configured: running {label} on this machine's CPU; "
                 "set OPENAI_BASE_URL to use yours"
             )
-            return connect_local(settings, "local", default_temperature, reporter)
+            return connect_local(settings, "local", default_temperature, reporter, local)
         raise UserError(no_endpoint(settings))
     return connect_endpoint(settings, default_temperature)
 
@@ -66,10 +70,14 @@ def no_endpoint(settings: EndpointSettings) -> str:
 
 
 def connect_local(
-    settings: EndpointSettings, spec: str, default_temperature: float, reporter: Reporter
+    settings: EndpointSettings,
+    spec: str,
+    default_temperature: float,
+    reporter: Reporter,
+    local: ServerSettings | None = None,
 ) -> OpenAIChatModel:
     """A chat model on the local llama.cpp server of `spec` (`local` or `local:PATH`)."""
-    server = local_server.serve(local_model.resolve(spec, reporter))
+    server = local_server.serve(local_model.resolve(spec, reporter), local)
     from mulligan.llm.openai_client import OpenAIChatModel  # after the checks: a slow import
 
     temperature = settings.temperature
@@ -89,7 +97,7 @@ def local_fields(model: object) -> dict[str, Any]:
     if server is None:
         return {}
     return {
-        "endpoint": LOCAL_ENDPOINT,
+        "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
         "local_model": server.model.facts(),
         "local_server": server.facts(),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -33,6 +34,11 @@ class FakeReply:
     """Send this text as the whole response body (malformed responses)."""
     malformed: str | None = None
     """A malformed 200 reply by name, one of MALFORMED_BODIES (`not_json`, `content_list`, ...)."""
+    chunk_delay: float = 0.0
+    """Streamed (a request with `stream`): seconds between chunks, a model generating."""
+    counts_per_chunk: bool = True
+    """Streamed: send llama.cpp's per-token `timings` when asked (False: a server that
+    reports its usage only at the end)."""
 
 
 MALFORMED_BODIES = {
@@ -94,6 +100,9 @@ class FakeOpenAIServer:
         """Path ending ("/embeddings", "/models") -> a 200 body sent as it is (malformed)."""
         self.requests: list[dict[str, Any]] = []
         self.violations: list[str] = []
+        self.streams: list[StreamRecord] = []
+        """Each streamed reply: how many of its chunks went out, and whether the client
+        closed it before the end (a server that then stops generating)."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
@@ -172,6 +181,32 @@ def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
     }
 
 
+@dataclass
+class StreamRecord:
+    pieces: int
+    """Content chunks the reply has, one "token" each (a word and the blank before it)."""
+    sent: int = 0
+    """Content chunks written before the end or the client's close."""
+    closed_early: bool = False
+
+
+def stream_chunks(body: dict[str, Any], planned: FakeReply) -> tuple[int, list[dict[str, Any]]]:
+    """The prompt's tokens and a chunk per content piece, with llama.cpp-style per-token
+    `timings` when the request asks for them (`timings_per_token`)."""
+    pieces = re.findall(r"\s*\S+|\s+", planned.content or "")
+    prompt = planned.usage[0] if planned.usage else round(raw_estimate(body.get("messages", [])))
+    chunks = []
+    for made, piece in enumerate(pieces, start=1):
+        chunk: dict[str, Any] = {
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+        }
+        if body.get("timings_per_token") and planned.counts_per_chunk:
+            chunk["timings"] = {"cache_n": 0, "prompt_n": prompt, "predicted_n": made}
+        chunks.append(chunk)
+    return prompt, chunks
+
+
 def hash_vector(text: str, dimensions: int = 64) -> list[float]:
     digest = hashlib.sha256(text.encode()).digest()
     return [(digest[i % len(digest)] - 128) / 128 for i in range(dimensions)]
@@ -242,7 +277,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             planned = server.next_reply(body)
             if planned.delay:
                 time.sleep(planned.delay)
-            if planned.malformed is not None:
+            plain = planned.raw_body is None and planned.malformed is None
+            if body.get("stream") and planned.status == 200 and plain:
+                self._stream(body, planned)
+            elif planned.malformed is not None:
                 self._send(200, MALFORMED_BODIES[planned.malformed].encode())
             elif planned.raw_body is not None:
                 self._send(planned.status, planned.raw_body.encode())
@@ -253,6 +291,36 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 )
             else:
                 self._send(200, completion_body(body, planned))
+
+        def _stream(self, body: dict[str, Any], planned: FakeReply) -> None:
+            """Server-sent events, a chunk per piece, then the finish, the usage and [DONE];
+            a client that closes the stream ends it (recorded)."""
+            prompt, chunks = stream_chunks(body, planned)
+            record = StreamRecord(len(chunks))
+            with server._lock:
+                server.streams.append(record)
+            finish = {"index": 0, "delta": {}, "finish_reason": planned.finish_reason or "stop"}
+            usage = {"prompt_tokens": prompt, "completion_tokens": len(chunks)}
+            ending: list[dict[str, Any]] = [
+                {"object": "chat.completion.chunk", "choices": [finish]}
+            ]
+            if (body.get("stream_options") or {}).get("include_usage"):
+                ending.append({"object": "chat.completion.chunk", "choices": [], "usage": usage})
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                for chunk in chunks + ending:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    record.sent += chunk in chunks
+                    time.sleep(planned.chunk_delay)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                record.closed_early = True
 
     return Handler
 

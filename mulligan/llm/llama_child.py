@@ -1,6 +1,8 @@
 """The local server's own process:
 `python -m mulligan.llm.llama_child PARENT_PID [--die-with-parent] -- SERVER FLAGS...`.
-It makes sure it cannot outlive mulligan, then runs llama-cpp-python's server in itself.
+It makes sure it cannot outlive mulligan, then runs llama.cpp's own C++ server (through the
+`xllamacpp` package) in itself, on a port the kernel picks on 127.0.0.1, and writes the
+address it listens on to its log as one line, `READY_MARK` and the URL.
 
 Two guards, because either alone has a gap:
 - Linux's PR_SET_PDEATHSIG: the kernel sends SIGKILL when the parent dies, even by SIGKILL
@@ -11,14 +13,16 @@ Two guards, because either alone has a gap:
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
-import runpy
 import signal
 import sys
 import threading
 
 PR_SET_PDEATHSIG = 1
+READY_MARK = "mulligan-llama-child: listening at "
+"""The log line that gives the server's address once the model is loaded."""
 
 
 def die_with_parent(parent: int) -> None:
@@ -45,6 +49,40 @@ def watch_pipe() -> None:
     threading.Thread(target=wait, name="mulligan-watchdog", daemon=True).start()
 
 
+def server_flags() -> argparse.ArgumentParser:
+    """The server's flags, named as llama.cpp's own `llama-server` names them."""
+    parser = argparse.ArgumentParser(prog="llama_child")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--alias", required=True)
+    parser.add_argument("--parallel", type=int, default=1, help="slots: requests served at once")
+    parser.add_argument("--ctx-size", type=int, required=True, help="tokens, split across slots")
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads-batch", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: a free port the kernel picks")
+    return parser
+
+
+def run_server(flags: list[str]) -> None:
+    """llama.cpp's server in this process, with a prompt cache per slot, until it is ended."""
+    import xllamacpp  # after the guards: loading the library takes a moment
+
+    given = server_flags().parse_args(flags)
+    params = xllamacpp.CommonParams()
+    params.model.path = given.model
+    params.model_alias = {given.alias}
+    params.n_parallel = given.parallel
+    params.n_ctx = given.ctx_size
+    params.cpuparams.n_threads = given.threads
+    params.cpuparams_batch.n_threads = given.threads_batch
+    params.hostnames = [given.host]
+    params.port = given.port
+    params.cache_prompt = True
+    server = xllamacpp.Server(params)  # returns once the model is loaded and it listens
+    print(f"{READY_MARK}{server.listening_address}", file=sys.stderr, flush=True)
+    threading.Event().wait()  # serves from its own threads until a signal or the watchdog
+
+
 def main(argv: list[str]) -> None:
     if "--" not in argv or not argv or not argv[0].isdigit():
         raise SystemExit("usage: llama_child PARENT_PID [--die-with-parent] -- SERVER FLAGS")
@@ -52,8 +90,7 @@ def main(argv: list[str]) -> None:
     if "--die-with-parent" in argv[:cut]:
         die_with_parent(int(argv[0]))
     watch_pipe()
-    sys.argv = ["llama_cpp.server", *argv[cut + 1 :]]
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    run_server(argv[cut + 1 :])
 
 
 if __name__ == "__main__":

@@ -20,11 +20,12 @@ from mulligan.errors import UserError
 
 log = logging.getLogger("mulligan")
 
-BUILD_FLAGS = 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"'
-INSTALL = f'{BUILD_FLAGS} pip install --no-cache-dir -e ".[local]"'
-"""The install command of the `local` extra, run in mulligan's source folder. Without
-GGML_NATIVE=OFF llama.cpp is built for the build machine's newest instructions (AMX), which
-die with SIGILL on CPUs without them; pip's wheel cache ignores CMAKE_ARGS, hence no cache."""
+SERVER_PACKAGE = "xllamacpp==2026.10.11549"
+"""llama.cpp's own C++ server in a prebuilt wheel (manylinux, macOS, Windows): no compiler."""
+INSTALL = 'pip install -e ".[local]"'
+"""The install command of the `local` extra, run in mulligan's source folder."""
+SOURCE_BUILD = f"pip install --force-reinstall --no-binary xllamacpp '{SERVER_PACKAGE}'"
+"""A build of the server for this machine's own CPU, where the prebuilt wheel does not fit."""
 
 SHOWN_BYTES = 256 << 20
 """Hashing a file larger than this shows progress (a few seconds or more)."""
@@ -102,7 +103,7 @@ def models_dir() -> Path:
 
 
 def server_installed() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
+    return importlib.util.find_spec("xllamacpp") is not None
 
 
 def default_installed(model: PackagedModel | None = None) -> bool:
@@ -125,7 +126,7 @@ def missing_message(model: PackagedModel | None = None) -> str:
     parts = [i for i in range(1, len(model.packages) + 1) if model.part(i) is None]
     missing = []
     if not server_installed():
-        missing.append("llama-cpp-python[server]")
+        missing.append("xllamacpp (llama.cpp's server)")
     if parts and not default_installed(model):
         missing.append(f"{len(parts)} of the {len(model.packages)} parts of {model.label}")
     what = " and ".join(missing) or "nothing"
@@ -256,7 +257,7 @@ def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
         return join_default(None, reporter)
     if not server_installed():
         raise UserError(
-            f"--model {spec} needs llama-cpp-python's server: "
-            f"`{BUILD_FLAGS} pip install --no-cache-dir 'llama-cpp-python[server]==0.3.36'`"
+            f"--model {spec} needs llama.cpp's server: `pip install '{SERVER_PACKAGE}'` "
+            "(a prebuilt wheel)"
         )
     return named_file(spec.removeprefix("local:"), reporter)

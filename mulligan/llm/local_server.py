@@ -1,6 +1,7 @@
-"""llama.cpp's OpenAI-compatible server (llama-cpp-python's), run as mulligan's own child.
+"""llama.cpp's own OpenAI-compatible C++ server (through `xllamacpp`), run as mulligan's child.
 
-`serve()` starts one on a free loopback port, waits until it answers a one-token
+`serve()` starts one on a free loopback port with `slots` requests served at once
+(continuous batching, a prompt cache per slot), waits until it answers a one-token
 completion, and keeps it for the rest of the process: every later `serve()` of the same
 file gets the same server. `stop_all()` ends them; it runs at exit (normal exit, an
 error, Ctrl-C), and the child's own guards (`llama_child`) end it when mulligan is
@@ -16,7 +17,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,17 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan.errors import UserError
-from mulligan.llm.local_model import BUILD_FLAGS, ModelFile
+from mulligan.llm.llama_child import READY_MARK
+from mulligan.llm.local_model import SOURCE_BUILD, ModelFile
 
 log = logging.getLogger("mulligan")
 
-CONTEXT = 8192
-"""Tokens of context: above the compression threshold (4000) plus a capped reply (2048)."""
+CONTEXT_PER_SLOT = 8192
+"""Tokens of context per slot by default: above compression's threshold (4000) plus a capped
+reply (2048), with room for the estimate's error (`context_per_slot`)."""
 READY_SECONDS = 300.0
 """How long loading the model may take before the start is given up (a slow, busy CPU)."""
 
 
-THREADS_ENV = "MULLIGAN_LOCAL_THREADS"
+def context_per_slot(threshold_tokens: int, reply_tokens: int) -> int:
+    """What one slot must hold: a view at compression's threshold and a capped reply, plus a
+    quarter for the offline estimate's error, in whole KiB of tokens."""
+    needed = (threshold_tokens + reply_tokens) * 5 // 4
+    return max(2048, -(-needed // 1024) * 1024)
 
 
 def cores() -> int:
@@ -49,30 +55,34 @@ def cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def threads() -> int:
-    """$MULLIGAN_LOCAL_THREADS, else one fewer than the cores (at least 1): the core left over
-    runs mulligan itself and the box's tests. llama.cpp's threads wait for one another at every
-    token, so one thread that loses its core stalls them all: on this project's 2-core machine,
-    busy with other work, 2 threads made 1.2 tokens/s where 1 made 9.5 (Qwen2.5-Coder-0.5B)."""
-    given = os.environ.get(THREADS_ENV, "").strip()
-    if given:
-        if not given.isdigit() or int(given) < 1:
-            raise UserError(f"${THREADS_ENV} must be a whole number of threads, not {given!r}")
-        return int(given)
+def default_threads() -> int:
+    """One fewer than the cores (at least 1): the core left over runs mulligan itself and the
+    box's tests. llama.cpp's threads wait for one another at every token, so a thread that
+    loses its core stalls the rest; on a shared 2-core machine two threads did not beat one
+    consistently (benchmarks/local_model.py; the figures are in docs/local-model.md)."""
     return max(1, cores() - 1)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the local server runs: `[local]` in mulligan.toml, else the run's own settings."""
+
+    slots: int = 1
+    """Requests served at once (llama.cpp's parallel slots): the run's concurrency by default."""
+    threads: int | None = None
+    """CPU threads; None: `default_threads()`."""
+    context_per_slot: int = CONTEXT_PER_SLOT
+
+    @property
+    def thread_count(self) -> int:
+        return self.threads or default_threads()
 
 
 def software() -> str:
     try:
-        return f"llama-cpp-python {importlib.metadata.version('llama_cpp_python')}"
+        return f"xllamacpp {importlib.metadata.version('xllamacpp')} (llama.cpp's server)"
     except importlib.metadata.PackageNotFoundError:
-        return "llama-cpp-python (version unknown)"
+        return "xllamacpp (version unknown)"
 
 
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -88,44 +98,60 @@ def _request(url: str, body: dict[str, object] | None, timeout: float) -> dict[s
 
 @dataclass
 class LocalServer:
-    """One llama-cpp-python server process serving one model file."""
+    """One llama.cpp server process serving one model file."""
 
     model: ModelFile
-    threads: int = field(default_factory=threads)
-    context: int = CONTEXT
-    port: int = 0
+    settings: ServerSettings = field(default_factory=ServerSettings)
+    address: str = ""
+    """Where it listens, `http://127.0.0.1:PORT`, once it has said so."""
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.address}/v1"
+
+    @property
+    def threads(self) -> int:
+        return self.settings.thread_count
+
+    @property
+    def slots(self) -> int:
+        return self.settings.slots
+
+    @property
+    def context(self) -> int:
+        """Tokens of context in all; llama.cpp gives each slot an equal share."""
+        return self.settings.slots * self.settings.context_per_slot
 
     def flags(self) -> list[str]:
-        """The server's flags but for the host and port (which change from run to run)."""
+        """The server's flags but for the host and port (the kernel picks a free one)."""
         return [
-            "--model", str(self.model.path), "--model_alias", self.model.alias,
-            "--n_ctx", str(self.context), "--n_threads", str(self.threads),
-            "--n_threads_batch", str(self.threads),
+            "--model", str(self.model.path), "--alias", self.model.alias,
+            "--parallel", str(self.slots), "--ctx-size", str(self.context),
+            "--threads", str(self.threads), "--threads-batch", str(self.threads),
         ]  # fmt: skip
 
     def facts(self) -> dict[str, object]:
-        """What a run's manifest records of the server."""
-        flags = self.flags()
-        flags[1] = self.model.path.name  # the file itself is recorded by name, size and sha256
-        return {"software": software(), "flags": flags}
+        """What a run's manifest records of the server and `--resume` compares: not its slots
+        and threads, which set how fast it runs (the manifest's `endpoint` names them)."""
+        flags = ["--model", self.model.path.name, "--alias", self.model.alias]  # the file's
+        # name here; its size and sha256 in the manifest's `local_model`
+        return {
+            "software": software(),
+            "flags": flags,
+            "context_per_slot": self.settings.context_per_slot,
+        }
+
+    def shape(self) -> str:
+        return f"{self.slots} slot{'s' if self.slots != 1 else ''}, {self.threads} threads"
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def start(self, ready_seconds: float = READY_SECONDS) -> None:
-        for _ in range(3):  # a port taken between probing and binding: another port
-            self.port = free_port()
-            self._spawn()
-            if self._wait_until_ready(ready_seconds):
-                return
-            self.stop()
-        raise UserError(self._failure("could not bind a loopback port"))
+        self._spawn()
+        self._wait_until_ready(ready_seconds)
 
     def _spawn(self) -> None:
         handle, name = tempfile.mkstemp(prefix="mulligan-llama-", suffix=".log")
@@ -134,46 +160,52 @@ class LocalServer:
         guard = ["--die-with-parent"] if main else []  # PDEATHSIG follows the parent thread
         command = [
             sys.executable, "-m", "mulligan.llm.llama_child", str(os.getpid()), *guard, "--",
-            *self.flags(), "--host", "127.0.0.1", "--port", str(self.port),
+            *self.flags(), "--host", "127.0.0.1", "--port", "0",
         ]  # fmt: skip
         log.info("starting the local server: %s", " ".join(command))
+        # OpenMP's spinning workers crawl when the cores are shared: they wait passively
+        environment = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,  # the watchdog pipe: never written, closed when we are gone
             stdout=handle,
             stderr=handle,
+            env=environment,
             start_new_session=True,  # Ctrl-C reaches mulligan, which then stops the server
         )
         os.close(handle)
 
-    def _wait_until_ready(self, ready_seconds: float) -> bool:
-        """True once it answers a one-token completion; False if the port was taken."""
+    def _wait_until_ready(self, ready_seconds: float) -> None:
+        """Returns once it answers a one-token completion."""
         deadline = time.monotonic() + ready_seconds
-        url = f"http://127.0.0.1:{self.port}/v1"
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.address:
             if not self.running():
-                if "address already in use" in self._log_tail().lower():
-                    return False
                 raise UserError(self._failure("it stopped while loading the model"))
-            try:
-                _request(f"{url}/models", None, timeout=5)
-                break
-            except (OSError, ValueError):
-                time.sleep(0.25)
-        else:
-            raise UserError(self._failure(f"it did not answer within {ready_seconds:.0f}s"))
-        try:  # the first prompt is where a wrongly built llama.cpp dies (SIGILL)
-            _request(f"{url}/completions", {"prompt": "Hi", "max_tokens": 1}, timeout=120)
+            self.address = self._said_address()
+            time.sleep(0.1)
+        if not self.address:
+            raise UserError(self._failure(f"it did not load within {ready_seconds:.0f}s"))
+        try:  # the first prompt is where a llama.cpp built for another CPU dies (SIGILL)
+            _request(f"{self.base_url}/models", None, timeout=30)
+            _request(f"{self.base_url}/completions", {"prompt": "Hi", "max_tokens": 1}, 120)
         except (OSError, ValueError) as exc:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=3)  # type: ignore[union-attr]  # a crash: its status
             raise UserError(self._failure(f"its first completion failed ({exc})")) from exc
-        log.info("local server ready at %s (%s)", url, self.model.path.name)
-        return True
+        log.info(
+            "local server ready at %s (%s, %d slots, %d threads)",
+            self.base_url, self.model.path.name, self.slots, self.threads,
+        )  # fmt: skip
 
-    def _log_tail(self) -> str:
+    def _said_address(self) -> str:
+        for line in self._log_text().splitlines():
+            if READY_MARK in line:  # llama.cpp may have left its own line unfinished
+                return line.partition(READY_MARK)[2].strip().rstrip("/")
+        return ""
+
+    def _log_text(self) -> str:
         try:
-            return (self.log_path.read_text(errors="replace") if self.log_path else "")[-2000:]
+            return self.log_path.read_text(errors="replace") if self.log_path else ""
         except OSError:
             return ""
 
@@ -183,11 +215,12 @@ class LocalServer:
         self.stop(keep_log=True)
         if code == -signal.SIGILL:
             return (
-                f"the local llama.cpp server died with SIGILL (an instruction this CPU lacks): "
-                f"llama-cpp-python was built for another CPU; rebuild it with `{BUILD_FLAGS} "
-                "pip install --no-cache-dir --force-reinstall 'llama-cpp-python[server]==0.3.36'`"
+                "the local llama.cpp server died with SIGILL (an instruction this CPU lacks): "
+                f"the prebuilt xllamacpp wheel does not fit this CPU; build it for this machine "
+                f"with `{SOURCE_BUILD}` (needs a C++ compiler and CMake)"
             )
-        last = " | ".join(line for line in self._log_tail().splitlines()[-3:] if line.strip())
+        tail = self._log_text()[-2000:]
+        last = " | ".join(line for line in tail.splitlines()[-3:] if line.strip())
         return (
             f"the local llama.cpp server for {self.model.path.name}: {what}"
             f"{f' (exit status {code})' if code is not None else ''}; "
@@ -221,13 +254,13 @@ _lock = threading.Lock()
 _atexit: list[bool] = []
 
 
-def serve(model: ModelFile, count: int | None = None) -> LocalServer:
-    """The running server of this model file (with `count` threads), started if there is none."""
+def serve(model: ModelFile, settings: ServerSettings | None = None) -> LocalServer:
+    """The running server of this model file, started with `settings` if there is none."""
     with _lock:
         server = _servers.get(model.path)
         if server is not None and server.running():
             return server
-        server = LocalServer(model, threads=count or threads())
+        server = LocalServer(model, settings or ServerSettings())
         if not _atexit:
             atexit.register(stop_all)
             _atexit.append(True)

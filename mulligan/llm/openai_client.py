@@ -17,6 +17,7 @@ from mulligan.llm.base import ChatResponse, Message
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
 from mulligan.llm.hosts import self_hosted
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
+from mulligan.llm.streaming import STREAM_FIELDS, StreamRead, Until, read_stream
 from mulligan.schema import Usage
 
 log = logging.getLogger("mulligan")
@@ -39,6 +40,7 @@ class OpenAIChatModel:
         backoff: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         price: Price | None | Unset = UNSET,
+        stream_until: bool | None = None,
     ) -> None:
         self.name = model
         self.temperature = temperature
@@ -52,6 +54,11 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
         self.base_url = str(self._client.base_url)
+        self.stream_until = self_hosted(self.base_url) if stream_until is None else stream_until
+        """A call given `until` is streamed and read only until it holds (`streaming`): on by
+        default where the model is served on this machine or network (`self_hosted`), whose
+        server stops generating when the stream is closed; a hosted API bills the whole
+        reply whatever is read, so there the reply is read whole."""
         self.rejected_formats = 0
         """How many forms of response_format this endpoint rejected (see `_structured`)."""
         self.reply_cap_field = "max_tokens"
@@ -67,8 +74,10 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        until: Until | None = None,
     ) -> ChatResponse:
-        """One completion; `timeout` bounds the whole call, retries included."""
+        """One completion; `timeout` bounds the whole call, retries included. With `until`
+        (and `stream_until`), streamed, and read only until `until(text so far)` holds."""
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
         kwargs["temperature"] = self.temperature
         if tools:
@@ -80,14 +89,60 @@ class OpenAIChatModel:
         deadline = None if timeout is None else time.monotonic() + timeout
         started = time.perf_counter()
         tally = Tally()
+        streamed = until is not None and self.stream_until and not tools and not response_format
         try:
-            reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
+            read = self._streamed(kwargs, deadline, until, tally) if streamed else None
+            if read is not None:
+                reply, tally.timed_out = read.completion, tally.timed_out + (not read.metered)
+            else:
+                reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
         except ModelError as exc:
             exc.unmetered_calls = tally.timed_out
             raise
         response = self._response(reply, time.perf_counter() - started)
         response.usage.unmetered_calls = tally.timed_out
         return response
+
+    def _streamed(
+        self, body: dict[str, Any], deadline: float | None, until: Until | None, tally: Tally
+    ) -> StreamRead | None:
+        """The streamed reply; None (and streaming off from now on) when the endpoint refuses
+        to stream (HTTP 400/422 naming the stream or its fields): the caller asks again."""
+        try:
+            read: StreamRead = self._with_retries(
+                lambda: self._stream_chat(body, deadline, until), deadline, tally
+            )
+        except ModelError as exc:
+            named = any(word in (exc.body or "") for word in ("stream", "timings"))
+            if exc.status not in (400, 422) or not named:
+                raise
+            log.warning("endpoint refused a streamed request (HTTP %s); not streaming", exc.status)
+            self.stream_until = False
+            return None
+        return read
+
+    def _stream_chat(
+        self, body: dict[str, Any], deadline: float | None, until: Until | None
+    ) -> StreamRead:
+        """POST /chat/completions streamed, read until `until` holds, then closed: the
+        server sees the connection go and stops generating."""
+        options: dict[str, Any] = {}
+        if deadline is not None:
+            options["timeout"] = min(self.timeout, deadline - time.monotonic())
+            if options["timeout"] <= 0:
+                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        stream = self._client.post(
+            "/chat/completions",
+            body={**body, **STREAM_FIELDS},
+            cast_to=object,
+            options=cast(Any, options),
+            stream=True,
+            stream_cls=openai.Stream[object],
+        )
+        try:
+            return read_stream(stream, until or (lambda text: False))
+        finally:
+            stream.close()
 
     def _capped(
         self,

@@ -89,7 +89,9 @@ class ScriptedModel:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        until: Callable[[str], bool] | None = None,
     ) -> ChatResponse:
+        """`until` is ignored: a scripted reply is given whole, as a non-streaming endpoint's."""
         with self._lock:
             self.calls.append(
                 ReceivedCall(

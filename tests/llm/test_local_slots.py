@@ -1,0 +1,92 @@
+"""The local server's parallel slots: as many as the run's concurrency unless `[local]` says
+otherwise, each holding compression's threshold and a capped reply; and llama.cpp's real
+server (SmolLM2) answering two requests at once on two slots, each counted."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan.config import load_config
+from mulligan.errors import UserError
+from mulligan.llm.base import ChatResponse
+from mulligan.llm.local_server import LocalServer
+from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.pricing import Price
+from tests.llm.smollm2 import smollm2  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.timeout(600)  # a real server on a busy 2-core machine
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    for name in ("MULLIGAN_CONFIG", "MULLIGAN_LOCAL_SLOTS", "MULLIGAN_LOCAL_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_slot_per_concurrent_task_unless_local_says_otherwise(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shape = load_config({"concurrency": 3}).local_server()
+    assert (shape.slots, shape.threads) == (3, None)
+    (project / "mulligan.toml").write_text("[local]\nslots = 2\nthreads = 1\n")
+    config = load_config({"concurrency": 3})
+    assert (config.local_server().slots, config.local_server().threads) == (2, 1)
+    assert config.source_of("local.slots") == f"{project / 'mulligan.toml'}:2"
+    monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "2")
+    config = load_config({})
+    assert config.local_server().threads == 2
+    assert config.source_of("local.threads") == "$MULLIGAN_LOCAL_THREADS"
+    monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "0")
+    with pytest.raises(UserError, match="MULLIGAN_LOCAL_THREADS"):
+        load_config({})
+
+
+def test_each_slot_holds_the_compression_threshold_and_a_capped_reply(project: Path) -> None:
+    for threshold, reply in [(4000, 2048), (12000, 4096), (500, 100)]:
+        flags = {"compress_at": threshold, "max_reply_tokens": reply, "concurrency": 2}
+        shape = load_config(flags).local_server()
+        assert shape.context_per_slot >= threshold + reply
+        assert shape.context_per_slot % 1024 == 0
+    assert load_config({}).local_server().context_per_slot == 8192  # the defaults: 4000 + 2048
+
+
+def slots_of(server: LocalServer) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{server.address}/slots", timeout=60) as reply:
+        found = json.loads(reply.read())
+    assert isinstance(found, list)
+    return found
+
+
+def test_two_requests_at_once_on_two_slots_both_counted(smollm2: LocalServer) -> None:  # noqa: F811
+    assert [slot["n_ctx"] for slot in slots_of(smollm2)] == [2048, 2048]  # n_ctx split in two
+    model = OpenAIChatModel(smollm2.model.alias, base_url=smollm2.base_url, price=Price(0, 0))
+    replies: dict[int, ChatResponse] = {}
+
+    def ask(number: int) -> None:
+        prompt = f"Count from {number} to 400, one number per line."
+        replies[number] = model.chat([{"role": "user", "content": prompt}], max_tokens=160)
+
+    askers = [threading.Thread(target=ask, args=(n,)) for n in (1, 2)]
+    for asker in askers:
+        asker.start()
+    busy = []
+    while any(asker.is_alive() for asker in askers):
+        busy.append(sum(bool(slot["is_processing"]) for slot in slots_of(smollm2)))
+        time.sleep(0.05)
+    for asker in askers:
+        asker.join()
+    assert max(busy) == 2, f"the two requests never ran at once: {busy}"
+    assert sorted(replies) == [1, 2]
+    for reply in replies.values():
+        assert reply.text and reply.usage.prompt_tokens > 0
+        assert 0 < reply.usage.completion_tokens <= 160

@@ -1,0 +1,137 @@
+"""A text-protocol step against a self-hosted endpoint is streamed and read only until its
+first action is written whole: the rest of the reply (observations the model imagines, more
+actions) is neither read nor generated, since closing the stream stops the server; its tokens
+are the server's own count up to the stop. Through the real openai SDK against the fake
+server, and against llama.cpp's real server (SmolLM2) for the stop."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+import pytest
+
+from mulligan.actor import Actor, ActorSettings, tool
+from mulligan.actor.text_protocol import action_ended
+from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
+from mulligan.llm.local_server import LocalServer
+from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.pricing import Price
+from tests.llm.smollm2 import smollm2  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.timeout(600)
+
+ACTED = 'Thought: I read the notes first.\nAction: read_notes\nAction Input: {"topic": "dragons"}'
+IMAGINED = "\nObservation: the notes say 42\nThought: so it is 42 " + "and more " * 150
+PROMPT_TOKENS = 321
+
+
+@tool
+def read_notes(topic: str) -> str:
+    """Use to read the notes on a topic."""
+    return f"notes on {topic}: the answer is 7"
+
+
+def pieces(text: str) -> int:
+    """The fake server's tokens: a word and the blank before it."""
+    return len(re.findall(r"\s*\S+|\s+", text))
+
+
+def replies(body: dict[str, Any]) -> FakeReply:
+    if "the answer is 7" in str(body["messages"][-1]["content"]):
+        return FakeReply(content="Thought: done\nFinal Answer: 7", usage=(PROMPT_TOKENS, 0))
+    return FakeReply(content=ACTED + IMAGINED, usage=(PROMPT_TOKENS, 0), chunk_delay=0.005)
+
+
+def run(server: FakeOpenAIServer, **client: Any) -> Any:
+    model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0), **client)
+    actor = Actor(model, ActorSettings(protocol="text"))
+    return actor.run("t", "What do the notes on dragons say?", [read_notes])
+
+
+def test_a_streamed_step_stops_at_its_action_counted_as_the_server_counts() -> None:
+    with FakeOpenAIServer(policy=replies) as server:
+        attempt = run(server)
+    first, final = attempt.steps
+    assert first.text == ACTED and first.discarded == ""  # the imagined rest was never read
+    assert first.tool_calls[0].name == "read_notes"
+    assert json.loads(first.tool_calls[0].arguments) == {"topic": "dragons"}
+    assert "the answer is 7" in first.results[0].output
+    assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (
+        PROMPT_TOKENS, pieces(ACTED)
+    )  # fmt: skip  # the timings of the last chunk read: what the server had generated
+    assert first.usage.unmetered_calls == 0
+    cut, whole = server.streams
+    assert cut.closed_early and cut.sent < cut.pieces == pieces(ACTED + IMAGINED)
+    assert not whole.closed_early and whole.sent == whole.pieces
+    # the final answer was read to its end: the usage the server sent at the end
+    assert final.kind == "final" and attempt.answer == "7"
+    assert final.usage.completion_tokens == pieces("Thought: done\nFinal Answer: 7")
+    asked = server.requests[0]
+    assert asked["stream"] and asked["stream_options"] == {"include_usage": True}
+    assert asked["timings_per_token"] is True
+
+
+def test_off_the_reply_is_read_whole_and_the_rest_kept_as_discarded() -> None:
+    with FakeOpenAIServer(policy=replies) as server:
+        attempt = run(server, stream_until=False)  # as against a hosted API
+    first = attempt.steps[0]
+    assert first.text == ACTED and first.discarded == IMAGINED
+    assert "stream" not in server.requests[0] and server.streams == []
+
+
+def test_a_stream_closed_before_any_count_is_unmetered_not_guessed() -> None:
+    def no_counts(body: dict[str, Any]) -> FakeReply:
+        return FakeReply(content=ACTED + IMAGINED, chunk_delay=0.005, counts_per_chunk=False)
+
+    with FakeOpenAIServer(policy=no_counts) as server:
+        model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
+        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+    assert reply.text == ACTED and server.streams[0].closed_early
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (0, 0)
+    assert reply.usage.unmetered_calls == 1
+
+
+def test_an_endpoint_that_refuses_to_stream_is_asked_again_whole() -> None:
+    refusal = FakeReply(status=400, error="unknown field: timings_per_token")
+    with FakeOpenAIServer([refusal, FakeReply(content=ACTED + IMAGINED)]) as server:
+        model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
+        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+    assert reply.text == ACTED + IMAGINED and not model.stream_until
+    assert server.requests[0]["stream"] and "stream" not in server.requests[1]
+
+
+def test_the_end_of_an_action_is_where_its_input_closes() -> None:
+    assert not action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dra')
+    assert action_ended('Thought: x\nAction: read_notes\nAction Input: {"topic": "dragons"}')
+    assert not action_ended("Thought: x\nAction: python\nAction Input: print(1)")
+    assert action_ended("Thought: x\nAction: python\nAction Input: print(1)\nThought: next")
+    assert not action_ended('Final Answer: use Action: read_notes\nAction Input: {"a": 1}')
+    assert not action_ended("Thought: I will think a long time about it")
+
+
+def released_tokens(server: LocalServer, before: int) -> int:
+    """The tokens in the slot when llama.cpp released it after the request (its own log)."""
+    assert server.log_path is not None
+    for _ in range(600):
+        found = re.findall(r"stop processing: n_tokens = (\d+)", server.log_path.read_text())
+        if len(found) > before:
+            return int(found[-1])
+        time.sleep(0.1)
+    raise AssertionError("the server never released the slot")
+
+
+def test_closing_the_stream_stops_llama_cpp_generating(smollm2: LocalServer) -> None:  # noqa: F811
+    assert smollm2.log_path is not None
+    before = len(re.findall("stop processing", smollm2.log_path.read_text()))
+    model = OpenAIChatModel(smollm2.model.alias, base_url=smollm2.base_url, price=Price(0, 0))
+    asked = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
+    reply = model.chat(asked, max_tokens=1000, until=lambda text: text.count("\n") >= 4)
+    assert reply.text.count("\n") >= 4 and reply.usage.unmetered_calls == 0
+    assert 0 < reply.usage.completion_tokens < 200 and reply.usage.prompt_tokens > 0
+    held = released_tokens(smollm2, before)  # the prompt and what was generated
+    assert "cancel task" in smollm2.log_path.read_text()
+    assert held <= reply.usage.prompt_tokens + reply.usage.completion_tokens + 4
+    assert held < reply.usage.prompt_tokens + 1000
