@@ -33,7 +33,8 @@ BATCH = 4000
 EVERY_LESSON = "every-lesson"
 """Beside one collection per family, one of every lesson: a search without a family is one
 query there instead of one per family and a fetch of each record found (benchmarks/
-retrieval.py: p95 19.6 ms at 100k lessons in ten families before, after: benchmarks/results/2026-12-01-lesson-search.md)."""
+retrieval.py: p95 19.6 ms at 100k lessons in ten families before; after:
+benchmarks/results/2026-12-01-lesson-search.md)."""
 
 
 class _ChromaEmbedding(EmbeddingFunction[Documents]):
