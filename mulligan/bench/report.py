@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan.bench import plots, transfer_report
+from mulligan.bench.headline import headline
 from mulligan.bench.outcomes import write_outcomes
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import (
@@ -19,15 +20,18 @@ from mulligan.bench.tables import (
     PAIRED_NOTE,
     SELF_TEST_NOTE,
     SUCCESS_NOTE,
+    cost_note,
+    cost_rows,
     first_trial_rows,
     later_trial_rows,
     lesson_rows,
     paired_rows,
+    role_cost_rows,
     role_rows,
     self_test_lines,
     self_test_rows,
     setting_lines,
-    summary_rows,
+    success_rows,
     task_rows,
 )
 from mulligan.bench.transfer_report import TransferStats, transfer_stats
@@ -148,21 +152,28 @@ def markdown(
             "strategies, evaluation and report work, not how any model performs.",
             "",
         ]
+    setup, score, compared = headline(stats)
+    parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
     parts += _transfer_markdown(stats, transfer)
+    money = role_cost_rows(stats)
     parts += [
-        "## Success and cost per strategy",
+        "## Success per strategy",
         "",
         SUCCESS_NOTE,
         "",
-        _markdown_table(*summary_rows(stats)),
-        "",
+        _markdown_table(*success_rows(stats)),
+    ]
+    parts += ["", "## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
+    parts += [cost_note(stats), ""] if cost_note(stats) else []
+    parts += [
         "Tokens and cost count every model call an episode caused: the actor's turns, "
         "context compression (summariser), reflections and insights (reflector) and "
         "llm_judge checks (judge). By role:",
         "",
         _markdown_table(*role_rows(stats)),
         "",
+        *([_markdown_table(*money), ""] if money[1] else []),
         *[line for note in notes(stats) for line in (note, "")],
         "![success by trial](success_by_trial.svg)",
         "",
@@ -205,12 +216,17 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem;
+  color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }
 th { background: #f3f3f3; }
 .scripted { background: #fff3cd; border: 1px solid #e0c060; padding: 0.8rem; }
-img { max-width: 48%; margin-right: 1%; border: 1px solid #ddd; }
+.headline { background: #eef4fb; border-left: 4px solid #3a6ea5; padding: 0.4rem 1rem; }
+.headline ul { margin: 0.3rem 0; padding-left: 1.2rem; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(24rem, 1fr)); gap: 1rem;
+  align-items: start; }
+.plots img { width: 100%; height: auto; border: 1px solid #ddd; box-sizing: border-box; }
 code { font-size: 0.85rem; }
 """
 
@@ -234,18 +250,26 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
             "model.</strong> The numbers show that the strategies, evaluation and report work, "
             "not how any model performs.</p>"
         )
+    setup, score, compared = headline(stats)
+    parts += ["<div class='headline'>", f"<p>{_inline(setup)}</p>", f"<p>{_inline(score)}</p>"]
+    parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in compared), "</ul></div>"]
+    money = role_cost_rows(stats)
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
         *_transfer_html(stats, transfer),
-        "<h2>Success and cost per strategy</h2>",
+        "<h2>Success per strategy</h2>",
         f"<p>{html.escape(SUCCESS_NOTE)}</p>",
-        _html_table(*summary_rows(stats)),
+        _html_table(*success_rows(stats)),
+        "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
+        "<img src='tokens_per_success.svg' alt='tokens per success'>"
+        "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
+        "<h2>Cost per strategy</h2>",
+        _html_table(*cost_rows(stats)),
+        *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
+        *([_html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
-        "<p><img src='success_by_trial.svg' alt='success by trial'>"
-        "<img src='tokens_per_success.svg' alt='tokens per success'>"
-        "<img src='success_by_tokens.svg' alt='success against tokens'></p>",
     ]
     pairs = paired_rows(stats)
     if pairs[1]:

@@ -74,29 +74,73 @@ def setting_lines(stats: RunStats) -> list[str]:
     return lines
 
 
-def summary_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def budgets_shown(trials: int) -> list[int]:
+    """The trial budgets the success table has a column for: all of them up to 4, else the
+    first two, the middle one and the last (the plot shows every budget)."""
+    if trials <= 4:
+        return list(range(1, trials + 1))
+    return sorted({1, 2, (trials + 1) // 2, trials})
+
+
+def success_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """The honest score at each trial budget, and the oracle's pick beside it."""
     trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    shown = budgets_shown(trials)
     header = ["strategy", "n"]
-    header += [
-        f"submitted answer passed, {t} trial{'s' * (t > 1)} (95% CI)" for t in range(1, trials + 1)
-    ]
+    header += [f"submitted answer passed, {t} trial{'s' * (t > 1)} (95% CI)" for t in shown]
     header += [f"any attempt passed, {trials} trials (oracle's pick)"]
-    header += ["attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
-    header += ["cost/task ($)", "wall s/task", "tokens/success", "cost/success ($)"]
     rows = []
     for s in stats.strategies:
-        row = [s.label, str(s.tasks)] + [pct(k, s.tasks) for k in s.solved_by_trial]
+        row = [s.label, str(s.tasks)]
+        row += [pct(s.solved_by_trial[t - 1], s.tasks) if s.solved_by_trial else "-" for t in shown]
         row += [pct(s.any_by_trial[-1], s.tasks) if s.any_by_trial else "-"]
-        row += [
+        rows.append(row)
+    return header, rows
+
+
+def priced(stats: RunStats) -> bool:
+    """Some call had a price above 0: only then are dollars worth a column (a local or
+    scripted model costs 0, an unpriced one is unknown: its cost is its tokens and time)."""
+    return any(s.cost for s in stats.strategies)
+
+
+def cost_note(stats: RunStats) -> str:
+    """Said instead of the dollar columns when no price is known."""
+    if priced(stats):
+        return ""
+    if any(s.cost is None for s in stats.strategies):
+        return (
+            "No price is known for this model, so its cost is unknown: it is the tokens and "
+            "seconds above (`--price-in`/`--price-out` or `MULLIGAN_PRICES` give dollars)."
+        )
+    return (
+        "Every call was priced at 0 (a local or scripted model): its cost is the tokens and "
+        "seconds above."
+    )
+
+
+def cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Per task: attempts, steps, tokens, time, and dollars where a price is known."""
+    money = priced(stats)
+    header = ["strategy", "attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
+    header += ["wall s/task", "tokens/success"]
+    header += ["cost/task ($)", "cost/success ($)"] if money else []
+    rows = []
+    for s in stats.strategies:
+        row = [
+            s.label,
             f"{s.per_task(s.attempts):.2f}",
             f"{s.per_task(s.steps):.1f}",
             f"{s.per_task(s.prompt_tokens):,.0f}",
             f"{s.per_task(s.completion_tokens):,.0f}",
-            "unknown" if s.cost is None else f"{s.per_task(s.cost):.4f}",
             f"{s.per_task(s.seconds):.2f}",
             f"{s.tokens_per_success:,.0f}" if s.tokens_per_success else "-",
-            "unknown" if s.cost is None else _maybe(s.cost_per_success, "{:.4f}"),
         ]
+        if money:
+            row += [
+                "unknown" if s.cost is None else f"{s.per_task(s.cost):.4f}",
+                "unknown" if s.cost is None else _maybe(s.cost_per_success, "{:.4f}"),
+            ]
         rows.append(row)
     return header, rows
 
@@ -105,24 +149,42 @@ def _maybe(value: float | None, form: str) -> str:
     return "-" if value is None else form.format(value)
 
 
+def _roles(stats: RunStats) -> tuple[Role, ...]:
+    return ROLES + (("tester",) if any("tester" in s.by_role for s in stats.strategies) else ())
+
+
 def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    """Tokens (and dollars) per task by role: what each strategy's extra calls cost.
+    """Tokens per task by role: what each strategy's extra calls cost.
     Attempts logged before the split was kept show as `unsplit`."""
     unsplit = {
         s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
     }
     legacy = any(unsplit.values())
-    roles = ROLES + (("tester",) if any("tester" in s.by_role for s in stats.strategies) else ())
+    roles = _roles(stats)
     header = ["strategy"] + [f"{role} tok/task" for role in roles]
     header += ["unsplit tok/task"] if legacy else []
-    header += [f"{role} $/task" for role in roles]
     rows = []
     for s in stats.strategies:
         split = [s.by_role.get(role, Usage()) for role in roles]
         row = [s.label] + [f"{s.per_task(u.total_tokens):,.0f}" for u in split]
         row += [f"{s.per_task(unsplit[s.label]):,.0f}"] if legacy else []
-        row += ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
         rows.append(row)
+    return header, rows
+
+
+def role_cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Dollars per task by role; no rows when no price is known."""
+    roles = _roles(stats)
+    header = ["strategy"] + [f"{role} $/task" for role in roles]
+    if not priced(stats):
+        return header, []
+    rows = []
+    for s in stats.strategies:
+        split = [s.by_role.get(role, Usage()) for role in roles]
+        rows.append(
+            [s.label]
+            + ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
+        )
     return header, rows
 
 
@@ -160,6 +222,11 @@ PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar 
 PAIRED_HEADER += ["B − A (95% bootstrap)"]
 
 
+def p_text(p: float) -> str:
+    """A p-value as the paired tables print it."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
 def paired_cells(
     a: dict[str, bool], b: dict[str, bool], seed: int
 ) -> tuple[list[str], list[bool], list[bool]]:
@@ -170,7 +237,7 @@ def paired_cells(
     difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
     cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
     p = mcnemar_exact(table.only_a, table.only_b)
-    cells += [str(table.neither), f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"]
+    cells += [str(table.neither), p_text(p)]
     cells.append(f"{100 * difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]")
     return cells, xs, ys
 

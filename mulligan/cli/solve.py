@@ -63,7 +63,7 @@ def solve_protocol(config: RunConfig, served_at: str | None = None) -> Protocol:
 
     Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
     often hand a small model's tool calls back as text, which the text protocol reads as they
-    are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py, README "Solve")."""
+    are (measured on Qwen2.5-Coder-1.5B: benchmarks/results/2026-12-02-solve-real.md)."""
     if config.given("actor.protocol"):
         return config.actor.protocol
     where = served_at if served_at is not None else config.endpoint.base_url

@@ -32,8 +32,8 @@ BATCH = 4000
 """Records per write, below chromadb's maximum batch size."""
 EVERY_LESSON = "every-lesson"
 """Beside one collection per family, one of every lesson: a search without a family is one
-query there instead of one per family and a fetch of each record found (benchmarks/
-retrieval.py: p95 19.6 ms at 100k lessons in ten families before, see the README for after)."""
+query there instead of one per family and a fetch of each record found (p95 at 100k lessons,
+before and after: benchmarks/results/2026-12-01-lesson-search.md)."""
 
 
 class _ChromaEmbedding(EmbeddingFunction[Documents]):

@@ -24,6 +24,9 @@ LEARNER = REFLEXION_MEMORY.name
 TRANSFER_STUDY: tuple[str, ...] = (REACT.name, REFLEXION.name, MEMORY_FROZEN.name)
 """Its test phase by default: without the memory (react's trial 1 is reflexion's), and with it
 frozen; with --keep-learning the memory arm is the learner itself."""
+BASELINES: tuple[str, ...] = (REACT.name, RETRY.name)
+"""What a report sets every other strategy against: one attempt, and as many attempts with
+nothing carried over."""
 
 
 def get(name: str) -> Strategy:
@@ -53,6 +56,7 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
 
 
 __all__ = [
+    "BASELINES",
     "DEFAULT_STUDY",
     "LEARNER",
     "TRANSFER_STUDY",

@@ -53,7 +53,7 @@ def _data_path(suite: str, data: str | None) -> Path:
         return fetched
     raise UserError(
         f"{suite} needs its data file: pass --data PATH, or run `mulligan data fetch {suite}` "
-        "once (see README, Suites)"
+        "once (see docs/tasks.md)"
     )
 
 
