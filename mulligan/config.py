@@ -14,6 +14,8 @@ from pydantic import ValidationError
 
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
+from mulligan.inputs.flags import FLAG_BOUNDS
+from mulligan.inputs.paths import read_text
 from mulligan.run_config import (
     LEGACY_KEYS,
     SECTIONS,
@@ -24,7 +26,6 @@ from mulligan.run_config import (
     flag_value,
     section_fields,
 )
-from mulligan.validate import FLAG_BOUNDS, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -23,14 +23,21 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from mulligan.actor import ActorSettings, Budget, CompressionSettings
 from mulligan.defaults import MIN_SIMILARITY, Carry
+from mulligan.inputs.embedding import embedding_problem
 from mulligan.loop import LoopSettings
 from mulligan.memory.validity import ValidityRules
 from mulligan.sandbox import Policy
-from mulligan.validate import embedding_problem
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+DETERMINISTIC_TEMPERATURE = 0.0
+"""The temperature of a run nobody set one for, when each task gets one attempt."""
+REPEATED_TEMPERATURE = 0.7
+"""... and when a strategy repeats a task over several trials (at 0, a deterministic
+endpoint would repeat its first attempt, so `retry` could not differ from `react`)."""
 
 
 class EndpointSettings(Section):
@@ -139,12 +146,26 @@ class RunConfig(BaseModel):
         return LoopSettings(strategy=strategy, **chosen, **more)
 
     def manifest(self) -> dict[str, Any]:
-        """What defines a run's results (not where the model is, its key, the memory's
-        place or how many tasks run at once): compared field by field on --resume."""
-        return self.model_dump(mode="json", include=set(MANIFEST_SECTIONS))
+        """The run configuration's dump but for its secrets: a run's manifest holds it, and
+        --resume compares it field by field (but for RESUME_MAY_CHANGE)."""
+        dump = self.model_dump(mode="json")
+        for path in SECRETS:
+            section, _, name = path.partition(".")
+            dump[section].pop(name, None)
+        return dump
 
 
-MANIFEST_SECTIONS = ("actor", "budget", "compression", "loop", "validity")
+SECRETS = ("endpoint.api_key",)
+"""Settings a manifest, `config show` and the settings reference never show."""
+RESUME_MAY_CHANGE = {
+    "endpoint.base_url": "where the model is reached (a server restarted on another port "
+    "serves the same model)",
+    "endpoint.api_key": "the key the endpoint is reached with (never written down)",
+    "endpoint.timeout": "how long a reply is waited for",
+    "run.memory": "where the memory is (the run is looked up there)",
+    "run.concurrency": "how many tasks run at once",
+}
+"""Settings a resumed run may change, because they cannot change a result: why, for each."""
 
 
 def section_fields(section: str) -> list[str]:

@@ -335,7 +335,7 @@ def test_every_numeric_flag_has_a_bound() -> None:
     import argparse
 
     from mulligan.cli import build_parser
-    from mulligan.validate import FLAG_BOUNDS
+    from mulligan.inputs.flags import FLAG_BOUNDS
 
     unbounded = set()
     parsers = [build_parser()]
@@ -346,4 +346,4 @@ def test_every_numeric_flag_has_a_bound() -> None:
                 parsers += list(action.choices.values())
             elif action.type in (int, float) and action.dest not in {"seed", *FLAG_BOUNDS}:
                 unbounded.add(action.dest)
-    assert not unbounded, f"add these to mulligan.validate.FLAG_BOUNDS: {sorted(unbounded)}"
+    assert not unbounded, f"add these to mulligan.inputs.flags.FLAG_BOUNDS: {sorted(unbounded)}"

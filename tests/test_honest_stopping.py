@@ -257,7 +257,7 @@ def test_a_study_continues_from_another_runs_trial_1s(tmp_path: Path) -> None:
             tasks=[task], strategies=["react", "retry"], model_for=lambda s: model,
             memory=memory, config=RunConfig(loop=LoopSection(trials=2, stop=stop)), first_from=first_from,
         )  # fmt: skip
-        run.start(f"{stop}-{first_from}")
+        run.memory.log.start_run(f"{stop}-{first_from}", run.manifest())
         run.run(f"{stop}-{first_from}")
         return model
 

@@ -66,7 +66,7 @@ def test_the_shared_trial_1_is_made_once_and_every_strategy_continues_from_it(
         tasks=study_tasks(), strategies=["react", "retry", "reflexion"],
         model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)), design=design,
     )  # fmt: skip
-    study.start("r1")
+    study.memory.log.start_run("r1", study.manifest())
     study.run("r1")
     # paired: react 2 trial-1 calls; retry 1 (hard, trial 2); reflexion 1 reflection + 1 trial;
     # independent: retry and reflexion each make their own trial 1 on both tasks (2 + 2 more)
@@ -112,7 +112,7 @@ def test_reflexion_memory_makes_its_own_first_attempt(tmp_path: Path) -> None:
         tasks=study_tasks()[:1], strategies=["react", "reflexion-memory"],
         model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)),
     )  # fmt: skip
-    study.start("r2")
+    study.memory.log.start_run("r2", study.manifest())
     study.run("r2")
     assert len(model.calls) == 2  # react's trial 1 and reflexion-memory's own
 
@@ -182,7 +182,7 @@ def test_the_report_shows_the_paired_table_and_trial_1_with_and_without_memory(
         tasks=study_tasks(), strategies=["react", "reflexion", "reflexion-memory"],
         model_for=lambda strategy: model, memory=memory, config=RunConfig(loop=LoopSection(trials=2)),
     )  # fmt: skip
-    study.start("r3")
+    study.memory.log.start_run("r3", study.manifest())
     study.run("r3")
     write_report(memory.log, "r3", tmp_path / "out")
     report = (tmp_path / "out" / "report.md").read_text()

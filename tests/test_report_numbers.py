@@ -16,6 +16,7 @@ from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
 from mulligan.bench.transfer import Transfer, TransferStudy
 from mulligan.cli import main
+from mulligan.lifecycle import check_resume
 from mulligan.llm.base import ChatResponse
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.run_config import LoopSection, RunConfig
@@ -145,7 +146,7 @@ def test_a_shared_trial_1_counts_once_per_strategy_and_nothing_else_is_borrowed(
 ) -> None:
     model = scripted()
     made = study(tmp_path, model, order)
-    made.start("r")
+    made.memory.log.start_run("r", made.manifest())
     made.run("r")
     assert (
         len(model.calls) == 2 + 2 * 2
@@ -194,23 +195,29 @@ def figures(directory: Path) -> tuple[dict[str, Any], collections.Counter[tuple[
     return found, events
 
 
+def resume(study: Study, run_id: str) -> None:
+    """A resumed study: refused unless its manifest is the run's own."""
+    log = study.memory.log
+    check_resume(log.run(run_id), run_id, study.manifest(), log.path)
+
+
 def test_a_run_crashed_at_any_model_call_and_resumed_equals_one_that_never_crashed(
     tmp_path: Path,
 ) -> None:
     strategies = ["react", "reflexion", "reflexion-memory"]
     clean_model = scripted()
     clean = study(tmp_path / "clean", clean_model, strategies, trials=3)
-    clean.start("r")
+    clean.memory.log.start_run("r", clean.manifest())
     clean.run("r")
     expected = figures(tmp_path / "clean")
     assert expected[0]["reflexion-memory"][5].get("retrieved")  # lessons were retrieved
     for at in range(1, len(clean_model.calls) + 1):
         first = study(tmp_path / f"at{at}", crashing(at), strategies, trials=3)
-        first.start("r")
+        first.memory.log.start_run("r", first.manifest())
         with pytest.raises(KeyboardInterrupt):
             first.run("r")
         again = study(tmp_path / f"at{at}", scripted(), strategies, trials=3)
-        again.check_resume("r")
+        resume(again, "r")
         again.run("r")
         assert figures(tmp_path / f"at{at}") == expected, f"crashed at model call {at}"
 
@@ -228,7 +235,7 @@ def test_a_crash_after_a_reflection_kept_its_lessons_counts_no_lesson_event_twic
         )
 
     clean = study(tmp_path / "clean", scripted(), ["reflexion-memory"], trials=3)
-    clean.start("r")
+    clean.memory.log.start_run("r", clean.manifest())
     clean.run("r")
     written = Memories.note_written
 
@@ -238,11 +245,11 @@ def test_a_crash_after_a_reflection_kept_its_lessons_counts_no_lesson_event_twic
 
     monkeypatch.setattr(Memories, "note_written", ctrl_c)
     first = study(tmp_path / "crashed", scripted(), ["reflexion-memory"], trials=3)
-    first.start("r")
+    first.memory.log.start_run("r", first.manifest())
     with pytest.raises(KeyboardInterrupt):
         first.run("r")
     again = study(tmp_path / "crashed", scripted(), ["reflexion-memory"], trials=3)
-    again.check_resume("r")
+    resume(again, "r")
     again.run("r")
     expected, got = figures(tmp_path / "clean"), figures(tmp_path / "crashed")
     assert got[1] - expected[1] == collections.Counter(), "lesson events logged twice"
@@ -343,7 +350,7 @@ def test_the_test_phase_changes_no_stored_lesson(tmp_path: Path) -> None:
     model = scripted(learns=True)  # the lesson helps in training; every test attempt fails
     made = study(tmp_path, model, ["reflexion", "memory-frozen"], trials=3)
     transfer = TransferStudy(made, Transfer("l0,l1", train), model)
-    transfer.study.start("r")
+    transfer.study.memory.log.start_run("r", transfer.study.manifest())
     transfer.learn("r")
     log = made.memory.log
     stored = lambda: {r["id"]: (r["status"], json.loads(r["record"])["validity"])  # noqa: E731

@@ -103,7 +103,7 @@ def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) 
         memory=memory,
         config=RunConfig(loop=LoopSection(trials=2, self_tests=2)),
     )
-    study.start("run")
+    study.memory.log.start_run("run", study.manifest())
     study.run("run")
     assert sum(writing(call.messages) for call in model.calls) == 2  # once per task
     stats = {s.strategy: s for s in collect(memory.log, "run").strategies}

@@ -8,10 +8,10 @@ import os
 import signal
 import sys
 
-from mulligan import validate
 from mulligan.cli import style as cli_style
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
+from mulligan.inputs.flags import check_flags
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         cli_style.settle(args)
-        validate.check_flags(args)
+        check_flags(args)
         return handler_of(args)(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)

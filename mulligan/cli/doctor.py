@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from mulligan import sandbox
-from mulligan.cli.common import open_memory
 from mulligan.cli.local import REPORTER
+from mulligan.cli.pipeline import open_memory
 from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server

@@ -286,14 +286,12 @@ def add_transfer_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--lesson-budget",
         type=count,
-        default=LESSON_BUDGET,
         metavar="TOKENS",
         help=f"the curator keeps the most trusted lessons up to this many tokens ({LESSON_BUDGET})",
     )
     group.add_argument(
         "--merge-similarity",
         type=similarity,
-        default=MERGE_SIMILARITY,
         help=f"the curator merges lessons at least this similar ({MERGE_SIMILARITY})",
     )
 
