@@ -17,7 +17,8 @@ from typing import Any
 from mulligan import prompts
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import RESUME_MAY_CHANGE, RunConfig, flag_of
+from mulligan.run_config import RESUME_MAY_CHANGE, RunConfig
+from mulligan.settings_fields import flag_of
 
 NOT_COMPARED = (
     "prompt_hashes", "versions", "concurrency", "endpoint",

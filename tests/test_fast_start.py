@@ -1,4 +1,5 @@
-"""Issue 13, item 2: `--help` loads none of the heavy libraries."""
+"""`--help` of every command loads none of the heavy libraries (chromadb, openai, numpy, ...):
+only argparse and pydantic, whose fields the settings' flags are derived from."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 
 HEAVY = (
-    "chromadb", "openai", "onnxruntime", "matplotlib", "pydantic", "numpy", "sqlite_utils",
+    "chromadb", "openai", "onnxruntime", "matplotlib", "numpy", "sqlite_utils", "rich",
 )  # fmt: skip
 
 PROBE = """

@@ -360,7 +360,9 @@ def test_a_command_check_on_a_task_without_a_workspace_runs_in_an_empty_one(here
     from mulligan.testing import ScriptedModel
 
     task = Task(id="a", prompt="p", checks=[CommandCheck(command='test -z "$(ls -A)"')])
-    verdict = build_loop(ScriptedModel(["done"]), LoopSettings("react", 1)).run_episode(task)
+    verdict = build_loop(
+        ScriptedModel(["done"]), LoopSettings(strategy="react", trials=1)
+    ).run_episode(task)
     assert verdict.verdicts[0].passed, verdict.verdicts[0].checks[0].detail
 
 

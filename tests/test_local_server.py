@@ -268,7 +268,7 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     assert facts["local_model"] == local_model.named_file(str(model)).facts()
     assert facts["local_server"]["software"].startswith("llama-cpp-python 0.3.")
     assert "--n_threads" in facts["local_server"]["flags"]
-    assert facts["model"] == "smollm2-135m-instruct.q4_1"
+    assert facts["config"]["endpoint"]["model"] == "smollm2-135m-instruct.q4_1"
     assert len(attempts) == 1 and attempts[0][0] > 0 and attempts[0][1] > 0
     steps = json.loads(attempts[0][2])["steps"]
     assert steps and any(step["text"] or step["tool_calls"] for step in steps)  # a reply came

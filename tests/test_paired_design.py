@@ -197,5 +197,5 @@ def test_bench_rejects_a_similarity_floor_out_of_range(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "--min-similarity: '2' is not a cosine similarity from -1 to 1" in done.stderr
+    assert "--min-similarity 2.0: must be a number at least -1 and at most 1" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()

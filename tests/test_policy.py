@@ -47,7 +47,7 @@ def _in(directory: Path) -> LoopSettings:
     def there(task: Task) -> Iterator[Path]:
         yield directory
 
-    return LoopSettings("react", 1, workspace_for=there)
+    return LoopSettings(strategy="react", trials=1, workspace_for=there)
 
 
 def test_loading_a_suite_or_the_settings_hides_nothing_process_wide(tmp_path: Path) -> None:

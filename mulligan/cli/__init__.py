@@ -9,6 +9,7 @@ import signal
 import sys
 
 from mulligan.cli import style as cli_style
+from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
 from mulligan.inputs.flags import check_flags
@@ -31,13 +32,13 @@ def main(argv: list[str] | None = None) -> int:
         return handler_of(args)(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except AgentRunError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     except KeyboardInterrupt:
         print("mulligan: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 def entry() -> None:

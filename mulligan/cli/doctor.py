@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 from mulligan import sandbox
 from mulligan.cli.local import REPORTER
-from mulligan.cli.pipeline import open_memory
+from mulligan.cli.pipeline import connect_models, open_memory
 from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
-from mulligan.llm.connect import connect, connect_local, local_wanted
+from mulligan.llm.connect import connect_local, local_wanted
 from mulligan.run_config import EndpointSettings
 
 Report = Callable[[str, bool, str], None]
@@ -35,7 +35,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report("endpoint", fallback, f"none configured ({why}; --api-key for a hosted one)")
     else:
         try:
-            model = connect(settings, reporter=REPORTER)
+            model, _ = connect_models(config)
             started = time.perf_counter()
             reply = model.chat(
                 [{"role": "user", "content": "Reply with the word ok."}], max_tokens=8

@@ -21,7 +21,8 @@ from mulligan.cli.solve import plan_solve, solve_config
 from mulligan.errors import UserError
 from mulligan.inputs.flags import check_flags
 from mulligan.lifecycle import NOT_RECORDED, check_resume
-from mulligan.run_config import RESUME_MAY_CHANGE, flag_of
+from mulligan.run_config import RESUME_MAY_CHANGE
+from mulligan.settings_fields import flag_of
 
 TASKS = "".join(
     f"- id: t{n}\n  prompt: Say {n}.\n  checks:\n    - {{type: exact_match, answer: '{n}'}}\n"
