@@ -17,8 +17,19 @@ from typing import Any
 from mulligan import prompts
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import RESUME_MAY_CHANGE, RunConfig
+from mulligan.run_config import RunConfig
 from mulligan.settings_fields import flag_of
+
+RESUME_MAY_CHANGE = {
+    "endpoint.base_url": "where the model is reached (a server restarted on another port "
+    "serves the same model)",
+    "endpoint.api_key": "the key the endpoint is reached with (never written down)",
+    "endpoint.timeout": "how long a reply is waited for",
+    "run.memory": "where the memory is (the run is looked up there)",
+    "run.concurrency": "how many tasks run at once",
+}
+"""Settings a resumed run may change, because they cannot change a result: why, for each."""
+
 
 NOT_COMPARED = (
     "prompt_hashes", "versions", "concurrency", "endpoint",

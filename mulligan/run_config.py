@@ -30,13 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from mulligan.defaults import (
-    LESSON_BUDGET,
-    MAX_CHECK_SECONDS,
-    MERGE_SIMILARITY,
-    MIN_SIMILARITY,
-    Carry,
-)
+from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.inputs.embedding import embedding_problem
 
 if TYPE_CHECKING:
@@ -351,7 +345,7 @@ class RunConfig(BaseModel):
 
     def manifest(self) -> dict[str, Any]:
         """The run configuration's dump but for its secrets: a run's manifest holds it, and
-        --resume compares it field by field (but for RESUME_MAY_CHANGE)."""
+        --resume compares it field by field (but for lifecycle.RESUME_MAY_CHANGE)."""
         dump = self.model_dump(mode="json")
         for path in SECRETS:
             section, _, name = path.partition(".")
@@ -359,50 +353,8 @@ class RunConfig(BaseModel):
         return dump
 
 
-class CommandFlags(Section):
-    """Numbers a command takes that are not settings (its selection and output): their
-    type, default, bounds and help, defined here once like a setting's. No file or
-    variable sets them."""
-
-    limit: int | None = Field(default=None, ge=1, description="the first N tasks")
-    sample: int | None = Field(default=None, ge=1, description="a seeded random sample of N tasks")
-    seed: int = Field(default=0, description="seeds the sample and the task order")
-    passes: int = Field(default=1, ge=1, description="run the suite again over the memory")
-    k: int = Field(default=5, ge=1, description="results for search")
-    check_timeout: float = Field(
-        default=120.0,
-        gt=0,
-        le=MAX_CHECK_SECONDS,
-        allow_inf_nan=False,
-        description="seconds per check",
-    )
-    lesson_budget: int | None = Field(
-        default=None,
-        ge=0,
-        description=f"the curator keeps the most trusted lessons up to this many tokens "
-        f"(default {LESSON_BUDGET})",
-    )
-    merge_similarity: float | None = Field(
-        default=None,
-        ge=-1,
-        le=1,
-        description=f"the curator merges lessons at least this similar (default "
-        f"{MERGE_SIMILARITY})",
-    )
-
-
 SECRETS = ("endpoint.api_key",)
 """Settings a manifest, `config show` and the settings reference never show."""
-RESUME_MAY_CHANGE = {
-    "endpoint.base_url": "where the model is reached (a server restarted on another port "
-    "serves the same model)",
-    "endpoint.api_key": "the key the endpoint is reached with (never written down)",
-    "endpoint.timeout": "how long a reply is waited for",
-    "run.memory": "where the memory is (the run is looked up there)",
-    "run.concurrency": "how many tasks run at once",
-}
-"""Settings a resumed run may change, because they cannot change a result: why, for each."""
-
 SECTIONS = tuple(RunConfig.model_fields)
 
 

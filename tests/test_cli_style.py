@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.cli import build_parser, main
-from mulligan.cli import style as cli_style
+from mulligan.cli import build_parser, help_format, main, output
+from mulligan.cli.progress import Progress
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.schema import Lesson, LessonScope
 
@@ -50,10 +50,10 @@ def test_global_flags_are_accepted_before_or_after_the_command(
         assert main(argv) == 0, argv
         assert json.loads(capsys.readouterr().out)["id"] == "l1"
     parser = build_parser()
-    for name, command in cli_style.commands_of(parser).items():
+    for name, command in help_format.commands_of(parser).items():
         flags = {s for a in command._actions for s in a.option_strings}
         assert "-v" in flags, name
-        assert ("--json" in flags) == (name in cli_style.JSON_COMMANDS), name
+        assert ("--json" in flags) == (name in help_format.JSON_COMMANDS), name
 
 
 def test_json_on_a_command_without_json_output_is_refused(
@@ -65,7 +65,7 @@ def test_json_on_a_command_without_json_output_is_refused(
 
 def test_every_help_shows_the_defaults() -> None:
     parser = build_parser()
-    for name, command in cli_style.commands_of(parser).items():
+    for name, command in help_format.commands_of(parser).items():
         text = " ".join(command.format_help().split())
         for action in command._actions:
             if action.option_strings and action.default not in (
@@ -73,7 +73,7 @@ def test_every_help_shows_the_defaults() -> None:
             ):  # fmt: skip
                 assert f"(default: {action.default})" in text, (name, action.dest)
     assert "(default: react)" in " ".join(
-        cli_style.commands_of(parser)["run"].format_help().split()
+        help_format.commands_of(parser)["run"].format_help().split()
     )
 
 
@@ -103,22 +103,22 @@ def test_memory_show_is_text_or_json_never_both(
 
 def test_tables_on_a_terminal() -> None:
     screen = Terminal()
-    cli_style.table(["id", "status"], [["l1", "validated"]], ["l1 validated"], screen)
+    output.table(["id", "status"], [["l1", "validated"]], ["l1 validated"], screen)
     drawn = ANSI.sub("", screen.getvalue())
     assert "┃ id" in drawn and "│ l1" in drawn and "validated" in drawn
     piped = io.StringIO()
-    cli_style.table(["id", "status"], [["l1", "validated"]], ["l1 validated"], piped)
+    output.table(["id", "status"], [["l1", "validated"]], ["l1 validated"], piped)
     assert piped.getvalue() == "l1 validated\n"
 
 
 def test_pass_and_fail_are_coloured_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert cli_style.marked("PASS t1", Terminal()) == "\x1b[32mPASS\x1b[0m t1"
-    assert cli_style.marked("FAIL t1", Terminal()) == "\x1b[31mFAIL\x1b[0m t1"
-    assert cli_style.marked("PASS t1", io.StringIO()) == "PASS t1"
+    assert output.marked("PASS t1", Terminal()) == "\x1b[32mPASS\x1b[0m t1"
+    assert output.marked("FAIL t1", Terminal()) == "\x1b[31mFAIL\x1b[0m t1"
+    assert output.marked("PASS t1", io.StringIO()) == "PASS t1"
     monkeypatch.setenv("NO_COLOR", "1")
-    assert cli_style.marked("PASS t1", Terminal()) == "PASS t1"
+    assert output.marked("PASS t1", Terminal()) == "PASS t1"
 
 
 def test_plain_progress_lines_with_a_warning_between_them() -> None:
@@ -128,7 +128,7 @@ def test_plain_progress_lines_with_a_warning_between_them() -> None:
     logger = logging.getLogger("mulligan")
     logger.addHandler(handler)
     try:
-        progress = cli_style.Progress(total=3, stream=out, live=False)
+        progress = Progress(total=3, stream=out, live=False)
         with progress.shown():
             progress.advance("reflexion", True, 1200, 0.01)
             logger.warning("the endpoint is slow")
@@ -153,7 +153,7 @@ def test_live_bars_show_a_warning_on_a_line_of_its_own() -> None:
     logger = logging.getLogger("mulligan")
     logger.addHandler(handler)
     try:
-        progress = cli_style.Progress(total=4, stream=screen, live=True, width=160)
+        progress = Progress(total=4, stream=screen, live=True, width=160)
         with progress.shown():
             progress.advance("react", True, 100, 0.0)
             logger.warning("the endpoint is slow")

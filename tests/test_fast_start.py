@@ -48,11 +48,11 @@ def test_the_probe_would_see_a_heavy_import() -> None:
 
 def test_every_command_names_a_handler_that_exists() -> None:
     """Handlers are named as "module:function" so parsing imports nothing; each must resolve."""
-    from mulligan.cli import style as cli_style
+    from mulligan.cli.help_format import commands_of
     from mulligan.cli.parser import build_parser, handler_of
 
     parser = build_parser()
-    commands = cli_style.commands_of(parser)
+    commands = commands_of(parser)
     assert len(commands) >= 12
     for name, command in commands.items():
         handler = command.get_default("handler")

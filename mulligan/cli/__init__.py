@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from mulligan.cli import style as cli_style
+from mulligan.cli import help_format
 from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        cli_style.settle(args)
+        help_format.settle(args)
         check_flags(args)
         return handler_of(args)(args)
     except UserError as exc:

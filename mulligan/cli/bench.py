@@ -23,7 +23,7 @@ from mulligan.bench.transfer import (
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import selected, selection_of
 from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
-from mulligan.cli.style import Progress
+from mulligan.cli.progress import Progress
 from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.lifecycle import new_run_id

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mulligan.cli.style import table
+from mulligan.cli.output import table
 from mulligan.config import load_config
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.run_config import SECRETS, every_path

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mulligan import display
+from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
-from mulligan.cli.style import marked, table
 from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.inputs.lesson_file import lesson_lines

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import NoReturn
 
-from mulligan.cli import style as cli_style
+from mulligan.cli import help_format
 from mulligan.cli.setting_flags import add_command_flag, add_setting_flags
 from mulligan.defaults import DATA_ENV, DATASET_NAMES, DEFAULT_MEMORY, DESIGNS, user_config_path
 from mulligan.strategies import DEFAULT_STUDY, TRANSFER_STUDY
@@ -254,5 +254,5 @@ def build_parser() -> argparse.ArgumentParser:
         add_doctor, add_data, add_config,
     ):  # fmt: skip
         add(commands)
-    cli_style.finish(parser)
+    help_format.finish(parser)
     return parser

@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 from mulligan.cli.exits import EXIT_STATUSES
-from mulligan.lifecycle import NOT_RECORDED
-from mulligan.run_config import RESUME_MAY_CHANGE, SECRETS, SECTIONS, CommandFlags, section_model
+from mulligan.command_flags import CommandFlags
+from mulligan.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE
+from mulligan.run_config import SECRETS, SECTIONS, section_model
 from mulligan.settings_fields import Setting, command_flag, number_words, settings
 
 HEADER = """\

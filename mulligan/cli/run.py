@@ -10,8 +10,9 @@ from mulligan import display, strategies
 from mulligan.bench.runner import run_tasks, self_tests_for
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import selected, selection_of, usage_json
+from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import Pipeline, RunRequest, opened
-from mulligan.cli.style import Progress, marked, table
+from mulligan.cli.progress import Progress
 from mulligan.config import load_config
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.run_config import RunConfig

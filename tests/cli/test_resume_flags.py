@@ -13,15 +13,14 @@ from typing import Any
 import pytest
 
 from mulligan.cli import build_parser
-from mulligan.cli import style as cli_style
 from mulligan.cli.bench import plan_bench
+from mulligan.cli.help_format import commands_of
 from mulligan.cli.pipeline import run_manifest
 from mulligan.cli.run import plan_run
 from mulligan.cli.solve import plan_solve, solve_config
 from mulligan.errors import UserError
 from mulligan.inputs.flags import check_flags
-from mulligan.lifecycle import NOT_RECORDED, check_resume
-from mulligan.run_config import RESUME_MAY_CHANGE
+from mulligan.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE, check_resume
 from mulligan.settings_fields import flag_of
 
 TASKS = "".join(
@@ -114,7 +113,7 @@ def replaced(argv: list[str], action: argparse.Action, new: list[str]) -> list[s
 
 
 def flags_of(command: str) -> list[argparse.Action]:
-    parser = cli_style.commands_of(build_parser())[command]
+    parser = commands_of(build_parser())[command]
     return [a for a in parser._actions if a.dest not in ("help",)]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import build_parser, main
-from mulligan.cli import style as cli_style
+from mulligan.cli.help_format import commands_of
 from mulligan.cli.reference import settings_reference
 from mulligan.config import load_config
 from mulligan.errors import UserError
@@ -57,7 +57,7 @@ def test_every_setting_is_in_the_reference_with_its_flag_and_variable() -> None:
 
 
 def test_every_flagged_setting_is_a_flag_of_run_bench_and_solve_with_its_help() -> None:
-    commands = cli_style.commands_of(build_parser())
+    commands = commands_of(build_parser())
     for name in ("run", "bench", "solve"):
         actions = {a.dest: a for a in commands[name]._actions}
         for one in settings():

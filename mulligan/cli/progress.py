@@ -1,149 +1,15 @@
-"""How the command line looks: global flags anywhere, defaults in every --help,
---version, coloured PASS/FAIL, tables on a terminal, and progress bars (rich) that
-log lines never break, with plain lines when output is not a terminal.
-
-Only the CLI uses this module; rich is imported when something is drawn."""
+"""Progress on long work: rich bars on a terminal that log lines and prints never break,
+one plain line per finished task otherwise. rich is imported only when bars are drawn."""
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-
-JSON_COMMANDS = ("attempt", "run", "tasks", "memory", "episodes", "data", "config")
-"""Commands with a --json output (the listings and the records)."""
-
-
-def _shows_default(action: argparse.Action) -> bool:
-    return bool(action.option_strings) and action.default not in (
-        None, False, argparse.SUPPRESS, [],
-    )  # fmt: skip
-
-
-class DefaultsFormatter(argparse.HelpFormatter):
-    """Every option with a default says it, even one without a help text."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if _shows_default(action) and "%(default)" not in text:
-            text += " (default: %(default)s)"
-        return text
-
-    def _format_action(self, action: argparse.Action) -> str:
-        if not (action.help or "").strip() and _shows_default(action):
-            action.help = "(default: %(default)s)"
-        return super()._format_action(action)
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("mulligan")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "unknown"
-
-
-class VersionAction(argparse.Action):
-    """--version: the installed version, looked up only when asked for."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
-        self.help = "show the version and exit"
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(f"mulligan {version()}")
-        parser.exit(0)
-
-
-def _add_global_flags(parser: argparse.ArgumentParser, json: bool, top: bool) -> None:
-    """-v (and --json where a command prints JSON) on the top parser and on each command;
-    on commands they default to SUPPRESS so they never undo a flag given before them."""
-    default: Any = False if top else argparse.SUPPRESS
-    known = {s for a in parser._actions for s in a.option_strings}
-    if "-v" not in known:
-        parser.add_argument(
-            "-v", "--verbose", action="store_true", default=default, help="log what happens"
-        )
-    if json and "--json" not in known:
-        parser.add_argument(
-            "--json", action="store_true", default=default, help="machine-readable output"
-        )
-    if not top:
-        for action in parser._actions:
-            if action.dest in ("json", "verbose"):
-                action.default = argparse.SUPPRESS
-
-
-def commands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def finish(parser: argparse.ArgumentParser) -> None:
-    """Global flags anywhere, --version, and defaults shown in every --help."""
-    parser.add_argument("--version", action=VersionAction)
-    _add_global_flags(parser, json=True, top=True)
-    parser.formatter_class = DefaultsFormatter
-    for name, command in commands_of(parser).items():
-        _add_global_flags(command, json=name in JSON_COMMANDS, top=False)
-        command.formatter_class = DefaultsFormatter
-
-
-def settle(args: argparse.Namespace) -> None:
-    """After parsing: --json given on a command without JSON output is a user error."""
-    from mulligan.errors import UserError
-
-    args.verbose = getattr(args, "verbose", False)
-    args.json = getattr(args, "json", False)
-    if args.json and args.command not in JSON_COMMANDS:
-        raise UserError(f"--json: `mulligan {args.command}` has no JSON output")
-
-
-# ------------------------------------------------------------------ colour and tables
-
-
-def colour_on(stream: TextIO) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-
-
-MARKS = {"PASS": "\033[32mPASS\033[0m", "FAIL": "\033[31mFAIL\033[0m"}
-
-
-def marked(line: str, stream: TextIO | None = None) -> str:
-    """A line starting with PASS or FAIL, green or red on a colour terminal."""
-    stream = stream or sys.stdout
-    head = line[:4]
-    return MARKS[head] + line[4:] if head in MARKS and colour_on(stream) else line
-
-
-def table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], plain: Sequence[str], stream: TextIO
-) -> None:
-    """A table on a terminal; the `plain` lines (one per row) when piped or redirected."""
-    if not stream.isatty():
-        for line in plain:
-            print(line, file=stream)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    view = Table(*header, show_lines=False, header_style="bold")
-    for row in rows:
-        view.add_row(*row)
-    Console(file=stream, highlight=False).print(view)
-
-
-# ------------------------------------------------------------------ progress
 
 
 @dataclass
