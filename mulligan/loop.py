@@ -12,12 +12,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
 from mulligan.carry import unseen
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
@@ -39,6 +41,16 @@ class LoopSettings(LoopSection):
     retrieved_lessons: int = Field(default=3, ge=0)
     extra_tools: list[Tool] = Field(default_factory=list)
     workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _bad_values_are_user_errors(cls, data: Any, handler: Any) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "loop settings"
+            raise UserError(f"{where}: {first['msg']}") from exc
 
     @model_validator(mode="after")
     def _known_names(self) -> LoopSettings:
