@@ -1,3 +1,7 @@
+"""The ReAct actor's loop: a finished attempt keeps its whole trajectory; unknown tools, bad
+arguments, exceptions and unreadable replies come back as observations; the step budget asks
+for a final answer on the last call."""
+
 from __future__ import annotations
 
 import json

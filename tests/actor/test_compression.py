@@ -1,3 +1,7 @@
+"""Context compression: the view sent to the model stays under its threshold, each fold is
+recorded, a failed summary falls back to an extractive one, the summary is capped, and long
+observations are cut where they are made."""
+
 from __future__ import annotations
 
 from benchmarks.long_task import LONG_TASK_FACT, LongTaskScript, is_summary_request

@@ -1,10 +1,11 @@
-"""What the model reads cannot pose as a turn of the conversation (issue 23, item 5).
+"""What the model reads cannot pose as a turn of the conversation: a chat server renders every
+message through the model's template, and control tokens in tool output, files or lessons
+reach it as ordinary characters.
 
 A chat server renders every message through the model's template and tokenizes the result
 with special tokens on: `<|im_start|>system` inside a tool's output would open a real
 system turn. Everything untrusted that reaches a prompt is neutralised; the logs keep it raw.
-The same check against a real llama.cpp server is in test_control_tokens_llama.py.
-"""
+The same check against a real llama.cpp server is in test_control_tokens_llama.py."""
 
 from __future__ import annotations
 

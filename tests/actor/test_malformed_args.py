@@ -1,8 +1,8 @@
-"""Malformed tool-call arguments stay out of the history sent back (issue 23, item 6).
+"""Malformed tool-call arguments stay out of the history sent back: the model's broken text gets
+an error observation and stays in the step.
 
 The model's broken text gets an error observation and stays in the Step record; the
-assistant turn sent back carries valid JSON, so a strict server does not refuse the request.
-"""
+assistant turn sent back carries valid JSON, so a strict server does not refuse the request."""
 
 from __future__ import annotations
 

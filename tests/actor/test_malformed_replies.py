@@ -1,4 +1,4 @@
-"""Issue 11, item 4: a malformed reply is a ModelError: retried, then a clean model_error stop."""
+"""A malformed reply is a ModelError: retried, then a clean model_error stop."""
 
 from __future__ import annotations
 

@@ -1,3 +1,7 @@
+"""Tools from MCP servers: offered with the server's prefix and schema, called from attempt,
+run and solve, named by task files or mulligan.toml; a server that crashes or cannot start
+ends cleanly, in one line."""
+
 from __future__ import annotations
 
 import json

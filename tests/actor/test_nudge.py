@@ -1,4 +1,4 @@
-"""An answer before any tool call is sent back once, asking for the tools (issue 25)."""
+"""An answer before any tool call is sent back once, asking for the tools."""
 
 from __future__ import annotations
 

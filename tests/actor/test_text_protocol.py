@@ -1,3 +1,7 @@
+"""The text protocol's parser: messy replies parse, unreadable ones fail with a reason, several
+calls in one message are read, plain text is no call, and a reply that runs on past its
+action is cut there."""
+
 from __future__ import annotations
 
 import json

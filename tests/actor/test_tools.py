@@ -1,3 +1,7 @@
+"""Tools from typed functions: the schema comes from the signature and docstring; the
+calculator is arithmetic only, workspace paths are confined, the shell asks for approval,
+and a missing file's error names the files of that name."""
+
 from __future__ import annotations
 
 import os

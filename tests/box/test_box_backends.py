@@ -1,12 +1,12 @@
-"""The box without bubblewrap (issue 23) and its policy and home (issues 20, 25).
+"""The box without bubblewrap (util-linux unshare), its policy and its home: held-out attacks,
+each through a `python_tests` candidate, whose verdict must stay honest on either backend.
 
 Held-out attacks, each through a `python_tests` candidate, whose verdict is what the model
 would see: a file written into the host's /tmp, a socket to a server on the host, and the
 API key that `--api-key` put on mulligan's own command line, read from /proc/*/cmdline and
 returned into the verdict. They run under whichever backend is in force (`.ci/run` runs this
 file under MULLIGAN_SANDBOX=unshare and MULLIGAN_SANDBOX=bwrap); every attack also shows it
-really ran, so a box that runs nothing cannot pass.
-"""
+really ran, so a box that runs nothing cannot pass."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Checks read only inside the workspace (issue 10, attack 5): workspace links that point out
-of it are not followed."""
+"""Checks read only inside the workspace: workspace links that point out of it are not followed."""
 
 from __future__ import annotations
 

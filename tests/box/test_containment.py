@@ -1,8 +1,5 @@
-"""Attacks on the box (issue 10): the containment level, descendants that outlive the run,
-floods of output, and shadowing what the tests call. Each must fail, and the host must not
-change; every test checks that the attack really ran (a marker it prints), so a box that
-runs nothing cannot pass. The other attacks: tests/box/test_forged_verdicts.py,
-tests/box/test_host_isolation.py, tests/box/test_check_reads.py, tests/box/test_resource_limits.py."""
+"""Attacks on the box: the containment level, descendants that outlive the run, floods of
+output, and shadowing what the tests call; each must fail without harming the host."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Forged `python_tests` verdicts (issue 10, attack 1): each wrong candidate tries to make the
-check pass anyway and must fail, with a detail that says why; right candidates still pass."""
+"""Forged `python_tests` verdicts: each wrong candidate tries to make the check pass anyway and
+must fail, with a detail that says why."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Escapes from the box (issue 10, attack 2): the network, host directories, files a run
-plants for the next, other processes, secrets. Each attack checks that it really ran."""
+"""Escapes from the box: the network, host directories, files a run plants for the next, other
+processes, secrets; each attack checks that the host is unchanged."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Issue 20, item 6: what the box hides comes from a `Policy` passed in, not a global.
+"""What the box hides comes from a `Policy` passed in, not a global: the command's policy (the
+suite's answer files, the settings files, the memory) reaches every way into the box.
 
 The command's policy (the suite's answer files, the settings files) reaches every box a run
 starts: its checks, its tools, its self-tests; the loop adds the memory's directory. Loading
 a suite or the settings changes no process-wide state, so two runs in one process (or a Ray
-worker in another) each hide exactly their own paths.
-"""
+worker in another) each hide exactly their own paths."""
 
 from __future__ import annotations
 

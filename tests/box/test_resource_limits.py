@@ -1,5 +1,5 @@
-"""Resource hogs (issue 10, attack 6): memory, processes, disk and CPU stay within the box's
-limits, and the run reports what stopped it."""
+"""Resource hogs: memory, processes, disk and CPU stay within the box's limits, and the run
+reports what stopped it."""
 
 from __future__ import annotations
 

@@ -1,3 +1,7 @@
+"""The box's basic promises: both output streams come back; loops, CPU hogs, fork bombs and
+huge allocations are stopped; nothing is written outside the scratch directory; secrets are
+not in the child's environment."""
+
 from __future__ import annotations
 
 import logging

@@ -1,3 +1,7 @@
+"""`mulligan attempt` and `mulligan doctor`: no endpoint is one line naming the fix (exit 2);
+one attempt against the fake server, as text and as JSON, in both protocols; doctor reports
+each part."""
+
 from __future__ import annotations
 
 import json

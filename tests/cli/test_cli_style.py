@@ -1,4 +1,6 @@
-"""Issue 13, item 4: the command line in the ecosystem's style."""
+"""The command line in the ecosystem's style: defaults in every --help, global flags anywhere,
+--version, coloured PASS/FAIL, tables on a terminal and progress bars that log lines never
+break."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 5: a per-user config file, and `mulligan config show` with sources."""
+"""A per-user config file, and `mulligan config show` with each value's source."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 6: `mulligan data fetch` keeps checked files in a cache; --data stays offline."""
+"""`mulligan data fetch` keeps checked files in a cache; --data stays offline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 1: the default embedding without torch, and a missing model stops early."""
+"""The default embedding without torch, and a missing model stops a run before it starts."""
 
 from __future__ import annotations
 

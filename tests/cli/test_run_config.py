@@ -1,6 +1,5 @@
-"""Issue 20, item 2: one run configuration in sections, each settable in mulligan.toml,
-each value's source shown, the manifest its dump, and --resume comparing it field by field
-for run, bench and solve alike."""
+"""One run configuration in sections, each settable in mulligan.toml, each value's source shown,
+the manifest its dump, and --resume comparing it field by field."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 6: the small traps a new user fell into."""
+"""The small traps a new user fell into: each is now a clear message or just works."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, item 1: every token counted, by role; resume keeps the budget; time."""
+"""Every token counted, by role; a resumed attempt keeps its budget; time is counted too."""
 
 from __future__ import annotations
 

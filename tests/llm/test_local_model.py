@@ -1,5 +1,5 @@
-"""Issue 22: the packaged model's parts joined into the cache and checked; `local:PATH`
-checked to be a GGUF file; the one-line errors and notice when no endpoint is set."""
+"""The packaged local model: its parts joined into the cache and checked; `local:PATH` checked
+to be a GGUF file; one-line errors, and a notice when no endpoint is configured."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22: the local llama.cpp server is mulligan's child and never outlives it.
+"""The local llama.cpp server is mulligan's child and never outlives it.
 
 The lifecycle tests run a stand-in for `python -m llama_cpp.server` (tests/helpers/standin_llama:
 same flags, answers "4", loads nothing), so they are quick on any machine; the last two

@@ -1,3 +1,6 @@
+"""The OpenAI-compatible client through the real openai SDK against the local fake server:
+tool calls, usage and cost, bounded retries, timeouts, malformed replies and embeddings."""
+
 from __future__ import annotations
 
 import pytest

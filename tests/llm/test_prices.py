@@ -1,5 +1,5 @@
-"""Issue 11, item 1: prices (unknown is not zero; flags, mulligan.toml and a prices file), cost
-budgets, and the report's usage by role."""
+"""Prices: unknown is not zero; flags, mulligan.toml and a prices file; cost budgets, and the
+report's usage by role."""
 
 from __future__ import annotations
 

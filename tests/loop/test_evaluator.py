@@ -1,3 +1,6 @@
+"""The checks: HotpotQA normalisation, exact match, contains, regex, numeric, python_tests
+(with details), command and callable checks; a check that cannot run is a failed check."""
+
 from __future__ import annotations
 
 from pathlib import Path

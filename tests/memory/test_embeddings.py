@@ -1,3 +1,6 @@
+"""Embedding functions: the hash embedding is deterministic, normalised and lexical; missing
+MiniLM files and unknown specs are one-line errors naming the fixes; MiniLM embeds by meaning."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Issue 13, item 3: memory commands use the store's own embedding and mostly need none."""
+"""The memory commands use the store's own embedding and mostly need none."""
 
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+"""`mulligan solve`: each attempt in a fresh copy with the user's directory untouched, --apply
+writes the passing diff, a project's lessons reach later solves, and diffs round-trip."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""`solve` runs every check once on the untouched project before attempt 1 (issue 25)."""
+"""`solve` runs every check once on the untouched project before attempt 1."""
 
 from __future__ import annotations
 

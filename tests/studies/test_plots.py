@@ -1,4 +1,4 @@
-"""Issue 13: the report's plots are hand-written SVG; matplotlib is no longer needed."""
+"""The report's plots are hand-written SVG; matplotlib is not needed."""
 
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+"""Task files (YAML and JSON): good files load; unknown keys, wrong types, bad checks, syntax
+errors and duplicate ids name file, line, task and field; budget flags override a task's own."""
+
 from __future__ import annotations
 
 from pathlib import Path
