@@ -22,19 +22,20 @@ import json
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
 from mulligan.llm.base import ChatModel
 from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
 from mulligan.llm.pricing import Price
-from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory import Memory
 from mulligan.run_config import REPEATED_TEMPERATURE, RunConfig
 from mulligan.schema import ExactMatchCheck, Task
 
 DEMO_MODEL = "scripted-demo (not a language model)"
 DEMO_LABEL = "scripted demo model, not a language model"
+DEMO_EMBEDDING = "hash"
+"""Offline, and lexical: the scripted lessons are found by their words."""
 UNITS_LESSON = "How many metres long is a length in km? Multiply the km by 1000."
 UNITS_DIAGNOSIS = (
     "The answer gave the length in km; the check wanted metres: multiply the km by 1000."
@@ -157,8 +158,9 @@ EXPECTED = {
 """Cumulative tasks solved by trial 1, 2, 3 that the script implies (3 trials)."""
 
 
-def demo_study(endpoints: DemoEndpoints, memory_directory: Path, seed: int) -> Study:
-    """The study `mulligan demo` runs: each strategy's scripted endpoint, a hashed memory."""
+def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
+    """The study `mulligan demo` runs: each strategy's scripted endpoint (its memory should
+    embed by hashing: see DEMO_EMBEDDING)."""
     from mulligan.llm.openai_client import OpenAIChatModel
 
     models: dict[str, OpenAIChatModel] = {}
@@ -187,7 +189,7 @@ def demo_study(endpoints: DemoEndpoints, memory_directory: Path, seed: int) -> S
         tasks=demo_tasks(),
         strategies=strategies,
         model_for=model_for,
-        memory=Memory(memory_directory, HashEmbedding()),
+        memory=memory,
         config=config,
         seed=seed,
         info={"suite": "demo", "scripted": True, "label": DEMO_LABEL},

@@ -220,7 +220,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         flush=True,
     )
     endpoints = demo.DemoEndpoints()
-    study = demo.demo_study(endpoints, out / "memory", args.seed)
+    offline = RunConfig.model_validate({"run": {"embedding": demo.DEMO_EMBEDDING}})
+    memory = open_memory(offline, default=str(out / "memory"))
+    study = demo.demo_study(endpoints, memory, args.seed)
     started = time.perf_counter()
     try:
         run_study(study, new_run_id(None), False, out, prefix)

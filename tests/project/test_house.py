@@ -91,3 +91,109 @@ def test_no_strategy_is_compared_by_name_outside_strategies() -> None:
                 "==" in line or "startswith" in line or " in " in line
             ):
                 raise AssertionError(f"{path.name}:{number} compares a strategy's name: {line}")
+
+
+# ---------------------------------------------------------------- one pipeline, one definition
+
+PIPELINE = "mulligan.cli.pipeline"
+RUN_RECORD = "mulligan.lifecycle"
+
+
+def calls_in(path: Path) -> list[tuple[str, int]]:
+    """The names called in a module (`f(...)`, and `x.f(...)` unless x is a standard
+    module such as sqlite3), with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                if getattr(func.value, "id", "") in ("sqlite3", "socket", "ray"):
+                    continue
+                found.append((func.attr, node.lineno))
+            else:
+                found.append((getattr(func, "id", ""), node.lineno))
+    return found
+
+
+def callers_of(names: set[str], within: str = "mulligan") -> set[str]:
+    return {
+        module
+        for module, path in modules().items()
+        if module.startswith(within) and any(name in names for name, _ in calls_in(path))
+    }
+
+
+def test_only_the_pipeline_connects_opens_the_executor_and_opens_memory_for_a_command() -> None:
+    """Connecting, the executor and the memory are the pipeline's (cli/pipeline.py): the
+    commands ask it; the llm package and the memory package define them."""
+    assert callers_of({"connect", "connect_endpoint"}) - {"mulligan.llm.connect"} == {PIPELINE}
+    assert callers_of({"open_executor"}) == {PIPELINE}
+    assert callers_of({"Memory"}, within="mulligan.cli") == {PIPELINE}
+
+
+def test_only_the_run_record_writes_manifests_and_starts_or_ends_runs() -> None:
+    """A manifest is built in lifecycle.py alone; a run is started and ended there (through
+    `lifecycle`, which the pipeline and a transfer study's learning phase use)."""
+    assert callers_of({"start_run", "end_run", "check_resume"}) - {"mulligan.memory"} == {
+        RUN_RECORD
+    }
+    assert callers_of({"prompt_hashes", "versions"}) == {RUN_RECORD}
+    assert callers_of({"lifecycle"}) == {PIPELINE, "mulligan.bench.transfer"}
+
+
+def test_loops_are_built_in_one_place() -> None:
+    """`build.py` makes every Loop: the commands, studies and Ray workers call `loop_for`."""
+    assert callers_of({"Loop"}) == {"mulligan.build"}
+    assert callers_of({"build_loop"}) == {"mulligan.build"}
+
+
+SETTING_MODULES = {"mulligan.run_config", "mulligan.command_flags"}
+
+
+def setting_names() -> dict[str, set[str]]:
+    """Each section's field names."""
+    from mulligan.settings_fields import settings
+
+    found: dict[str, set[str]] = {}
+    for one in settings():
+        found.setdefault(one.section, set()).add(one.name)
+    return found
+
+
+def test_no_setting_is_defined_twice() -> None:
+    """A setting's type, bounds, default and help are its field's: no other class repeats a
+    section's fields, no flag table exists, and no parser adds a setting's flag by hand (the
+    memory commands' own --memory/--embedding read an existing memory, with their own
+    defaults)."""
+    from mulligan.settings_fields import settings
+
+    names = setting_names()
+    options = {str(one.option) for one in settings() if one.option}
+    by_hand_ok = {"--memory", "--embedding"}
+    for module, path in modules().items():
+        text = path.read_text()
+        assert "FLAG_BOUNDS" not in text, module
+        if module in SETTING_MODULES:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):  # a class repeating a section's fields
+                fields = {
+                    n.target.id
+                    for n in node.body
+                    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                }
+                for section, own in names.items():
+                    repeated = sorted(fields & own)
+                    assert len(repeated) < 2, f"{module}.{node.name} repeats [{section}] {repeated}"
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                given = {a.value for a in node.args if isinstance(a, ast.Constant)}
+                assert not (given & options - by_hand_ok), f"{module}:{node.lineno}: {given}"
+
+
+def test_the_default_temperatures_are_named_once() -> None:
+    pattern = re.compile(r"temperature\s*=\s*0\.\d|REPEATED_TEMPERATURE\s*=|0\.7 if ")
+    for module, path in modules().items():
+        if module == "mulligan.run_config":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert not pattern.search(line), f"{path.name}:{number}: {line.strip()}"
