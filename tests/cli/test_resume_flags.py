@@ -6,6 +6,7 @@ memory is, concurrency, output format and place, the executor)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,12 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
 
 def manifest_of(argv: list[str]) -> dict[str, Any]:
     """The manifest the command would start its run with (nothing is connected or opened)."""
-    args = build_parser().parse_args(argv)
+    return json.loads(_manifest_of(tuple(argv)))
+
+
+@functools.lru_cache(maxsize=512)
+def _manifest_of(argv: tuple[str, ...]) -> str:
+    args = build_parser().parse_args(list(argv))
     check_flags(args)
     if args.command == "run":
         config, _, request = plan_run(args)
@@ -59,7 +65,7 @@ def manifest_of(argv: list[str]) -> dict[str, Any]:
         config, _, _, request = plan_bench(args)
     else:
         config, _, _, request = plan_solve(args, solve_config(args))
-    return json.loads(json.dumps(run_manifest(config, request)))
+    return json.dumps(run_manifest(config, request))
 
 
 def changed(action: argparse.Action, base: list[str], tmp: Path) -> list[str]:
