@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The honest-stopping study (issue 21) on a local llama.cpp server, resumable: each run keeps
+# The honest-stopping study on a local llama.cpp server, resumable: each run keeps
 # its id in OUT.runid and is resumed with --resume when started again.
 #
 #   benchmarks/honest_study.sh PORT STRATEGIES RUN...      RUN: he-honest mbpp-honest he-self

@@ -3,7 +3,7 @@
 - the copy of a project (read, write to a fresh directory) and the diff after an edit,
   for a directory you name (default: this repository, a git working tree);
 - `--apply`'s fingerprint check of the project;
-- the round trip of a tool call to an MCP server (tests/mcp_server.py) through the
+- the round trip of a tool call to an MCP server (tests/helpers/mcp_server.py) through the
   background event loop, and the time to start and stop that server.
 
   python benchmarks/solve.py [--dir PATH] [--runs 10] [--calls 200]
@@ -64,7 +64,7 @@ def copies(directory: Path, runs: int) -> None:
 
 
 def mcp(calls: int) -> None:
-    command = f"{sys.executable} {ROOT / 'tests' / 'mcp_server.py'}"
+    command = f"{sys.executable} {ROOT / 'tests' / 'helpers' / 'mcp_server.py'}"
     started = time.perf_counter()
     servers = MCPServers([command])
     servers.start()

@@ -14,7 +14,7 @@ similar bug in the same project starts from the first one's lesson.
   python benchmarks/solve_real.py --smoke                   # the plumbing: a local project,
                                                             # the scripted fake server
 The checks run a virtual environment with pytest, made in --work from /usr/bin/python3 (the
-box's user must be able to reach the interpreter; see issue 25 item 1).
+box's user must be able to reach the interpreter).
 """
 
 from __future__ import annotations

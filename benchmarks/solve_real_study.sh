@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The solve_real study (issue 25) on local llama.cpp servers, one queue per server (two queues
+# The solve_real study on local llama.cpp servers, one queue per server (two queues
 # on one server evict each other's prompt cache), resumable: started again, a queue goes on
 # from what its results file holds.
 #

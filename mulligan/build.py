@@ -5,9 +5,13 @@ here.
     from mulligan.build import build_loop
     loop = build_loop(model, LoopSettings(strategy="reflexion-memory"), memory=Memory(dir))
     episode = loop.run_episode(task)
+
+`loop_for` builds one from the run configuration (what the commands and the Ray workers use).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mulligan import strategies
 from mulligan.actor import Actor, ActorSettings
@@ -17,6 +21,7 @@ from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
+from mulligan.run_config import RunConfig
 from mulligan.sandbox import Policy
 
 
@@ -30,18 +35,50 @@ def build_loop(
     approve: Approver | None = None,
     evaluator: Evaluator | None = None,
     policy: Policy | None = None,
+    reflector: ChatModel | None = None,
 ) -> Loop:
-    """One model as actor, judge and reflector (the reflector only for strategies that
-    reflect). `evaluator`: another one (solve's records each attempt's changes); `policy`:
-    what the box hides (the suite's answers, config files; the memory is added)."""
+    """One model as actor and judge, and as reflector unless `reflector` is another (the
+    reflector only for strategies that reflect). `evaluator`: another one (solve's records
+    each attempt's changes); `policy`: what the box hides (the suite's answers, config
+    files; the memory is added)."""
     settings = settings or LoopSettings()
     reflects = strategies.get(settings.strategy).reflects
     return Loop(
         actor=Actor(model, actor_settings or ActorSettings(), approve=approve),
         evaluator=evaluator or Evaluator(judge=model),
         settings=settings,
-        reflector=Reflector(model) if reflects else None,
+        reflector=Reflector(reflector or model) if reflects else None,
         memory=memory,
         run_id=run_id,
         policy=policy or Policy(),
+    )
+
+
+def loop_for(
+    config: RunConfig,
+    model: ChatModel,
+    strategy: str,
+    memory: Memory | None = None,
+    run_id: str = "",
+    *,
+    policy: Policy | None = None,
+    reflector: ChatModel | None = None,
+    approve: Approver | None = None,
+    evaluator: Evaluator | None = None,
+    actor: dict[str, Any] | None = None,
+    **loop: Any,
+) -> Loop:
+    """The loop the run configuration describes for one strategy. `actor`: settings a
+    command adds to the actor's (solve nudges a reply without tools); `loop`: to the loop's
+    (extra tools, where attempts work)."""
+    return build_loop(
+        model,
+        config.loop_settings(strategy, **loop),
+        config.actor_settings(**(actor or {})),
+        memory,
+        run_id,
+        approve=approve,
+        evaluator=evaluator,
+        policy=policy,
+        reflector=reflector,
     )

@@ -14,17 +14,9 @@ from pydantic import ValidationError
 
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
-from mulligan.run_config import (
-    LEGACY_KEYS,
-    SECTIONS,
-    EndpointSettings,
-    RunConfig,
-    every_path,
-    flag_of,
-    flag_value,
-    section_fields,
-)
-from mulligan.validate import FLAG_BOUNDS, read_text
+from mulligan.inputs.paths import read_text
+from mulligan.run_config import LEGACY_KEYS, SECTIONS, EndpointSettings, RunConfig, section_fields
+from mulligan.settings_fields import setting, settings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,24 +28,6 @@ NO_ENDPOINT = (
     "server, --api-key KEY (or OPENAI_API_KEY) for a hosted one, and --model NAME "
     "(or MULLIGAN_MODEL); or try `mulligan demo`, which needs none"
 )
-
-
-ENVIRONMENT = {
-    "endpoint.base_url": ("MULLIGAN_BASE_URL", "OPENAI_BASE_URL"),
-    "endpoint.api_key": ("MULLIGAN_API_KEY", "OPENAI_API_KEY"),
-    "endpoint.prices_file": ("MULLIGAN_PRICES",),
-    "compression.enabled": ("MULLIGAN_COMPRESSION",),
-}
-"""Where a setting's variable is not MULLIGAN_ and its flag's name (MULLIGAN_MAX_STEPS)."""
-
-
-def environment_names(path: str) -> tuple[str, ...]:
-    if path in ENVIRONMENT:
-        return ENVIRONMENT[path]
-    flag = flag_of(path)
-    if flag is None or path in ("run.mcp",):
-        return ()
-    return (f"MULLIGAN_{flag.upper()}",)
 
 
 def load_config(
@@ -86,16 +60,15 @@ def load_config(
             files.append(str(file))  # it may hold an API key: the box never reads it
             for key, (value, line, written) in _read_toml(file).items():
                 put(f"{file}:{line}", key, value, f"{file}:{line}: key {written}")
-    for key in every_path():
-        for name in environment_names(key):
+    for one in settings():
+        for name in one.env:
             if os.environ.get(name):
-                put(f"${name}", key, os.environ[name], f"environment variable {name}")
+                put(f"${name}", one.path, os.environ[name], f"environment variable {name}")
                 break
-    for key in every_path():
-        flag = flag_of(key)
-        value = flags.get(flag) if flag else None
+    for one in settings():
+        value = flags.get(one.flag) if one.flag else None
         if value is not None and value is not False:
-            put(f"--{flag.replace('_', '-')}", key, flag_value(key, value), _flag(key))  # type: ignore[union-attr]
+            put(str(one.option), one.path, one.value_of_flag(value), str(one.option))
     nested: dict[str, dict[str, Any]] = {}
     for key, value in merged.items():
         section, _, name = key.partition(".")
@@ -111,10 +84,6 @@ def load_config(
         raise UserError(f"settings: {problems}") from exc
     config._sources, config._files = sources, tuple(files)
     return config
-
-
-def _flag(path: str) -> str:
-    return "--" + str(flag_of(path)).replace("_", "-")
 
 
 def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
@@ -191,17 +160,34 @@ def _checked(key: str, value: Any, where: str) -> Any:
     try:
         checked = getattr(RunConfig.model_validate({section: {name: value}}), section)
     except ValidationError as exc:
-        problem = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        problem = "; ".join(_said(key, e) for e in exc.errors())
         raise UserError(f"{where}: {problem}{shown}") from exc
-    bound = FLAG_BOUNDS.get(flag_of(key) or "")
     number = getattr(checked, name)
     if isinstance(value, bool) and not isinstance(number, bool):  # pydantic reads true as 1
         raise UserError(f"{where}: a number is needed here, not {str(value).lower()}")
-    if bound and isinstance(number, (int, float)) and not isinstance(number, bool):
-        out_of_range = bound.problem(number)  # the flags' own ranges, from any source
-        if out_of_range:
-            raise UserError(f"{where}: {out_of_range}{shown}")
     return value
+
+
+OUT_OF_BOUNDS = (
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "finite_number",
+)
+
+
+def _said(key: str, error: Any) -> str:
+    """A pydantic error in the words the setting's flag uses ("must be a whole number at
+    least 1"), or pydantic's own message."""
+    if error["type"] in OUT_OF_BOUNDS:
+        one = setting(key)
+        return (
+            f"must be a finite {one.words().removeprefix('a ')}"
+            if error["type"] == ("finite_number")
+            else f"must be {one.words()}"
+        )
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def endpoint_configured(settings: EndpointSettings) -> bool:

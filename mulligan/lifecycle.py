@@ -1,14 +1,14 @@
-"""A run's lifecycle, written once for `run`, `bench` and `solve`: its id, its manifest (what
-the run is: the command's selection and the run configuration's dump), the resume check
-against the manifest it started with, field by field, and its end (finished, interrupted or
-failed: the log never keeps a run "running" that has stopped)."""
+"""A run's record, written once for `run`, `bench` and `solve`: its id, its manifest (what the
+run is: the command's selection and the run configuration's dump) and the resume check
+against the manifest it started with, field by field. The run's start and end are the
+command pipeline's (mulligan/cli/pipeline.py) through `lifecycle`, as is a transfer study's
+learning phase."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import platform
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,23 +17,56 @@ from typing import Any
 from mulligan import prompts
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import RunConfig, flag_of
+from mulligan.run_config import RunConfig
+from mulligan.settings_fields import flag_of
 
-NOT_COMPARED = ("prompt_hashes", "versions", "concurrency", "endpoint")
-"""What a resume may change: how fast it runs, the software's version, and the address the
-model is reached at (a server restarted on another port serves the same `model`)."""
+RESUME_MAY_CHANGE = {
+    "endpoint.base_url": "where the model is reached (a server restarted on another port "
+    "serves the same model)",
+    "endpoint.api_key": "the key the endpoint is reached with (never written down)",
+    "endpoint.timeout": "how long a reply is waited for",
+    "run.memory": "where the memory is (the run is looked up there)",
+    "run.concurrency": "how many tasks run at once",
+    "local.slots": "how many requests the local model's server answers at once",
+    "local.threads": "how many CPU threads the local model's server computes with",
+}
+"""Settings a resumed run may change, because they cannot change a result: why, for each."""
+
+
+NOT_COMPARED = (
+    "prompt_hashes", "versions", "concurrency", "endpoint",
+    *(f"config.{path}" for path in RESUME_MAY_CHANGE),
+)  # fmt: skip
+"""What a resume may change: the settings that cannot change a result (RESUME_MAY_CHANGE in
+run_config), the software's version, and, in manifests written before the run
+configuration held them, the address the model was reached at and the concurrency."""
 FLAGS = {
     "suite": "the suite or task file",
     "tasks": "the task selection (--ids, --limit, --sample)",
     "task_order": "the task selection (--ids, --limit, --sample, --seed)",
     "strategies": "--strategy/--strategies",
+    "directory": "--dir",
+    "checks": "--check",
+    "learn_tasks": "--learn-on",
+    "first_attempt_run": "--first-from",
     "first_attempt_from": "--strategies (the first of them that can share trial 1 makes it)",
 }
-"""How to set a manifest field that is not in the run configuration."""
+"""How to set a manifest field that is not in the run configuration (default: `--field`)."""
+NOT_RECORDED = {
+    "resume": "names the run to continue",
+    "verbose": "how much is logged",
+    "json": "the output format",
+    "out": "where the report goes (bench; its memory by default: pass --memory to move it)",
+    "apply": "whether solve applies the passing diff after the run",
+    "executor": "where episodes run (threads or Ray): the same episodes either way",
+    "ray_address": "which Ray cluster",
+}
+"""Flags of run, bench and solve that a manifest does not hold, because they cannot change
+a result: argparse dest -> why. Every other flag is compared on --resume."""
 LEGACY = {
     "trials": "loop", "stop": "loop", "carry": "loop", "carried_reflections": "loop",
     "min_similarity": "loop", "self_tests": "loop", "protocol": "actor",
-    "budget": None, "compression": None,
+    "budget": None, "compression": None, "model": "endpoint", "temperature": "endpoint",
 }  # fmt: skip
 """Where a manifest written before the run configuration kept its settings: key -> section
 (None: the key is the section)."""
@@ -71,17 +104,15 @@ def configured(manifest: dict[str, Any], section: str, name: str, default: Any =
 
 def upgraded(before: dict[str, Any]) -> dict[str, Any]:
     """An old manifest in today's shape: its settings moved into `config`."""
-    if "config" in before:
-        return before
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = json.loads(json.dumps(before.get("config", {})))
     rest = {}
     for key, value in before.items():
         if key in LEGACY:
             section = LEGACY[key]
             if section is None:
-                config[key] = value
+                config.setdefault(key, value)
             else:
-                config.setdefault(section, {})[key] = value
+                config.setdefault(section, {}).setdefault(key, value)
         else:
             rest[key] = value
     return {**rest, "config": config}
@@ -91,8 +122,10 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
     """The first field (dotted path) whose value differs. Only fields the earlier manifest
     has are compared (a manifest from before a setting existed says nothing about it)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(old, key=lambda k: (k != "strategies", k)):  # the cause first
-            if not path and key in NOT_COMPARED:
+        for key in sorted(old, key=lambda k: (k != "strategies", k == "endpoint", k)):
+            # the cause first: strategies, and the endpoint's temperature (its default
+            # follows the strategies and trials) after what it follows from
+            if f"{path}{key}" in NOT_COMPARED:
                 continue
             found = first_difference(old[key], new.get(key), f"{path}{key}.")
             if found:
@@ -112,9 +145,11 @@ def check_resume(
         )
     before = upgraded(json.loads(run["manifest"] or "{}"))
     now = json.loads(json.dumps(wanted, sort_keys=True))
-    extra = sorted(set(now) - set(before) - set(NOT_COMPARED) - {"config"})
+    extra = sorted(  # a field the run did not have, set here (unset: as before it existed)
+        k for k in set(now) - set(before) - set(NOT_COMPARED) - {"config"} if now[k]
+    )
     found = first_difference(before, now)
-    if found is None and extra:  # a field the run did not have at all
+    if found is None and extra:
         found = (extra[0], None, now[extra[0]])
     if found is None:
         return
@@ -135,20 +170,17 @@ def _how_to_set(name: str) -> str:
 
 
 @contextmanager
-def lifecycle(
-    log: EpisodeLog, run_id: str, manifest: dict[str, Any], resume: bool, prefix: str = ""
-) -> Iterator[None]:
+def lifecycle(log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool) -> Iterator[None]:
     """Start the run (or check that a resume continues it with the same manifest), then mark
-    how it ended."""
+    how it ended: the log never keeps a run "running" that has stopped."""
     if resume:
-        check_resume(log.run(run_id), run_id, manifest, log.path)
+        check_resume(log.run(run_id), run_id, wanted, log.path)
     else:
-        log.start_run(run_id, manifest)
+        log.start_run(run_id, wanted)
     try:
         yield
     except KeyboardInterrupt:
         log.end_run(run_id, "interrupted")
-        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
         raise
     except BaseException:
         log.end_run(run_id, "failed")

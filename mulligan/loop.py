@@ -12,43 +12,50 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
 from mulligan.carry import unseen
-from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
+from mulligan.run_config import LoopSection
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
 
 
-@dataclass
-class LoopSettings:
-    strategy: str = "reflexion"
-    trials: int = 3
-    stop: str = "honest"
-    """`honest`: the episode ends at the first attempt whose visible checks pass; `oracle`:
-    when the hidden checks pass (mulligan/strategies/stopping.py)."""
-    carried_reflections: int = 3
-    """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
-    retrieved_lessons: int = 3
-    min_similarity: float = MIN_SIMILARITY
-    carry: Carry = "full"
-    """Reflexion's carry-over: `full` (previous answer, visible feedback, reflections) or
-    `lessons` (the reflections only)."""
-    extra_tools: list[Tool] = field(default_factory=list)
-    workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
-    """Where each attempt works (default: a scratch directory laid out from the task)."""
+class LoopSettings(LoopSection):
+    """The run configuration's [loop] section, with the strategy and what a command adds:
+    extra tools, and where each attempt works (default: a scratch directory laid out from
+    the task)."""
 
-    def __post_init__(self) -> None:
-        if self.carried_reflections < 0 or self.retrieved_lessons < 0:
-            raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
+    model_config = ConfigDict(extra="forbid", frozen=False, arbitrary_types_allowed=True)
+
+    strategy: str = "reflexion"
+    retrieved_lessons: int = Field(default=3, ge=0)
+    extra_tools: list[Tool] = Field(default_factory=list)
+    workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _bad_values_are_user_errors(cls, data: Any, handler: Any) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "loop settings"
+            raise UserError(f"{where}: {first['msg']}") from exc
+
+    @model_validator(mode="after")
+    def _known_names(self) -> LoopSettings:
         strategies.get(self.strategy), strategies.stop_rule(self.stop)  # known names only
+        return self
 
 
 @dataclass

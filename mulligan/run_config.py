@@ -1,105 +1,70 @@
-"""The one run configuration: every setting a command takes, in sections.
+"""The one run configuration: every setting a command takes, in sections, each defined once.
 
     endpoint     where the model is and what it costs (base_url, model, temperature, ...)
     actor        how the actor talks to it (protocol)
-    budget       one attempt's limits (actor/budget.py's `Budget`)
-    compression  folding old steps (actor/context.py's `CompressionSettings`)
+    budget       one attempt's limits (`Budget`, checked before every model call)
+    compression  folding old steps (`CompressionSettings`)
     loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
-    validity     when a lesson is validated, refuted, expires (memory/validity.py)
+    validity     when a lesson is validated, refuted, expires (`ValidityRules`)
     run          the memory, its embedding, MCP servers, concurrency
     local        the local model's server: slots, threads (`--model local`)
 
+A setting is one pydantic field of a section (mulligan/settings_sections.py): its type,
+default, bounds (ge/gt/le/lt) and help (`description`). Its flag (`--field-name`), its
+MULLIGAN_FIELD_NAME variable, its mulligan.toml key (`[section] field`), `mulligan config
+show` and docs/settings.md are derived from that field (mulligan/settings_fields.py). Adding
+a field to a section is all a new setting needs; `json_schema_extra` names a flag or
+variable that differs from the field's name (FLAG, ENV, NO_FLAG). A new section is a
+`Section` class and a field of `RunConfig`.
+
 Filled by flags over MULLIGAN_* over ./mulligan.toml over the user file over the defaults
 (`mulligan.config` merges them and remembers each value's source). A run's manifest holds
-`manifest()`, the dump of the sections that define what a run computes, and `--resume`
-compares it field by field.
+`manifest()`, its dump, and `--resume` compares it field by field.
+
+This module imports only pydantic: the parser derives every command's flags from it, so
+`--help` stays fast.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from mulligan.actor import ActorSettings, Budget, CompressionSettings
-from mulligan.defaults import MIN_SIMILARITY, Carry
-from mulligan.llm.local_server import ServerSettings, context_per_slot
-from mulligan.loop import LoopSettings
-from mulligan.memory.validity import ValidityRules
-from mulligan.sandbox import Policy
-from mulligan.validate import embedding_problem
+from mulligan.settings_sections import (
+    DETERMINISTIC_TEMPERATURE,
+    ENV,
+    FLAG,
+    MAX_CONCURRENCY,
+    NO_FLAG,
+    REPEATED_TEMPERATURE,
+    ActorSection,
+    Budget,
+    CompressionSettings,
+    EndpointSettings,
+    LocalSection,
+    LoopSection,
+    RunSection,
+    Section,
+    ValidityRules,
+)
 
+if TYPE_CHECKING:
+    from mulligan.actor import ActorSettings
+    from mulligan.llm.local_server import ServerSettings
+    from mulligan.loop import LoopSettings
+    from mulligan.sandbox import Policy
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class EndpointSettings(Section):
-    """Where the model is, which one, and what it costs."""
-
-    base_url: str | None = None
-    api_key: str | None = None
-    model: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
-    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    price_in: float | None = None
-    price_out: float | None = None
-    """US dollars per million prompt / completion tokens of the run's model."""
-    prices: dict[str, Any] = {}
-    """Model name -> {input, output}, dollars per million tokens (`[prices]` in mulligan.toml)."""
-    prices_file: str | None = None
-    """A JSON file of the same shape (MULLIGAN_PRICES), over `prices`."""
-
-    @field_validator("base_url")
-    @classmethod
-    def _is_http(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("the endpoint must be an http:// or https:// URL")
-        return url
-
-
-class ActorSection(Section):
-    protocol: Literal["native", "text"] = "native"
-
-
-class LoopSection(Section):
-    trials: int = Field(default=3, ge=1)
-    stop: Literal["honest", "oracle"] = "honest"
-    carry: Carry = "full"
-    carried_reflections: int = Field(default=3, ge=0)
-    min_similarity: float = Field(default=MIN_SIMILARITY, ge=-1, le=1)
-    self_tests: int = Field(default=0, ge=0)
-
-
-class RunSection(Section):
-    memory: str | None = None
-    embedding: str = "minilm"
-    mcp: list[str] = Field(default_factory=list)
-    """Commands that start MCP servers whose tools every task may use."""
-    concurrency: int = Field(default=1, ge=1)
-
-    @field_validator("embedding")
-    @classmethod
-    def _known_embedding(cls, spec: str) -> str:
-        problem = embedding_problem(spec)
-        if problem:
-            raise ValueError(problem)
-        return spec
-
-
-class LocalSection(Section):
-    """The local model's server (`--model local`, `local:PATH`): `[local]` in mulligan.toml,
-    MULLIGAN_LOCAL_SLOTS, MULLIGAN_LOCAL_THREADS."""
-
-    slots: int | None = Field(default=None, ge=1, le=64)
-    """Requests it serves at once (llama.cpp's parallel slots); None: the run's concurrency."""
-    threads: int | None = Field(default=None, ge=1, le=512)
-    """CPU threads it computes with; None: one fewer than the cores (at least 1)."""
+__all__ = [
+    "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
+    "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
+    "EndpointSettings", "LocalSection", "LoopSection", "RunConfig", "RunSection", "Section",
+    "ValidityRules",
+]  # fmt: skip
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
     actor: ActorSection = Field(default_factory=ActorSection)
@@ -123,6 +88,8 @@ class RunConfig(BaseModel):
     def policy(self) -> Policy:
         """What the box hides for a run under this configuration: the settings files it
         was read from (they may hold an API key)."""
+        from mulligan.sandbox import Policy
+
         return Policy().hiding(*self._files)
 
     def updated(self, path: str, value: Any, source: str) -> RunConfig:
@@ -136,6 +103,8 @@ class RunConfig(BaseModel):
 
     def actor_settings(self, **more: Any) -> ActorSettings:
         """The actor's settings; the budget fields given anywhere override a task's own."""
+        from mulligan.actor import ActorSettings
+
         forced = tuple(name for name in Budget.field_names() if self.given(f"budget.{name}"))
         return ActorSettings(
             protocol=self.actor.protocol,
@@ -148,12 +117,15 @@ class RunConfig(BaseModel):
     def loop_settings(self, strategy: str, **more: Any) -> LoopSettings:
         """The loop's settings for one strategy (`more`: what the command adds, such as
         extra tools or where attempts work)."""
-        chosen = self.loop.model_dump(exclude={"self_tests"})
-        return LoopSettings(strategy=strategy, **chosen, **more)
+        from mulligan.loop import LoopSettings
+
+        return LoopSettings(strategy=strategy, **self.loop.model_dump(), **more)
 
     def local_server(self) -> ServerSettings:
         """The local server's shape: a slot per task run at once unless `[local] slots` says
         otherwise, each slot holding compression's threshold and a capped reply."""
+        from mulligan.llm.local_server import ServerSettings, context_per_slot
+
         return ServerSettings(
             slots=self.local.slots or self.run.concurrency,
             threads=self.local.threads,
@@ -163,54 +135,32 @@ class RunConfig(BaseModel):
         )
 
     def manifest(self) -> dict[str, Any]:
-        """What defines a run's results (not where the model is, its key, the memory's
-        place or how many tasks run at once): compared field by field on --resume."""
-        return self.model_dump(mode="json", include=set(MANIFEST_SECTIONS))
+        """The run configuration's dump but for its secrets: a run's manifest holds it, and
+        --resume compares it field by field (but for lifecycle.RESUME_MAY_CHANGE)."""
+        dump = self.model_dump(mode="json")
+        for path in SECRETS:
+            section, _, name = path.partition(".")
+            dump[section].pop(name, None)
+        return dump
 
 
-MANIFEST_SECTIONS = ("actor", "budget", "compression", "loop", "validity")
+SECRETS = ("endpoint.api_key",)
+"""Settings a manifest, `config show` and the settings reference never show."""
+SECTIONS = tuple(RunConfig.model_fields)
+
+
+def section_model(section: str) -> type[Section]:
+    kind = RunConfig.model_fields[section].annotation
+    assert isinstance(kind, type) and issubclass(kind, Section)
+    return kind
 
 
 def section_fields(section: str) -> list[str]:
-    kind = RunConfig.model_fields[section].annotation
-    if is_dataclass(kind):
-        return [f.name for f in fields(kind)]
-    assert isinstance(kind, type) and issubclass(kind, BaseModel)
-    return list(kind.model_fields)
-
-
-SECTIONS = tuple(RunConfig.model_fields)
-
-FLAG_NAMES = {
-    "compression.enabled": "no_compression",
-    "compression.threshold_tokens": "compress_at",
-    "compression.summary_max_tokens": "summary_cap",
-    "validity.ttl_days": "lesson_ttl_days",
-    "local.slots": "local_slots",
-    "local.threads": "local_threads",
-}
-"""A setting's flag (argparse dest) where it is not the field's own name."""
-NO_FLAG = {
-    "endpoint.prices", "compression.threshold_fraction", "compression.fold_to",
-    "compression.observation_max_chars",
-}  # fmt: skip
-"""Settings only mulligan.toml sets."""
-
-
-def flag_of(path: str) -> str | None:
-    """The argparse dest that sets `section.field`, if a flag does."""
-    if path in NO_FLAG:
-        return None
-    return FLAG_NAMES.get(path, path.partition(".")[2])
+    return list(section_model(section).model_fields)
 
 
 def every_path() -> list[str]:
     return [f"{section}.{name}" for section in SECTIONS for name in section_fields(section)]
-
-
-def flag_value(path: str, value: Any) -> Any:
-    """A flag's value as the setting it sets (`--no-compression` turns compression off)."""
-    return not value if path == "compression.enabled" else value
 
 
 LEGACY_KEYS = {

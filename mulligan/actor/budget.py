@@ -1,37 +1,15 @@
-"""Budgets for one attempt, checked before every model call."""
+"""What an attempt has spent against its budget (`Budget`, a section of the run
+configuration), checked before every model call."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 
-from mulligan.schema import BudgetOverrides, Role, Step, StopReason, Usage, add_by_role
+from mulligan.run_config import Budget
+from mulligan.schema import Role, Step, StopReason, Usage, add_by_role
 
-
-@dataclass(frozen=True)
-class Budget:
-    max_steps: int = 12
-    max_tokens: int = 60_000
-    max_seconds: float = 600.0
-    max_cost: float = 1.0
-    max_format_errors: int = 3
-    max_repeats: int = 3
-    """Steps in a row that made only calls already made: after them, the next call is the
-    last (without tools), as at the step limit. Seen with a 1.5B model: the same call ten
-    times, each told it was a repeat."""
-    max_reply_tokens: int = 2048
-    """The cap on each reply's length: a model that runs on (seen with a 1.5B model on
-    llama.cpp, generating until its context was full) is cut there and told so."""
-
-    def overridden(self, overrides: BudgetOverrides | None) -> Budget:
-        if overrides is None:
-            return self
-        given = {k: v for k, v in overrides.model_dump().items() if v is not None}
-        return replace(self, **given)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+__all__ = ["Budget", "Spend"]
 
 
 @dataclass

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from mulligan import prompts
@@ -27,44 +26,11 @@ from mulligan.actor.tools import strict_json
 from mulligan.errors import ModelError
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, Message
+from mulligan.run_config import CompressionSettings
 from mulligan.schema import CompressionEvent, Step, Usage
 from mulligan.untrusted import neutralise, neutralise_all
 
 log = logging.getLogger("mulligan")
-
-
-@dataclass(frozen=True)
-class CompressionSettings:
-    enabled: bool = True
-    threshold_tokens: int = 4000
-    """Fold when the estimated view would pass this many tokens."""
-    context_window: int | None = None
-    threshold_fraction: float = 0.6
-    """With a known context window, the threshold is at most this fraction of it."""
-    keep_recent: int = 3
-    """Steps always kept verbatim (at least 1: the most recent step is never folded)."""
-    summary_max_tokens: int = 600
-    fold_to: float = 0.6
-    """A fold brings the view down to this fraction of the threshold, so folds are rare."""
-    observation_max_chars: int = 4000
-
-    def __post_init__(self) -> None:
-        """The settings without a flag of their own (so without its range) are checked here."""
-        if not 0 < self.threshold_fraction <= 1:
-            raise ValueError(
-                f"threshold_fraction must be above 0 and at most 1, not {self.threshold_fraction}"
-            )
-        if not 0 < self.fold_to < 1:
-            raise ValueError(f"fold_to must be between 0 and 1, not {self.fold_to}")
-        if self.observation_max_chars < 1:
-            raise ValueError(
-                f"observation_max_chars must be at least 1, not {self.observation_max_chars}"
-            )
-
-    def threshold(self) -> int:
-        if self.context_window:
-            return min(self.threshold_tokens, int(self.context_window * self.threshold_fraction))
-        return self.threshold_tokens
 
 
 Protocol = Literal["native", "text"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan import prompts
@@ -52,7 +52,7 @@ class ActorSettings:
     def budget_for(self, overrides: BudgetOverrides | None) -> Budget:
         """Defaults, then the task's own budget, then the user's flags."""
         merged = self.budget.overridden(overrides)
-        return replace(merged, **{name: getattr(self.budget, name) for name in self.forced})
+        return merged.model_copy(update={name: getattr(self.budget, name) for name in self.forced})
 
 
 class Actor:

@@ -24,10 +24,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.llm.base import ChatModel
 from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
+from mulligan.llm.pricing import Price
+from mulligan.memory import Memory
+from mulligan.run_config import REPEATED_TEMPERATURE, RunConfig
 from mulligan.schema import ExactMatchCheck, Task
 
 DEMO_MODEL = "scripted-demo (not a language model)"
+DEMO_LABEL = "scripted demo model, not a language model"
+DEMO_EMBEDDING = "hash"
+"""Offline, and lexical: the scripted lessons are found by their words."""
 UNITS_LESSON = "How many metres long is a length in km? Multiply the km by 1000."
 UNITS_DIAGNOSIS = (
     "The answer gave the length in km; the check wanted metres: multiply the km by 1000."
@@ -148,3 +156,41 @@ EXPECTED = {
     "reflexion-memory": [6, 10, 10],
 }
 """Cumulative tasks solved by trial 1, 2, 3 that the script implies (3 trials)."""
+
+
+def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
+    """The study `mulligan demo` runs: each strategy's scripted endpoint (its memory should
+    embed by hashing: see DEMO_EMBEDDING)."""
+    from mulligan.llm.openai_client import OpenAIChatModel
+
+    models: dict[str, OpenAIChatModel] = {}
+    strategies = list(EXPECTED)
+    source = first_attempt_source(strategies, "paired")
+
+    def model_for(strategy: str) -> ChatModel:
+        if strategy not in models:
+            branched = strategy != source and shares_first_attempt(strategy)
+            models[strategy] = OpenAIChatModel(
+                DEMO_MODEL,
+                base_url=endpoints.url_for(strategy, tried_once=branched),
+                temperature=REPEATED_TEMPERATURE,
+                price=Price(0.0, 0.0),  # a script on this machine: free, and known to be
+            )
+        return models[strategy]
+
+    config = RunConfig.model_validate(
+        {
+            "endpoint": {"model": DEMO_MODEL, "temperature": REPEATED_TEMPERATURE},
+            "budget": {"max_steps": 4},
+            "loop": {"trials": 3},
+        }
+    )
+    return Study(
+        tasks=demo_tasks(),
+        strategies=strategies,
+        model_for=model_for,
+        memory=memory,
+        config=config,
+        seed=seed,
+        info={"suite": "demo", "scripted": True, "label": DEMO_LABEL},
+    )

@@ -12,10 +12,10 @@ from mulligan import strategies as registry
 from mulligan.actor import Tool
 from mulligan.bench.executors import Executor
 from mulligan.bench.runner import episode_id, run_tasks, self_tests_for
-from mulligan.build import build_loop
+from mulligan.build import loop_for
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
-from mulligan.lifecycle import check_resume, configured, manifest
+from mulligan.lifecycle import configured, manifest
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory
@@ -39,6 +39,33 @@ def first_attempt_source(strategies: list[str], design: str) -> str | None:
     return next((s for s in strategies if shares_first_attempt(s)), None)
 
 
+def ordered(tasks: list[Task], seed: int) -> list[Task]:
+    shuffled = list(tasks)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled
+
+
+def study_fields(
+    strategies: list[str],
+    tasks: list[Task],
+    seed: int,
+    passes: int,
+    design: str,
+    first_from: str | None,
+) -> dict[str, Any]:
+    """What a study adds to its run's manifest: its strategies, seeded task order, passes
+    and design (a resume must match them)."""
+    return {
+        "strategies": strategies,
+        "seed": seed,
+        "passes": passes,
+        "task_order": [t.id for t in ordered(tasks, seed)],
+        "design": design,
+        "first_attempt_from": first_attempt_source(strategies, design),
+        "first_attempt_run": first_from,
+    }
+
+
 @dataclass
 class Study:
     tasks: list[Task]
@@ -57,9 +84,11 @@ class Study:
     """`paired`: trial 1 made once per task and shared by every strategy that starts without
     lessons; `independent`: each strategy makes its own."""
     info: dict[str, Any] = field(default_factory=dict)
-    """Extra manifest fields: suite, endpoint, temperature, labels."""
+    """The command's manifest fields: its suite selection, a local model's facts, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    reflector: ChatModel | None = None
+    """The reflector's model (None: each strategy's own model reflects)."""
     first_from: str | None = None
     """Another run in the same log whose trial 1s this study's strategies that start without
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
@@ -67,33 +96,14 @@ class Study:
 
     def ordered_tasks(self) -> list[Task]:
         """One seeded order for every strategy (what reflexion-memory learns early matters)."""
-        ordered = list(self.tasks)
-        random.Random(self.seed).shuffle(ordered)
-        return ordered
+        return ordered(self.tasks, self.seed)
 
     def manifest(self) -> dict[str, Any]:
         """What the run is: a resume must match it."""
-        return manifest(
-            self.config,
-            command="bench",
-            model=self.model_for(self.strategies[0]).name,
-            strategies=self.strategies,
-            seed=self.seed,
-            passes=self.passes,
-            concurrency=self.config.run.concurrency,
-            task_order=[t.id for t in self.ordered_tasks()],
-            design=self.design,
-            first_attempt_from=first_attempt_source(self.strategies, self.design),
-            first_attempt_run=self.first_from,
-            **self.info,
+        own = study_fields(
+            self.strategies, self.tasks, self.seed, self.passes, self.design, self.first_from
         )
-
-    def start(self, run_id: str) -> None:
-        self.memory.log.start_run(run_id, self.manifest())
-
-    def check_resume(self, run_id: str) -> None:
-        log = self.memory.log
-        check_resume(log.run(run_id), run_id, self.manifest(), log.path)
+        return manifest(self.config, **{**self.info, "command": "bench", **own})
 
     def run(
         self, run_id: str, on_episode: Callable[[str, int, Task, Episode], None] | None = None
@@ -140,7 +150,6 @@ class Study:
                     executor=self.executor,
                     prepare=prepare,
                 )
-        self.memory.log.end_run(run_id)
 
     def _source_of(self, other: str) -> str | None:
         """The strategy whose trial 1s the other run shared; refused unless it ran the same
@@ -181,7 +190,7 @@ class Study:
         return first
 
     def _loop(self, strategy: str, run_id: str) -> Loop:
-        settings = self.config.loop_settings(strategy, extra_tools=self.extra_tools)
-        actor = self.config.actor_settings()
-        model = self.model_for(strategy)
-        return build_loop(model, settings, actor, self.memory, run_id, policy=self.policy)
+        return loop_for(
+            self.config, self.model_for(strategy), strategy, self.memory, run_id,
+            policy=self.policy, reflector=self.reflector, extra_tools=self.extra_tools,
+        )  # fmt: skip

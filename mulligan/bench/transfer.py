@@ -19,6 +19,7 @@ from typing import Any
 from mulligan import strategies as registry
 from mulligan.bench.study import Study
 from mulligan.errors import UserError
+from mulligan.lifecycle import lifecycle
 from mulligan.llm.base import ChatModel
 from mulligan.memory.curator import Curator, CuratorSettings, curation_of, lessons_written_by
 from mulligan.schema import Episode, Task
@@ -163,18 +164,8 @@ class TransferStudy:
         phase keeps learning. What the log already has (finished episodes, the curation) is
         read back, not made again."""
         learner, learning, log = self.learner(), learn_run_id(run_id), self.memory.log
-        if log.run(learning) is None:
-            learner.start(learning)
-        else:
-            learner.check_resume(learning)
-        try:
+        with lifecycle(log, learning, learner.manifest(), resume=log.run(learning) is not None):
             learner.run(learning, on_episode)
-        except KeyboardInterrupt:
-            log.end_run(learning, "interrupted")
-            raise
-        except BaseException:
-            log.end_run(learning, "failed")
-            raise
         self.curate(run_id)
         if not self.transfer.keep_learning:
             self.memory.freeze()

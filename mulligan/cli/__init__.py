@@ -8,10 +8,11 @@ import os
 import signal
 import sys
 
-from mulligan import validate
-from mulligan.cli import style as cli_style
+from mulligan.cli import help_format
+from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
+from mulligan.inputs.flags import check_flags
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
@@ -26,18 +27,18 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        cli_style.settle(args)
-        validate.check_flags(args)
+        help_format.settle(args)
+        check_flags(args)
         return handler_of(args)(args)
     except UserError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except AgentRunError as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     except KeyboardInterrupt:
         print("mulligan: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 def entry() -> None:

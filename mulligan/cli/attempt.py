@@ -9,15 +9,14 @@ from mulligan import display
 from mulligan.actor import Actor, build_tools
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import cli_approver
-from mulligan.cli.local import REPORTER
+from mulligan.cli.pipeline import connect_models
 from mulligan.config import load_config
-from mulligan.llm.connect import connect
 from mulligan.llm.pricing import require_price_for_cost_budget
 
 
 def cmd_attempt(args: argparse.Namespace) -> int:
     config = load_config(vars(args))
-    model = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
+    model, _ = connect_models(config)
     names = [n.strip() for n in (args.tools or "").split(",") if n.strip()]
     with cli_mcp.servers(config.run.mcp) as mcp:
         names += [t.name for t in mcp.tools]

@@ -9,13 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import strategies as registry
-from mulligan import validate
-from mulligan.actor import Budget, Tool
+from mulligan.actor import Tool
 from mulligan.bench import demo
-from mulligan.bench.executors import open_executor
 from mulligan.bench.report import report_in, write_report
 from mulligan.bench.stats import RunStats
-from mulligan.bench.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.bench.study import Study, study_fields
 from mulligan.bench.transfer import (
     Transfer,
     TransferStudy,
@@ -23,25 +21,18 @@ from mulligan.bench.transfer import (
     training_split,
 )
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import log_to_resume, open_memory, selected
-from mulligan.cli.local import REPORTER
-from mulligan.cli.style import Progress
+from mulligan.cli.common import selected, selection_of
+from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
+from mulligan.cli.progress import Progress
 from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.lifecycle import lifecycle, new_run_id
-from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, local_fields
-from mulligan.llm.pricing import Price, require_price_for_cost_budget
-from mulligan.memory import HashEmbedding, Memory
+from mulligan.lifecycle import new_run_id
 from mulligan.memory.curator import CuratorSettings
-from mulligan.run_config import LoopSection, RunConfig
-from mulligan.sandbox import Policy
+from mulligan.run_config import RunConfig
 from mulligan.schema import Episode, Task
-from mulligan.tasks.suites import load_suite
+from mulligan.tasks.suites import Suite, load_suite
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
-
-REPEATED_TEMPERATURE = 0.7
 
 
 def bench_progress(total: int, prefix: str = "") -> tuple[Progress, StudyCallback]:
@@ -87,7 +78,7 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
 def run_study(
     study: Study | TransferStudy, run_id: str, resume: bool, out: Path, prefix: str = ""
 ) -> RunStats:
-    with lifecycle(study.memory.log, run_id, study.manifest(), resume, prefix):
+    with running(study.memory.log, run_id, study.manifest(), resume, prefix):
         print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
         if isinstance(study, TransferStudy):
             learning, on_learning = bench_progress(len(study.transfer.tasks), "learning phase: ")
@@ -107,7 +98,11 @@ def run_study(
 def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
     """What --learn-on asks for (None without it), refused before anything starts."""
     if not args.learn_on:
-        for flag, given in (("--keep-learning", args.keep_learning),):
+        for flag, given in (
+            ("--keep-learning", args.keep_learning),
+            ("--lesson-budget", args.lesson_budget is not None),
+            ("--merge-similarity", args.merge_similarity is not None),
+        ):
             if given:
                 raise UserError(f"{flag} needs --learn-on TRAIN")
         return None
@@ -125,91 +120,77 @@ def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
         defaults = (*defaults[:-1], registry.LEARNER)
     args.strategies = args.strategies or ",".join(defaults)
     check_test_strategies([s.name for s in registry.parse(args.strategies)], args.keep_learning)
-    curator = CuratorSettings(
-        merge_similarity=args.merge_similarity, token_budget=args.lesson_budget
-    )
+    given = {"merge_similarity": args.merge_similarity, "token_budget": args.lesson_budget}
+    curator = CuratorSettings(**{k: v for k, v in given.items() if v is not None})
     return Transfer(args.learn_on, train, args.keep_learning, curator)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    config, suite, transfer, request = plan_bench(args)
+    refuse_to_overwrite(Path(args.out), args.resume, resumable=True)
+    with (
+        cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
+        opened(config, request, suite.hidden(config.policy())) as run,
+    ):
+        if request.repeats(run.config) and run.model.temperature == 0:
+            print(
+                "mulligan: warning: temperature 0 with several trials: a deterministic "
+                "endpoint repeats its first attempt, so `retry` cannot differ from `react`",
+                file=sys.stderr,
+            )
+        study = bench_study(args, run, suite.tasks, suite.tools)
+        studied = TransferStudy(study, transfer, run.model) if transfer else study
+        run_study(studied, run.run_id, bool(args.resume), Path(args.out))
+    return 0
+
+
+def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | None, RunRequest]:
+    """What `bench` states: its tasks, strategies, study design, a transfer study's learning
+    phase, and where the memory is by default."""
     config = load_config(vars(args))
     suite = selected(args)
     transfer = transfer_of(args, suite.tasks)
     args.strategies = args.strategies or ",".join(registry.DEFAULT_STUDY)
-    if transfer or any(s.uses_store for s in registry.parse(args.strategies)):
-        validate.embedding_available(config.run.embedding)
-    with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
-        policy = suite.hidden(config.policy())
-        return _bench(args, config, suite.tasks, suite.tools, policy, transfer)
-
-
-def _bench(
-    args: argparse.Namespace,
-    config: RunConfig,
-    suite_tasks: list[Task],
-    extra: list[Tool],
-    policy: Policy,
-    transfer: Transfer | None = None,
-) -> int:
-    chosen = registry.parse(args.strategies)
-    strategies = [s.name for s in chosen]
-    refuse_to_overwrite(Path(args.out), args.resume, resumable=True)
-    repeated = config.loop.trials > 1 and any(s.repeats for s in chosen)
-    model = connect(
-        config.endpoint,
-        default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
-        reporter=REPORTER,
-        local=config.local_server(),
+    names = [s.name for s in registry.parse(args.strategies)]
+    study = study_fields(names, suite.tasks, args.seed, args.passes, args.design, args.first_from)
+    return (
+        config,
+        suite,
+        transfer,
+        RunRequest(
+            command="bench",
+            strategies=names,
+            selection={**selection_of(args), **study, **(transfer.manifest() if transfer else {})},
+            tasks=suite.tasks + (transfer.tasks if transfer else []),
+            resume=args.resume,
+            memory_default=str(Path(args.out) / "memory"),
+            executor=args.executor,
+            ray_address=args.ray_address,
+            learns=transfer is not None,
+        ),
     )
-    given = config.given("budget.max_cost")
-    require_price_for_cost_budget(model.name, model.price, given, suite_tasks)
-    if repeated and model.temperature == 0:
-        print(
-            "mulligan: warning: temperature 0 with several trials: a deterministic endpoint "
-            "repeats its first attempt, so `retry` cannot differ from `react`",
-            file=sys.stderr,
-        )
-    out = Path(args.out)
-    if args.resume:
-        log_to_resume(config, args.resume, default=str(out / "memory"))
-    executor = open_executor(
-        args.executor, args.ray_address, concurrency=config.run.concurrency,
-        memory_location=config.run.memory or str(out / "memory"),
-        uses_store=any(s.uses_store for s in chosen),
-    )  # fmt: skip
-    memory = open_memory(config, model, default=str(out / "memory"))
-    if (
-        transfer or any(s.uses_store for s in chosen)
-    ) and executor is None:  # on Ray, the workers open it
-        memory.store  # noqa: B018  a missing embedding model stops the bench before any task
-    study = Study(
-        tasks=suite_tasks,
-        strategies=strategies,
-        model_for=lambda strategy: model,
-        memory=memory,
-        config=config,
+
+
+def bench_study(
+    args: argparse.Namespace, run: Pipeline, tasks: list[Task], extra: list[Tool]
+) -> Study:
+    """The study `bench` runs: the pipeline's model, memory and configuration."""
+    return Study(
+        tasks=tasks,
+        strategies=run.request.strategies,
+        model_for=lambda strategy: run.model,
+        memory=run.memory,
+        config=run.config,
         extra_tools=extra,
-        policy=policy,
+        policy=run.policy,
         seed=args.seed,
         passes=args.passes,
         design=args.design,
-        info={
-            "suite": args.suite,
-            "endpoint": config.endpoint.base_url or "https://api.openai.com/v1",
-            "temperature": model.temperature,
-            **({"feedback": args.feedback} if args.suite == "hotpotqa" else {}),
-            **local_fields(model),  # a local server's endpoint, model file and flags
-        },
-        executor=executor,
+        info={**run.request.selection, **run.connected},
+        executor=run.executor,
         first_from=args.first_from,
+        reflector=run.reflector,
     )
-    try:
-        studied = TransferStudy(study, transfer, model) if transfer else study
-        run_study(studied, new_run_id(args.resume), bool(args.resume), out)
-    finally:
-        if executor:
-            executor.close()
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -217,8 +198,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.memory) if args.memory else out / "memory"
     if not (directory / "episodes.db").exists():
         raise UserError(f"no episode log at {directory / 'episodes.db'}; pass --memory DIR")
-    validate.memory_directory(str(directory))
-    log = Memory(directory).log
+    log = open_memory(RunConfig(), default=str(directory), reading=True).log
     if log.run(args.run_id) is None:
         known = ", ".join(run["id"] for run in log.runs()[-5:]) or "none"
         raise UserError(f"no run {args.run_id!r} in {directory / 'episodes.db'} (latest: {known})")
@@ -239,41 +219,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "is a script, not a language model.",
         flush=True,
     )
-    from mulligan.llm.openai_client import OpenAIChatModel
-
     endpoints = demo.DemoEndpoints()
-    models: dict[str, OpenAIChatModel] = {}
-
-    strategies = list(demo.EXPECTED)
-    source = first_attempt_source(strategies, "paired")
-
-    def model_for(strategy: str) -> ChatModel:
-        if strategy not in models:
-            branched = strategy != source and shares_first_attempt(strategy)
-            models[strategy] = OpenAIChatModel(
-                demo.DEMO_MODEL,
-                base_url=endpoints.url_for(strategy, tried_once=branched),
-                temperature=0.7,
-                price=Price(0.0, 0.0),  # a script on this machine: free, and known to be
-            )
-        return models[strategy]
-
-    memory = Memory(out / "memory", HashEmbedding())
-    study = Study(
-        tasks=demo.demo_tasks(),
-        strategies=strategies,
-        model_for=model_for,
-        memory=memory,
-        config=RunConfig(budget=Budget(max_steps=4), loop=LoopSection(trials=3)),
-        seed=args.seed,
-        info={
-            "suite": "demo",
-            "endpoint": "the package's fake endpoint on 127.0.0.1",
-            "temperature": 0.7,
-            "scripted": True,
-            "label": "scripted demo model, not a language model",
-        },
-    )
+    offline = RunConfig.model_validate({"run": {"embedding": demo.DEMO_EMBEDDING}})
+    memory = open_memory(offline, default=str(out / "memory"))
+    study = demo.demo_study(endpoints, memory, args.seed)
     started = time.perf_counter()
     try:
         run_study(study, new_run_id(None), False, out, prefix)

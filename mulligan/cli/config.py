@@ -1,5 +1,5 @@
 """`mulligan config show`: every setting of the run configuration, its value, and where the
-value came from."""
+value came from; `mulligan config reference`: the settings reference (docs/settings.md)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mulligan.cli.style import table
+from mulligan.cli.output import table
 from mulligan.config import load_config
 from mulligan.defaults import CONFIG_FILE, user_config_path
-from mulligan.run_config import every_path
-
-SECRET = ("endpoint.api_key",)
+from mulligan.run_config import SECRETS, every_path
 
 
 def shown(key: str, value: Any) -> Any:
     """A value as shown to people: keys masked but for their last four characters."""
-    if key in SECRET and isinstance(value, str) and value:
+    if key in SECRETS and isinstance(value, str) and value:
         return "…" + value[-4:]
     return value
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    if args.action == "reference":
+        from mulligan.cli.reference import settings_reference
+
+        sys.stdout.write(settings_reference())
+        return 0
     config = load_config({})
     values = config.model_dump(mode="json")
     rows = []

@@ -7,12 +7,12 @@ import time
 from collections.abc import Callable
 
 from mulligan import sandbox
-from mulligan.cli.common import open_memory
 from mulligan.cli.local import REPORTER
+from mulligan.cli.pipeline import connect_models, open_memory
 from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
-from mulligan.llm.connect import connect, connect_local, local_wanted
+from mulligan.llm.connect import connect_local, local_wanted
 from mulligan.llm.local_server import ServerSettings
 from mulligan.run_config import EndpointSettings
 
@@ -36,7 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report("endpoint", fallback, f"none configured ({why}; --api-key for a hosted one)")
     else:
         try:
-            model = connect(settings, reporter=REPORTER, local=config.local_server())
+            model, _ = connect_models(config)
             started = time.perf_counter()
             reply = model.chat(
                 [{"role": "user", "content": "Reply with the word ok."}], max_tokens=8
@@ -102,7 +102,6 @@ def check_local_model(
         "local model",
         tokens > 0,
         f"{file.path} ({file.size / 1e9:.2f} GB, sha256 {file.sha256[:16]}… checked), "
-        f"{server.shape()}, "
-        f"{tokens / took:.1f} tokens/s "
-        f"({tokens} tokens in {took:.1f}s), {local_server.software()}",
+        f"{server.shape()}, {tokens / took:.1f} tokens/s ({tokens} tokens in {took:.1f}s), "
+        f"{local_server.software()}",
     )

@@ -9,11 +9,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mulligan import display, validate
-from mulligan.cli.common import open_memory
-from mulligan.cli.style import marked, table
+from mulligan import display
+from mulligan.cli.output import marked, table
+from mulligan.cli.pipeline import open_memory
 from mulligan.config import load_config
 from mulligan.errors import UserError
+from mulligan.inputs.lesson_file import lesson_lines
+from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.schema import Lesson
@@ -85,9 +87,9 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
 def cmd_memory(args: argparse.Namespace) -> int:
     action = args.action
     if action == "import":  # every line checked before the memory is even opened
-        lines = validate.lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
+        lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "export" and args.out:
-        validate.output_file(Path(args.out), "--out", EXPORT_REPLACES)
+        output_file(Path(args.out), "--out", EXPORT_REPLACES)
     memory = _memory(args, existing=action != "import")
     as_json = getattr(args, "json", False)
     if action == "list":

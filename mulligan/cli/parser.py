@@ -1,6 +1,8 @@
-"""Every command's flags, and nothing else: building the parser imports only argparse and
-`mulligan.defaults`, so `--help` starts fast. A command's handler is named as
-"module:function" and imported only when that command runs (`handler_of`)."""
+"""Every command's flags, and nothing else: a setting's flag is derived from its field in the
+run configuration (cli/setting_flags.py). Building the parser imports only argparse,
+pydantic and the light modules that define settings, so `--help` starts fast. A command's
+handler is named as "module:function" and imported only when that command runs
+(`handler_of`)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,10 @@ import importlib
 from collections.abc import Callable
 from typing import NoReturn
 
-from mulligan.cli import style as cli_style
-from mulligan.defaults import (
-    CARRY_MODES,
-    DATA_ENV,
-    DATASET_NAMES,
-    DEFAULT_MEMORY,
-    DESIGNS,
-    LESSON_BUDGET,
-    MERGE_SIMILARITY,
-    MIN_SIMILARITY,
-    user_config_path,
-)
-from mulligan.strategies import DEFAULT_STUDY, STOP_RULES, TRANSFER_STUDY
+from mulligan.cli import help_format
+from mulligan.cli.setting_flags import add_command_flag, add_setting_flags
+from mulligan.defaults import DATA_ENV, DATASET_NAMES, DEFAULT_MEMORY, DESIGNS, user_config_path
+from mulligan.strategies import DEFAULT_STUDY, TRANSFER_STUDY
 from mulligan.strategies import NAMES as STRATEGIES
 
 Handler = Callable[[argparse.Namespace], int]
@@ -42,35 +35,7 @@ def handler_of(args: argparse.Namespace) -> Handler:
     return function
 
 
-def similarity(text: str) -> float:
-    """A cosine similarity floor: a number from -1 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not -1.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a cosine similarity from -1 to 1")
-    return value
-
-
-def count(text: str) -> int:
-    """A whole number, 0 or more."""
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
-    return int(text)
-
-
 # ---------------------------------------------------------------- shared flag groups
-
-
-def add_self_tests_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--self-tests",
-        type=count,
-        metavar="N",
-        help="before trial 1 the model writes up to N asserts from the prompt alone; they are "
-        "visible checks of every attempt (Reflexion's internal tests; code tasks; default 0)",
-    )
 
 
 def add_network_flag(parser: argparse.ArgumentParser) -> None:
@@ -79,100 +44,21 @@ def add_network_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_mcp_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--mcp",
-        action="append",
-        metavar="CMD",
-        help="start an MCP server (stdio) and offer its tools as SERVER_TOOL: 'python srv.py' "
-        "or 'NAME=python srv.py' (repeatable; replaces mulligan.toml's mcp list)",
-    )
-
-
-def add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("endpoint")
-    group.add_argument("--base-url", help="OpenAI-compatible endpoint (or OPENAI_BASE_URL)")
-    group.add_argument("--api-key", help="API key (or OPENAI_API_KEY)")
-    group.add_argument(
-        "--model",
-        help="model name (or MULLIGAN_MODEL); `local` or `local:PATH.gguf`: llama.cpp on this CPU",
-    )
-    group.add_argument("--temperature", type=float)
-    group.add_argument("--timeout", type=float, help="seconds per model call")
-    group.add_argument("--protocol", choices=["native", "text"], help="tool calling style")
-    group.add_argument("--price-in", type=float, help="US$ per million prompt tokens")
-    group.add_argument("--price-out", type=float, help="US$ per million completion tokens")
-
-
-def add_budget_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("budget (overrides a task's own)")
-    group.add_argument("--max-steps", type=int)
-    group.add_argument("--max-tokens", type=int)
-    group.add_argument("--max-seconds", type=float)
-    group.add_argument("--max-cost", type=float)
-    group.add_argument("--max-format-errors", type=int)
-    group.add_argument("--max-repeats", type=int)
-    group.add_argument(
-        "--max-reply-tokens", type=int, help="cap on each model reply (default 2048)"
-    )
-    group.add_argument(
-        "--no-compression", action="store_true", default=None, help="send the full history"
-    )
-    group.add_argument("--compress-at", type=int, help="fold old steps above this many tokens")
-    group.add_argument("--keep-recent", type=int, help="steps always kept verbatim (default 3)")
-    group.add_argument("--summary-cap", type=int, help="running summary's token cap (600)")
-    group.add_argument("--context-window", type=int, help="the model's context, in tokens")
-
-
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", help="humaneval, mbpp, hotpotqa, examples, or a task file/dir")
     parser.add_argument("--data", help="the dataset file for mbpp or hotpotqa")
     parser.add_argument("--feedback", choices=["em", "hidden"], default="em", help="hotpotqa")
-    parser.add_argument("--limit", type=int, help="the first N tasks")
+    add_command_flag(parser, "limit")
     parser.add_argument("--ids", help="comma-separated task ids")
-    parser.add_argument("--sample", type=int, help="a seeded random sample of N tasks")
-    parser.add_argument("--seed", type=int, default=0)
+    add_command_flag(parser, "sample")
+    add_command_flag(parser, "seed")
     add_network_flag(parser)
 
 
-def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
-    """What `run`, `bench` and `solve` share: trials, memory, resume, concurrency, endpoint,
-    budget."""
-    parser.add_argument("--trials", type=int, help="attempts per task (default 3; not for react)")
-    parser.add_argument("--memory", help=f"memory directory or chroma URL ({memory_default})")
-    parser.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
+def add_run_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """What `run`, `bench` and `solve` share: resume, and every setting's flag."""
     parser.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted run")
-    parser.add_argument("--concurrency", type=int, help="tasks at once (default 1)")
-    parser.add_argument(
-        "--stop",
-        choices=tuple(STOP_RULES),
-        help="when an episode ends: honest (default; at the first attempt whose visible checks "
-        "pass) or oracle (the hidden checks decide whether to try again, as some papers do)",
-    )
-    parser.add_argument(
-        "--carried-reflections",
-        type=int,
-        help="reflections carried (reflexion; default 3; 0: none)",
-    )
-    parser.add_argument(
-        "--carry",
-        choices=CARRY_MODES,
-        help="what reflexion gives the next attempt: full (previous answer, visible feedback, "
-        "reflections; default) or lessons (reflections only)",
-    )
-    parser.add_argument(
-        "--min-similarity",
-        type=similarity,
-        help="a stored lesson less similar to the task is not retrieved "
-        f"({MIN_SIMILARITY}; solve: 0, as its lessons are the project's own)",
-    )
-    group = parser.add_argument_group("lesson validity")
-    group.add_argument("--validate-after", type=int, help="helps that validate (default 2)")
-    group.add_argument("--refute-after", type=int, help="hurts that refute (default 3)")
-    group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
-    add_mcp_flag(parser)
-    add_endpoint_flags(parser)
-    add_budget_flags(parser)
+    add_setting_flags(parser, command)
 
 
 def add_executor_flags(parser: argparse.ArgumentParser) -> None:
@@ -193,9 +79,7 @@ def add_attempt(commands: Commands) -> None:
     attempt.add_argument("--yes", action="store_true", help="approve every tool that asks")
     add_network_flag(attempt)
     attempt.add_argument("--json", action="store_true", help="print the Attempt record")
-    add_mcp_flag(attempt)
-    add_endpoint_flags(attempt)
-    add_budget_flags(attempt)
+    add_setting_flags(attempt, "attempt")
     attempt.set_defaults(handler="mulligan.cli.attempt:cmd_attempt")
 
 
@@ -204,8 +88,7 @@ def add_run(commands: Commands) -> None:
     add_selection_flags(run)
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
-    add_run_flags(run, memory_default=DEFAULT_MEMORY)
-    add_self_tests_flag(run)
+    add_run_flags(run, "run")
     add_executor_flags(run)
     run.set_defaults(handler="mulligan.cli.run:cmd_run")
 
@@ -227,10 +110,10 @@ def add_solve(commands: Commands) -> None:
     solve.add_argument("--strategy", default="reflexion-memory", help=", ".join(STRATEGIES))
     solve.add_argument("--family", help="lessons are kept under this name (default: dir name)")
     solve.add_argument("--tools", default="", help="more tools by name, comma-separated")
-    solve.add_argument("--check-timeout", type=float, default=120.0, help="seconds per check")
+    add_command_flag(solve, "check_timeout")
     solve.add_argument("--yes", action="store_true", help="approve every tool that asks (shell)")
     add_network_flag(solve)
-    add_run_flags(solve, memory_default=DEFAULT_MEMORY)
+    add_run_flags(solve, "solve")
     solve.set_defaults(handler="mulligan.cli.solve:cmd_solve")
 
 
@@ -246,7 +129,7 @@ def add_memory(commands: Commands) -> None:
         "action", choices=["list", "search", "show", "retract", "export", "import", "stats"]
     )
     memory.add_argument("query", nargs="?", help="text (search), lesson id, or file (import)")
-    memory.add_argument("--k", type=int, default=5, help="results for search")
+    add_command_flag(memory, "k")
     memory.add_argument("--out", help="file for export (default: standard output)")
     memory.add_argument(
         "--trust",
@@ -283,19 +166,8 @@ def add_transfer_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the test phase goes on writing lessons (default: the memory is frozen)",
     )
-    group.add_argument(
-        "--lesson-budget",
-        type=count,
-        default=LESSON_BUDGET,
-        metavar="TOKENS",
-        help=f"the curator keeps the most trusted lessons up to this many tokens ({LESSON_BUDGET})",
-    )
-    group.add_argument(
-        "--merge-similarity",
-        type=similarity,
-        default=MERGE_SIMILARITY,
-        help=f"the curator merges lessons at least this similar ({MERGE_SIMILARITY})",
-    )
+    add_command_flag(group, "lesson_budget", metavar="TOKENS")
+    add_command_flag(group, "merge_similarity")
 
 
 def add_bench(commands: Commands) -> None:
@@ -306,7 +178,7 @@ def add_bench(commands: Commands) -> None:
         help=f"of {', '.join(STRATEGIES)} (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
         f"{','.join(TRANSFER_STUDY)})",
     )
-    bench.add_argument("--passes", type=int, default=1, help="run the suite again over the memory")
+    add_command_flag(bench, "passes")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
     bench.add_argument(
         "--design",
@@ -322,8 +194,7 @@ def add_bench(commands: Commands) -> None:
         "two studies paired on the same first attempts",
     )
     add_transfer_flags(bench)
-    add_run_flags(bench, memory_default="OUT/memory")
-    add_self_tests_flag(bench)
+    add_run_flags(bench, "bench")
     add_executor_flags(bench)
     bench.set_defaults(handler="mulligan.cli.bench:cmd_bench")
 
@@ -335,17 +206,13 @@ def add_bench(commands: Commands) -> None:
 
     demo = commands.add_parser("demo", help="the study offline, on a scripted model")
     demo.add_argument("--out", default="mulligan-demo")
-    demo.add_argument("--seed", type=int, default=0)
+    add_command_flag(demo, "seed")
     demo.set_defaults(handler="mulligan.cli.bench:cmd_demo")
 
 
 def add_doctor(commands: Commands) -> None:
     doctor = commands.add_parser("doctor", help="check the endpoint, the memory and the sandbox")
-    doctor.add_argument("--base-url")
-    doctor.add_argument("--api-key")
-    doctor.add_argument("--model", help="model name; `local` or `local:PATH.gguf`: llama.cpp")
-    doctor.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
-    doctor.add_argument("--embedding", help="minilm (default), minilm:DIR, openai or hash")
+    add_setting_flags(doctor, "doctor")
     doctor.set_defaults(handler="mulligan.cli.doctor:cmd_doctor")
 
 
@@ -369,7 +236,11 @@ def add_config(commands: Commands) -> None:
         f"then the per-user file ({user_config_path()}; MULLIGAN_CONFIG names another), "
         "then the defaults.",
     )
-    parser.add_argument("action", choices=["show"])
+    parser.add_argument(
+        "action",
+        choices=["show", "reference"],
+        help="show: each setting's value and source; reference: every setting, as Markdown",
+    )
     parser.set_defaults(handler="mulligan.cli.config:cmd_config")
 
 
@@ -377,7 +248,7 @@ def add_view(commands: Commands) -> None:
     view = commands.add_parser("view", help="the episode log in a browser (read-only)")
     view.add_argument("run_id", nargs="?", metavar="RUN_ID", help="open this run's task grid")
     view.add_argument("--memory", help=f"memory directory ({DEFAULT_MEMORY})")
-    view.add_argument("--port", type=count, help="port on 127.0.0.1 (default: a free one)")
+    add_command_flag(view, "port")
     view.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
     view.add_argument("--bundle", metavar="DIR", help="write RUN_ID's pages as files, no server")
     view.set_defaults(handler="mulligan.cli.view:cmd_view")
@@ -393,5 +264,5 @@ def build_parser() -> argparse.ArgumentParser:
         add_doctor, add_data, add_config, add_view,
     ):  # fmt: skip
         add(commands)
-    cli_style.finish(parser)
+    help_format.finish(parser)
     return parser

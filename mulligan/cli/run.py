@@ -6,21 +6,15 @@ import argparse
 import json
 import sys
 
-from mulligan import display, strategies, validate
-from mulligan.bench.executors import open_executor
+from mulligan import display, strategies
 from mulligan.bench.runner import run_tasks, self_tests_for
-from mulligan.build import build_loop
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import log_to_resume, open_memory, selected, usage_json
-from mulligan.cli.local import REPORTER
-from mulligan.cli.style import Progress, marked, table
+from mulligan.cli.common import selected, selection_of, usage_json
+from mulligan.cli.output import marked, table
+from mulligan.cli.pipeline import Pipeline, RunRequest, opened
+from mulligan.cli.progress import Progress
 from mulligan.config import load_config
-from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.evaluator.self_tests import SelfTestWriter
-from mulligan.lifecycle import lifecycle, manifest, new_run_id
-from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, local_fields
-from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.run_config import RunConfig
 from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite
@@ -46,50 +40,37 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    config, suite, request = plan_run(args)
+    with (
+        cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
+        opened(config, request, suite.hidden(config.policy())) as run,
+    ):
+        return _run_suite(args, run, suite)
+
+
+def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
+    """What `run` states: its selection of tasks and its one strategy (a bad suite or file
+    is reported here, before connecting)."""
     config = load_config(vars(args))
-    suite = selected(args)  # a bad suite or file is reported before connecting
-    strategy = strategies.get(args.strategy)
-    if strategy.uses_store:
-        validate.embedding_available(config.run.embedding)
-    repeated = strategy.repeats and config.loop.trials > 1
-    model = connect(
-        config.endpoint,
-        default_temperature=0.7 if repeated else 0.0,
-        reporter=REPORTER,
-        local=config.local_server(),
-    )
-    given = config.given("budget.max_cost")
-    require_price_for_cost_budget(model.name, model.price, given, suite.tasks)
-    with cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite:
-        return _run_suite(args, config, model, suite)
-
-
-def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, suite: Suite) -> int:
-    strategy = strategies.get(args.strategy)
-    run_id = new_run_id(args.resume)
-    wanted = manifest(
+    suite = selected(args)
+    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
+    tasks = suite.tasks
+    return (
         config,
-        command="run",
-        suite=args.suite,
-        model=model.name,
-        **{"endpoint": config.endpoint.base_url or "api.openai.com", **local_fields(model)},
-        temperature=config.endpoint.temperature,
-        strategies=[args.strategy],
-        seed=args.seed,
-        tasks=[t.id for t in suite.tasks],
+        suite,
+        RunRequest(
+            command="run",
+            strategies=[args.strategy],
+            selection={**selection_of(args), "tasks": [t.id for t in tasks]},
+            tasks=tasks,
+            resume=args.resume,
+            executor=args.executor,
+            ray_address=args.ray_address,
+        ),
     )
-    if args.resume:
-        log_to_resume(config, run_id)
-    concurrency, self_tests = config.run.concurrency, config.loop.self_tests
-    executor = open_executor(
-        args.executor, args.ray_address, concurrency=concurrency,
-        memory_location=config.run.memory or DEFAULT_MEMORY,
-        uses_store=strategy.uses_store,
-    )  # fmt: skip
-    memory = open_memory(config, model)
-    if strategy.uses_store and executor is None:  # on Ray, the workers open it
-        memory.store  # noqa: B018  a missing embedding model stops the run before any task
 
+
+def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
     progress = Progress(len(suite.tasks))
 
     def report(task: Task, episode: Episode) -> None:
@@ -103,38 +84,27 @@ def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, su
                 line = display.verdict_line(f"{task.id} (trial {attempt.trial})", verdict)
                 print(marked(line), flush=True)
 
-    policy = suite.hidden(config.policy())  # the answers and settings files stay out of the box
-    writer = SelfTestWriter(model, policy.hiding(memory.directory))
-    try:
-        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
-            print(f"run id: {run_id}", file=sys.stderr)
-            with progress.shown():
-                episodes = run_tasks(
-                    lambda: build_loop(
-                        model,
-                        config.loop_settings(args.strategy, extra_tools=suite.tools),
-                        config.actor_settings(),
-                        memory,
-                        run_id,
-                        policy=policy,
-                    ),
-                    suite.tasks,
-                    run_id=run_id,
-                    strategy=args.strategy,
-                    memory=memory,
-                    concurrency=concurrency,
-                    on_episode=report,
-                    executor=executor,
-                    prepare=self_tests_for(memory.log, run_id, writer, self_tests)
-                    if self_tests
-                    else None,
-                )
-    finally:
-        if executor:
-            executor.close()
+    self_tests = run.config.loop.self_tests
+    writer = SelfTestWriter(run.model, run.policy)
+    with run.running():
+        print(f"run id: {run.run_id}", file=sys.stderr)
+        with progress.shown():
+            episodes = run_tasks(
+                run.make_loop(args.strategy, extra_tools=suite.tools),
+                suite.tasks,
+                run_id=run.run_id,
+                strategy=args.strategy,
+                memory=run.memory,
+                concurrency=run.config.run.concurrency,
+                on_episode=report,
+                executor=run.executor,
+                prepare=self_tests_for(run.memory.log, run.run_id, writer, self_tests)
+                if self_tests
+                else None,
+            )
     if not args.json:
         print(display.run_summary(episodes))
-    print(f"run id: {run_id}", file=sys.stderr)
+    print(f"run id: {run.run_id}", file=sys.stderr)
     failed_endpoint = endpoint_failures(episodes)
     return 1 if failed_endpoint or not all(episode.passed for episode in episodes) else 0
 

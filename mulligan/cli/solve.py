@@ -17,18 +17,12 @@ from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
 from mulligan.bench.runner import episode_id
-from mulligan.build import build_loop
-from mulligan.cli.common import (
-    cli_approver,
-    open_memory,
-)
-from mulligan.cli.local import REPORTER
+from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
+from mulligan.cli.pipeline import RunRequest, opened
 from mulligan.config import load_config
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
-from mulligan.lifecycle import lifecycle, manifest, new_run_id
-from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
 from mulligan.run_config import RunConfig
@@ -45,7 +39,6 @@ from mulligan.solve import (
 from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
-REPEATED_TEMPERATURE = 0.7
 BEFORE_CHARS = 3000
 """How much of a check's output on the untouched project attempt 1's prompt quotes."""
 
@@ -63,7 +56,7 @@ def solve_protocol(config: RunConfig, served_at: str | None = None) -> Protocol:
 
     Self-hosted servers (llama.cpp, Ollama, LM Studio, ... on a loopback or private address)
     often hand a small model's tool calls back as text, which the text protocol reads as they
-    are (measured on Qwen2.5-Coder-1.5B: benchmarks/results/2026-12-02-solve-real.md)."""
+    are (measured on Qwen2.5-Coder-1.5B: benchmarks/solve_real.py)."""
     if config.given("actor.protocol"):
         return config.actor.protocol
     where = served_at if served_at is not None else config.endpoint.base_url
@@ -129,69 +122,76 @@ def top_level(project: Project, limit: int = 40) -> list[str]:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    return _solve(args, solve_config(args), cli_approver(args.yes))
+
+
+def solve_config(args: argparse.Namespace) -> RunConfig:
     # a project's lessons are stored under its own family: no similarity floor within it
-    config = load_config(vars(args), defaults={"loop.min_similarity": 0.0})
-    return _solve(args, config, cli_approver(args.yes))
+    return load_config(vars(args), defaults={"loop.min_similarity": 0.0})
+
+
+def solve_request(args: argparse.Namespace, directory: Path, checks: list[str]) -> RunRequest:
+    """What `solve` states: the project, the task, its checks, and the one strategy."""
+    return RunRequest(
+        command="solve",
+        strategies=[args.strategy],
+        selection={
+            "directory": str(directory.resolve()),
+            "task": args.task,
+            "checks": checks,
+            "family": args.family or directory.resolve().name or "project",
+            "tools": args.tools,
+            "check_timeout": args.check_timeout,
+            "network": bool(args.network),
+            "yes": bool(args.yes),
+        },
+        resume=args.resume,
+    )
+
+
+def plan_solve(
+    args: argparse.Namespace, config: RunConfig
+) -> tuple[RunConfig, Path, list[str], RunRequest]:
+    """What `solve` states: the project, its checks (the protocol waits for the connection)."""
+    directory, checks = _validated(args)
+    return config, directory, checks, solve_request(args, directory, checks)
 
 
 def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
-    directory, checks = _validated(args)
+    config, directory, checks, request = plan_solve(args, config)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
-    strategy = strategies.get(args.strategy)
-    repeated = strategy.repeats and config.loop.trials > 1
-    model = connect(
-        config.endpoint,
-        default_temperature=REPEATED_TEMPERATURE if repeated else 0.0,
-        reporter=REPORTER,
-        local=config.local_server(),
-    )
-    protocol = solve_protocol(config, model.base_url)
-    config = config.updated("actor.protocol", protocol, "solve's choice for this endpoint")
-    actor_settings = config.actor_settings(nudge_no_tools=True)
-    memory = open_memory(config, model)
-    project = Project(directory, skip=[memory.directory.resolve()])
-    family = args.family or project.directory.name or "project"
-    copies = ProjectCopies(project)
-    policy = config.policy().hiding(memory.directory)  # as the attempts' checks run
-    run_id = new_run_id(args.resume)
-    with servers(config.run.mcp) as started:
-        task = solve_task(
-            args.task, project, family, checks, extra + [t.name for t in started.tools], args
-        )
-        build_tools(task.tools, workspace=project.directory, extra=started.tools)  # names known?
-        before = checks_before(copies, task, policy)
-        if before is None:
-            return 0
-        task = solve_task(args.task, project, family, checks, task.tools, args, before)
-        loop = build_loop(
-            model,
-            config.loop_settings(args.strategy, extra_tools=started.tools, workspace_for=copies),
-            actor_settings,
-            memory,
-            run_id,
-            approve=approve,
-            evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
-            policy=policy,
-        )
-        wanted = manifest(
-            config,
-            command="solve",
-            directory=str(project.directory),
-            task=args.task,
-            checks=checks,
-            family=family,
-            model=model.name,
-            **{"endpoint": config.endpoint.base_url or "api.openai.com", **local_fields(model)},
-            strategies=[args.strategy],
-            mcp=config.run.mcp,
-        )
-        with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
-            print(
-                f"run id: {run_id} · {project.directory} · family {family} · protocol {protocol}",
-                file=sys.stderr,
+    family = request.selection["family"]
+    with opened(config, request, config.policy()) as run:
+        protocol = solve_protocol(run.config, run.model.base_url)
+        run.config = run.config.updated("actor.protocol", protocol, "solve's choice here")
+        project = Project(directory, skip=[run.memory.directory.resolve()])
+        copies = ProjectCopies(project)
+        with servers(run.config.run.mcp) as started:
+            names = extra + [t.name for t in started.tools]
+            task = solve_task(args.task, project, family, checks, names, args)
+            build_tools(task.tools, workspace=project.directory, extra=started.tools)  # known?
+            before = checks_before(copies, task, run.policy)
+            if before is None:
+                return 0
+            task = solve_task(args.task, project, family, checks, task.tools, args, before)
+            make_loop = run.make_loop(
+                args.strategy,
+                extra_tools=started.tools,
+                workspace_for=copies,
+                approve=approve,
+                evaluator=ChangeRecordingEvaluator(copies, run.model, progress(run.memory)),
+                actor={"nudge_no_tools": True},
             )
-            episode = loop.run_episode(task, episode_id(run_id, args.strategy, task.id))
-    return _report(episode, project, copies, args.apply, run_id)
+            with run.running():
+                print(
+                    f"run id: {run.run_id} · {project.directory} · family {family} · "
+                    f"protocol {protocol}",
+                    file=sys.stderr,
+                )
+                episode = make_loop().run_episode(
+                    task, episode_id(run.run_id, args.strategy, task.id)
+                )
+    return _report(episode, project, copies, args.apply, run.run_id)
 
 
 def checks_before(copies: ProjectCopies, task: Task, policy: Policy) -> list[CheckRun] | None:

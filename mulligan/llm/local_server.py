@@ -30,6 +30,7 @@ from pathlib import Path
 from mulligan.errors import UserError
 from mulligan.llm.llama_child import READY_MARK
 from mulligan.llm.local_model import SOURCE_BUILD, ModelFile
+from mulligan.settings_sections import LocalSection
 
 log = logging.getLogger("mulligan")
 
@@ -63,15 +64,15 @@ def default_threads() -> int:
     return max(1, cores() - 1)
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """How the local server runs: `[local]` in mulligan.toml, else the run's own settings."""
+class ServerSettings(LocalSection):
+    """How the local server runs: the `[local]` settings (their one definition), with the
+    run's concurrency for slots when none are given and the context each slot holds."""
 
-    slots: int = 1
-    """Requests served at once (llama.cpp's parallel slots): the run's concurrency by default."""
-    threads: int | None = None
-    """CPU threads; None: `default_threads()`."""
     context_per_slot: int = CONTEXT_PER_SLOT
+
+    @property
+    def slot_count(self) -> int:
+        return self.slots or 1
 
     @property
     def thread_count(self) -> int:
@@ -117,12 +118,12 @@ class LocalServer:
 
     @property
     def slots(self) -> int:
-        return self.settings.slots
+        return self.settings.slot_count
 
     @property
     def context(self) -> int:
         """Tokens of context in all; llama.cpp gives each slot an equal share."""
-        return self.settings.slots * self.settings.context_per_slot
+        return self.settings.slot_count * self.settings.context_per_slot
 
     def flags(self) -> list[str]:
         """The server's flags but for the host and port (the kernel picks a free one)."""

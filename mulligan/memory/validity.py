@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus
 
+__all__ = ["ValidityRules", "apply_outcome", "is_usable"]
+
 ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
-
-
-@dataclass(frozen=True)
-class ValidityRules:
-    validate_after: int = 2
-    """`helped` count (with more help than harm) that makes a candidate validated."""
-    refute_after: int = 3
-    """`hurt` count (with more harm than help) that refutes a lesson."""
-    ttl_days: float | None = None
-    """New lessons expire after this many days (None: never)."""
 
 
 def apply_outcome(lesson: Lesson, passed: bool, rules: ValidityRules) -> LessonStatus | None:

@@ -6,10 +6,11 @@ import ast
 import contextlib
 import re
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator
 
+from mulligan.run_config import Budget
 from mulligan.schema.checks import (
     SELF_TEST,
     CallableCheck,
@@ -48,16 +49,26 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 """Never in an id or a workspace path: a newline splits a line of a report, a NUL a path."""
 
 
-class BudgetOverrides(Record):
-    """Strict numbers: `max_steps: true` is a mistake, not one step."""
+def _overrides_of(budget: type[BaseModel]) -> type[Record]:
+    """A task's own budget: every field of `budget`, optional, with its bounds, and strict
+    (`max_steps: true` is a mistake, not one step)."""
 
-    max_steps: int | None = Field(default=None, gt=0, strict=True)
-    max_tokens: int | None = Field(default=None, gt=0, strict=True)
-    max_seconds: float | None = Field(default=None, gt=0, strict=True)
-    max_cost: float | None = Field(default=None, ge=0, strict=True)
-    max_format_errors: int | None = Field(default=None, gt=0, strict=True)
-    max_repeats: int | None = Field(default=None, gt=0, strict=True)
-    max_reply_tokens: int | None = Field(default=None, gt=0, strict=True)
+    def bounds(info: Any) -> dict[str, Any]:
+        keys = ("ge", "gt", "le", "lt", "allow_inf_nan")
+        return {k: getattr(m, k) for m in info.metadata for k in keys if hasattr(m, k)}
+
+    fields: dict[str, Any] = {
+        name: (
+            Optional[info.annotation],  # noqa: UP045  (a type made at run time)
+            Field(default=None, strict=True, description=info.description, **bounds(info)),
+        )
+        for name, info in budget.model_fields.items()
+    }
+    return create_model("BudgetOverrides", __base__=Record, **fields)
+
+
+class BudgetOverrides(_overrides_of(Budget)):  # type: ignore[misc]
+    """A task's own budget: the run configuration's `Budget` fields, each optional."""
 
 
 class CodeTarget(Record):

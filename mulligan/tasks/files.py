@@ -11,9 +11,9 @@ import pydantic
 import yaml
 
 from mulligan.errors import UserError
+from mulligan.inputs.paths import read_text
 from mulligan.schema import Check, Task
 from mulligan.tasks.validate import task_problems
-from mulligan.validate import read_text
 
 TASK_SUFFIXES = (".yaml", ".yml", ".json")
 

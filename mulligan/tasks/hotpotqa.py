@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Literal
 
 from mulligan.errors import UserError
+from mulligan.inputs.paths import read_text
 from mulligan.schema import ExactMatchCheck, Task
-from mulligan.validate import read_text
 
 INSTRUCTIONS = (
     "Answer the question. Use search[entity] to open a paragraph by its title and "

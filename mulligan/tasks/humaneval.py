@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
+from mulligan.inputs.paths import read_text
 from mulligan.schema import Check, PythonTestsCheck, Task
-from mulligan.validate import read_text
 
 CODE_INSTRUCTIONS = (
     "Complete the following Python function. Reply with the complete function "

@@ -16,7 +16,7 @@ from mulligan.bench.report import write_report
 from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Verdict
-from tests.logged_runs import log_run
+from tests.helpers.logged_runs import log_run
 
 
 def demo_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Attempt, CheckResult, Lesson, Step, Usage, Verdict
-from tests.logged_runs import log_run
+from tests.helpers.logged_runs import log_run
 
 HOSTILE = "<script>window.__pwned=1</script>"
 RUN = "fixture-run"

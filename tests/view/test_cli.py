@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
-from tests.terminal import ctrl_c_reaches_it
+from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.view.made import RUN, make_logged_run
 
 

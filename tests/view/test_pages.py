@@ -23,7 +23,7 @@ from mulligan.view import pages
 from mulligan.view.app import Viewer
 from mulligan.view.bundle import MARK, write_bundle
 from mulligan.view.links import ServerLinks
-from tests.logged_runs import log_run
+from tests.helpers.logged_runs import log_run
 from tests.view.made import CONFIG, EXPECTED, HOSTILE, LESSON, RUN, make_logged_run, verdict
 
 

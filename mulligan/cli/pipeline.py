@@ -1,0 +1,221 @@
+"""The one command pipeline. `run`, `bench` and `solve` state only what differs (their
+tasks, strategies, evaluator, what they print) in a `RunRequest`; everything a run needs
+besides is done here, once, in this order:
+
+    resolve    the run configuration as the run records it (the default temperature)
+    connect    the actor's endpoint (and, where a [reflector] section names one, the
+               reflector's: see `connect_models`)
+    prices     a cost budget needs a known price
+    executor   threads here, or a Ray cluster (its workers build their loops with the
+               same `loop_for` the threads use)
+    memory     the episode log and lesson store the configuration names
+    manifest   the configuration's dump plus the command's selection (lifecycle.manifest)
+    start/end  the run started, or resumed after the manifest check; marked finished,
+               interrupted or failed
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mulligan import strategies as registry
+from mulligan.bench.executors import Executor, open_executor
+from mulligan.build import loop_for
+from mulligan.cli.local import REPORTER
+from mulligan.defaults import DEFAULT_MEMORY
+from mulligan.errors import UserError
+from mulligan.inputs.embedding import embedding_available
+from mulligan.inputs.memory_files import memory_directory, memory_to_read
+from mulligan.lifecycle import lifecycle, manifest, new_run_id
+from mulligan.llm.base import ChatModel
+from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.pricing import require_price_for_cost_budget
+from mulligan.loop import Loop
+from mulligan.memory import Memory, make_embedder
+from mulligan.memory.log import EpisodeLog
+from mulligan.run_config import DETERMINISTIC_TEMPERATURE, REPEATED_TEMPERATURE, RunConfig
+from mulligan.sandbox import Policy
+from mulligan.schema import Task
+
+if TYPE_CHECKING:
+    from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
+
+
+@dataclass
+class RunRequest:
+    """What a command states about its run; the pipeline does the rest."""
+
+    command: str
+    strategies: list[str]
+    selection: dict[str, Any]
+    """The command's own manifest fields (its suite, tasks, seed, ...): compared on resume."""
+    tasks: list[Task] = field(default_factory=list)
+    """The tasks the run may attempt (a task's own cost budget needs a price too)."""
+    resume: str | None = None
+    memory_default: str = DEFAULT_MEMORY
+    executor: str = "threads"
+    ray_address: str | None = None
+    learns: bool = False
+    """The run writes lessons though no strategy of it does (a transfer study's learning)."""
+
+    def uses_store(self) -> bool:
+        return self.learns or any(registry.get(s).uses_store for s in self.strategies)
+
+    def repeats(self, config: RunConfig) -> bool:
+        return config.loop.trials > 1 and any(registry.get(s).repeats for s in self.strategies)
+
+
+def resolved(config: RunConfig, request: RunRequest) -> RunConfig:
+    """The configuration as the run records it: a temperature nobody set is the default for
+    this run (several trials of a strategy that repeats need some variety)."""
+    if config.endpoint.temperature is not None:
+        return config
+    repeated = request.repeats(config)
+    chosen = REPEATED_TEMPERATURE if repeated else DETERMINISTIC_TEMPERATURE
+    why = "the default for repeated trials" if repeated else "the default for one trial"
+    return config.updated("endpoint.temperature", chosen, why)
+
+
+def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
+    """What the run is: `lifecycle.manifest` of the resolved configuration and selection."""
+    own = {"command": request.command, "strategies": request.strategies}
+    return manifest(resolved(config, request), **{**own, **request.selection})
+
+
+def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
+    """The actor's model and the reflector's. The reflector uses the actor's endpoint; a
+    [reflector] section of its own is connected here, and nowhere else."""
+    actor = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
+    reflector = actor
+    return actor, reflector
+
+
+@dataclass
+class Pipeline:
+    """An opened run: its configuration, models, memory, executor and id."""
+
+    config: RunConfig
+    request: RunRequest
+    model: OpenAIChatModel
+    reflector: ChatModel
+    memory: Memory
+    executor: Executor | None
+    run_id: str
+    policy: Policy
+    connected: dict[str, Any] = field(default_factory=dict)
+
+    def manifest(self, **more: Any) -> dict[str, Any]:
+        """The run's manifest (`more`: selection known only once the run is open)."""
+        own = {"command": self.request.command, "strategies": self.request.strategies}
+        return manifest(self.config, **{**own, **self.request.selection, **more, **self.connected})
+
+    def make_loop(self, strategy: str, **more: Any) -> Callable[[], Loop]:
+        """A factory of loops for one strategy (threads call it once each; Ray pickles it)."""
+        config, model, reflector = self.config, self.model, self.reflector
+        memory, run_id, policy = self.memory, self.run_id, self.policy
+        return lambda: loop_for(
+            config, model, strategy, memory, run_id, policy=policy, reflector=reflector, **more
+        )
+
+    @contextmanager
+    def running(self, wanted: dict[str, Any] | None = None, prefix: str = "") -> Iterator[None]:
+        """Start the run (or check that a resume continues it), then mark how it ended."""
+        log, resume = self.memory.log, bool(self.request.resume)
+        with running(log, self.run_id, wanted or self.manifest(), resume, prefix):
+            yield
+
+
+@contextmanager
+def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[Pipeline]:
+    """Connect, check prices, open the executor and the memory; close them at the end."""
+    config = resolved(config, request)
+    if request.uses_store():
+        embedding_available(config.run.embedding)
+    model, reflector = connect_models(config)
+    if config.endpoint.model != model.name:  # the model the endpoint serves, as recorded
+        config = config.updated("endpoint.model", model.name, "the model the endpoint serves")
+    given = config.given("budget.max_cost")
+    require_price_for_cost_budget(model.name, model.price, given, request.tasks)
+    if request.resume:
+        log_to_resume(config, request.resume, request.memory_default)
+    executor = open_executor(
+        request.executor, request.ray_address, concurrency=config.run.concurrency,
+        memory_location=config.run.memory or request.memory_default,
+        uses_store=request.uses_store(),
+    )  # fmt: skip
+    try:
+        memory = open_memory(config, model, default=request.memory_default)
+        if request.uses_store() and executor is None:  # on Ray, the workers open it
+            memory.store  # noqa: B018  a missing embedding model stops the run before any task
+        yield Pipeline(
+            config, request, model, reflector, memory, executor,
+            new_run_id(request.resume), policy.hiding(memory.directory), local_fields(model),
+        )  # fmt: skip
+    finally:
+        if executor:
+            executor.close()
+
+
+@contextmanager
+def running(
+    log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool, prefix: str = ""
+) -> Iterator[None]:
+    """`lifecycle.lifecycle`, telling how to continue a run that was interrupted."""
+    try:
+        with lifecycle(log, run_id, wanted, resume):
+            yield
+    except KeyboardInterrupt:
+        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
+        raise
+
+
+def open_memory(
+    config: RunConfig,
+    endpoint: ChatModel | None = None,
+    default: str = DEFAULT_MEMORY,
+    *,
+    reading: bool = False,
+    existing: bool = False,
+) -> Memory:
+    """The memory the configuration names: a directory, or a chroma URL with the log in
+    `default`, under its validity rules. `reading`: the store opens without an embedding
+    (see `LessonStore.use` to add one). `existing`: a directory must hold a memory already
+    (a command that only reads creates nothing)."""
+    location = config.run.memory or default
+    spec = config.run.embedding
+    rules = config.validity
+
+    def embedder() -> Any:
+        return None if reading else make_embedder(spec, endpoint)  # type: ignore[arg-type]
+
+    memory_directory(location)
+    if existing:
+        memory_to_read(location)
+    remote = location.startswith(("http://", "https://"))
+    if remote:
+        memory_directory(default)
+    directory = default if remote else location
+    try:
+        return Memory(directory, embedder, store=location if remote else None, rules=rules)
+    except OSError as exc:  # e.g. under /proc: the checks above pass, mkdir does not
+        raise UserError(
+            f"--memory {directory}: cannot be created ({exc.strerror}: {exc.filename}); "
+            "pass a directory on an ordinary filesystem"
+        ) from exc
+
+
+def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
+    """`--resume` needs the log that holds the run: refused before anything is created."""
+    location = config.run.memory or default
+    directory = default if location.startswith(("http://", "https://")) else location
+    log = Path(directory).expanduser() / "episodes.db"
+    if not log.exists():
+        raise UserError(
+            f"--resume {run_id}: no episode log at {log}; "
+            "pass the --memory (bench: --out) the run used"
+        )

@@ -1,0 +1,135 @@
+"""The seed scenarios, driven by the scripted model, and the example scripts end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mulligan.actor import Actor, build_tools
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import ToolCall
+from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
+from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel, reply
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def task(task_id: str):  # type: ignore[no-untyped-def]
+    return next(t for t in TASKS if t.id == task_id)
+
+
+def test_weather_both_cities_in_one_turn_then_calculator() -> None:
+    t = task("examples/weather")
+    both = reply(
+        "",
+        ToolCall(id="w1", name="weather", arguments='{"city": "Beijing"}'),
+        ToolCall(id="w2", name="weather", arguments='{"city": "Shanghai"}'),
+    )
+    diff = reply(
+        "", ToolCall(id="c1", name="calculator", arguments='{"expression": "31.0 - 28.5"}')
+    )
+    with ScriptedModel([both, diff, "Beijing is hotter, by 2.5 °C."]) as model:
+        attempt = Actor(model).run(t.id, t.prompt, build_tools(t.tools, extra=EXAMPLE_TOOLS))
+    first = attempt.steps[0].results
+    assert [r.call_id for r in first] == ["w1", "w2"]
+    assert '"high_c": 31.0' in first[0].output and '"high_c": 28.5' in first[1].output
+    assert attempt.steps[1].results[0].output == "2.5"
+    assert attempt.answer == "Beijing is hotter, by 2.5 °C."
+
+
+def test_count_python_files_with_a_read_only_listing(tmp_path: Path) -> None:
+    t = task("examples/count-python-files")
+    for relative, content in (t.workspace or {}).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(content)
+    listing = reply("", ToolCall(id="l", name="list_files", arguments="{}"))
+    with ScriptedModel([listing, "3"]) as model:
+        attempt = Actor(model).run(t.id, t.prompt, build_tools(t.tools, workspace=tmp_path))
+    seen = attempt.steps[0].results[0].output
+    assert sum(line.endswith(".py") for line in seen.splitlines()) == 3
+    assert attempt.answer == "3"
+
+
+def test_paper_year_needs_a_second_precise_search() -> None:
+    t = task("examples/paper-year")
+    broad = reply("", ToolCall(id="s1", name="search", arguments='{"entity": "ExampleAgent"}'))
+    precise = reply(
+        "",
+        ToolCall(
+            id="s2", name="search", arguments='{"entity": "ExampleAgent: Learning from Mistakes"}'
+        ),
+    )
+    look = reply("", ToolCall(id="l1", name="lookup", arguments='{"keyword": "published"}'))
+    with ScriptedModel([broad, precise, look, "2022"]) as model:
+        attempt = Actor(model).run(t.id, t.prompt, build_tools(t.tools, documents=t.documents))
+    hint, record, sentence = (s.results[0].output for s in attempt.steps[:3])
+    assert hint.startswith("Could not find") and "ExampleAgent: Learning from Mistakes" in hint
+    assert "fictional paper" in record
+    assert "2022" in sentence
+    assert attempt.answer == "2022"
+
+
+def run_script(name: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        capture_output=True,
+        text=True,
+        env={**clean, **env},
+        timeout=60,
+    )
+
+
+def test_example_script_runs_against_the_fake_server() -> None:
+    replies = [
+        FakeReply(
+            content=None,
+            tool_calls=[
+                {"name": "weather", "arguments": {"city": "Beijing"}},
+                {"name": "weather", "arguments": {"city": "Shanghai"}},
+            ],
+        ),
+        FakeReply(content="Beijing, by 2.5 degrees."),
+    ]
+    with FakeOpenAIServer(replies) as server:
+        done = run_script("weather.py", {"OPENAI_BASE_URL": server.base_url})
+        assert server.violations == []
+    assert done.returncode == 0, done.stderr
+    assert "answer: Beijing, by 2.5 degrees." in done.stdout
+
+
+def test_example_script_without_endpoint_says_how() -> None:
+    # with the local extra installed (the README's first command) the local model would
+    # answer instead: this is the machine without it, or with it turned off
+    done = run_script("paper_year.py", {"MULLIGAN_LOCAL": "off"})
+    assert done.returncode == 2
+    assert "OPENAI_BASE_URL" in done.stderr
+
+
+def test_reflexion_with_memory_from_python(tmp_path: Path) -> None:
+    """examples/reflexion_memory.py: wrong, reflected on, right; the lesson is in the memory
+    directory afterwards, for the next run."""
+    lesson = "Answer with the capital city, Canberra, not the largest city."
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        first = str(body["messages"][0]["content"])
+        if "You review a failed attempt" in first:
+            diagnosis = "Sydney is the largest city; the capital is Canberra."
+            return FakeReply(content=json.dumps({"diagnosis": diagnosis, "lesson": lesson}))
+        return FakeReply(content="Canberra" if "Canberra" in json.dumps(body) else "Sydney")
+
+    assert len((EXAMPLES / "reflexion_memory.py").read_text().splitlines()) <= 40
+    with FakeOpenAIServer(policy=policy) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "MULLIGAN_EMBEDDING": "hash"}
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / "reflexion_memory.py"), str(tmp_path / "mem")],
+            capture_output=True, text=True, env={**os.environ, **env}, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "trial 1: FAIL 'Sydney'" in done.stdout and "trial 2: PASS 'Canberra'" in done.stdout
+    stored = Memory(tmp_path / "mem", HashEmbedding()).store.all()
+    assert [s.text for s in stored] == [lesson]

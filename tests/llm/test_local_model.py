@@ -1,0 +1,178 @@
+"""The packaged model's parts joined into the cache and checked; `local:PATH`
+checked to be a GGUF file; the one-line errors and notice when no endpoint is set."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from mulligan.errors import UserError
+from mulligan.llm import connect as connect_module
+from mulligan.llm import local_model
+from mulligan.llm.local_model import PackagedModel
+from mulligan.run_config import EndpointSettings
+
+STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
+
+
+class Lines:
+    """A reporter that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.steps: list[tuple[int, int]] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+
+    def progress(self, text: str, done: int, total: int) -> None:
+        self.steps.append((done, total))
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def packaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: list[bytes]) -> PackagedModel:
+    """A model shipped as installed packages `fakepartN/data/partNN.bin`, like the real one."""
+    site = tmp_path / "site"
+    for n, data in enumerate(parts, start=1):
+        folder = site / f"fakepart{n}_{tmp_path.name}"
+        (folder / "data").mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+        (folder / "data" / f"part{n:02d}.bin").write_bytes(data)
+    monkeypatch.syspath_prepend(str(site))
+    whole = b"".join(parts)
+    return PackagedModel(
+        label="Fake-1B",
+        alias="fake-1b",
+        filename="fake.gguf",
+        packages=tuple(f"fakepart{n}_{tmp_path.name}" for n in range(1, len(parts) + 1)),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+    )
+
+
+PARTS = [b"GGUF" + bytes(range(256)) * 40, b"second part " * 900, b"the end"]
+
+
+def test_parts_are_joined_in_order_once_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    told = Lines()
+    joined = local_model.join_default(model, told)
+    assert joined.path == tmp_path / "cache" / "mulligan" / "models" / "fake.gguf"
+    assert joined.path.read_bytes() == b"".join(PARTS)
+    assert (joined.sha256, joined.size) == (model.sha256, model.size)
+    assert told.steps[0] == (0, model.size) and told.steps[-1] == (model.size, model.size)
+    assert len(told.lines) == 1 and "joined and checked fake.gguf" in told.lines[0]
+    stamp = joined.path.stat().st_mtime_ns
+    again = Lines()
+    assert local_model.join_default(model, again).path == joined.path
+    assert again.steps == [] and again.lines == []  # not joined a second time
+    assert joined.path.stat().st_mtime_ns == stamp
+    assert not list(joined.path.parent.glob("*.part"))
+
+
+def test_a_mismatch_is_deleted_and_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    wrong = PackagedModel(**{**model.__dict__, "sha256": "0" * 64})
+    with pytest.raises(UserError, match="nothing was kept") as caught:
+        local_model.join_default(wrong, Lines())
+    assert "pip install" in str(caught.value)
+    assert list((tmp_path / "cache" / "mulligan" / "models").glob("fake.gguf*")) == []
+
+
+def test_a_damaged_joined_file_is_joined_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    joined = local_model.join_default(model, Lines())
+    damaged = bytearray(joined.path.read_bytes())
+    damaged[100] ^= 0xFF  # same size, another checksum
+    joined.path.write_bytes(bytes(damaged))
+    told = Lines()
+    assert local_model.join_default(model, told).path.read_bytes() == b"".join(PARTS)
+    assert told.lines and "joined and checked" in told.lines[0]
+
+
+def test_a_missing_part_names_the_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    gone = PackagedModel(**{**model.__dict__, "packages": (*model.packages, "no_such_part_pkg")})
+    assert not local_model.default_installed(gone)
+    with pytest.raises(UserError) as caught:
+        local_model.join_default(gone, Lines())
+    message = str(caught.value)
+    assert "1 of the 4 parts of Fake-1B" in message
+    assert 'pip install -e ".[local]"' in message and "CMAKE_ARGS" not in message
+
+
+def test_local_path_must_be_a_gguf_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(STANDIN))  # an xllamacpp to find
+    with pytest.raises(UserError, match="no such file"):
+        local_model.resolve(f"local:{tmp_path / 'absent.gguf'}")
+    text = tmp_path / "notes.gguf"
+    text.write_text("hello")
+    with pytest.raises(UserError, match="not a GGUF file"):
+        local_model.resolve(f"local:{text}")
+    good = tmp_path / "Tiny-Model.gguf"
+    good.write_bytes(b"GGUF" + b"\0" * 100)
+    found = local_model.resolve(f"local:{good}")
+    assert found.alias == "tiny-model"
+    assert found.facts() == {
+        "file": "Tiny-Model.gguf",
+        "size": 104,
+        "sha256": hashlib.sha256(good.read_bytes()).hexdigest(),
+    }
+
+
+def test_without_the_extra_the_error_gives_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MULLIGAN_LOCAL", raising=False)
+    monkeypatch.setattr(local_model, "server_installed", lambda: False)
+    with pytest.raises(UserError) as caught:
+        connect_module.connect(EndpointSettings())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("no model endpoint configured")
+    assert 'pip install -e ".[local]"' in message and "--no-cache-dir" not in message
+    assert "Qwen2.5-Coder-1.5B" in message
+
+
+def test_local_model_off_and_a_model_name_without_endpoint_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MULLIGAN_LOCAL", "off")
+    with pytest.raises(UserError, match="MULLIGAN_LOCAL=off keeps the local model off"):
+        connect_module.connect(EndpointSettings())
+    monkeypatch.delenv("MULLIGAN_LOCAL")
+    with pytest.raises(UserError, match="`--model local` runs the local model instead"):
+        connect_module.connect(EndpointSettings(model="gpt-4o"))
+
+
+def test_explicit_local_without_the_server_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_model, "server_installed", lambda: False)
+    with pytest.raises(UserError, match=r"pip install 'xllamacpp==[0-9.]+'. \(a prebuilt wheel\)"):
+        connect_module.connect(EndpointSettings(model=f"local:{tmp_path / 'x.gguf'}"))
+    with pytest.raises(UserError, match="xllamacpp"):
+        connect_module.connect(EndpointSettings(model="local"))
+
+
+def test_the_local_extra_installs_the_default_models_parts() -> None:
+    """pyproject's `local` extra and the packages `join_default` reads are the same list."""
+    from mulligan.config import tomllib
+
+    text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    extra = tomllib.loads(text)["project"]["optional-dependencies"]["local"]
+    assert extra[0] == local_model.SERVER_PACKAGE
+    parts = [line.split("==")[0].replace("-", "_") for line in extra[1:]]
+    assert parts == list(local_model.DEFAULT.packages)

@@ -1,0 +1,184 @@
+"""Lesson counters: no lost update across processes or threads, status from the true counts,
+and counter updates that never re-embed a lesson."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.memory.validity import apply_outcome
+from mulligan.schema import (
+    Attempt,
+    Episode,
+    Lesson,
+    LessonScope,
+    LessonSource,
+    Task,
+)
+from tests.helpers.verdicts import seen
+
+# a hang guard only: these tests start several processes, slow on a loaded machine
+pytestmark = pytest.mark.timeout(600)
+
+TEXTS = {
+    "hurts": "Answer capital questions with the largest city of the country.",
+    "helps": "Check the official government seat before naming a capital city.",
+    "mixed": "Prefer one-word answers when the question asks for one word only.",
+}
+
+
+def seeded(directory: Path, embedder: HashEmbedding | None = None) -> Memory:
+    memory = Memory(directory, embedder or HashEmbedding())
+    for lesson_id, text in TEXTS.items():
+        lesson = Lesson(
+            id=lesson_id,
+            text=text,
+            scope=LessonScope(family="capitals"),
+            source=LessonSource(task_id="elsewhere", model="human"),
+        )
+        assert memory.keep(lesson, persistent=True).id == lesson_id
+    return memory
+
+
+def outcome(memory: Memory, given: list[Lesson], passed: bool, episode_id: str) -> None:
+    """What the loop does after a verdict: log the attempt, count help or harm."""
+    episode = Episode(id=episode_id, task_id="t", strategy="reflexion-memory")
+    memory.start_episode(episode)
+    attempt = Attempt(task_id="t", trial=1, lesson_ids=[lesson.id for lesson in given])
+    memory.finish_attempt(episode, attempt, seen(passed), given)
+
+
+HAMMER = """
+import sys
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import Attempt, CheckResult, Episode, Verdict
+
+
+def seen(passed):
+    check = CheckResult(type="exact_match", name="answer", passed=passed, score=float(passed))
+    return Verdict(passed=passed, score=float(passed), checks=[check])
+
+
+memory = Memory(sys.argv[1], HashEmbedding())
+name, rounds = sys.argv[2], int(sys.argv[3])
+hurts, helps, mixed = memory.lessons(["hurts", "helps", "mixed"])  # loaded once: stale later
+for n in range(rounds):
+    for passed, given in ((True, [helps] + [mixed] * (n % 2)), (False, [hurts] + [mixed] * (1 - n % 2))):
+        episode = Episode(id=f"{name}-{n}-{passed}", task_id="t", strategy="reflexion-memory")
+        memory.start_episode(episode)
+        attempt = Attempt(task_id="t", trial=1, lesson_ids=[x.id for x in given])
+        memory.finish_attempt(episode, attempt, seen(passed), given)
+"""
+
+
+def replayed_status(memory: Memory, lesson_id: str) -> str:
+    """The status the lesson's helped/hurt events give when replayed in the log's order."""
+    lesson = Lesson(id=lesson_id, text="x")
+    for event in memory.log.lesson_events(lesson_id):
+        if event["event"] in ("helped", "hurt"):
+            apply_outcome(lesson, event["event"] == "helped", memory.rules)
+    return lesson.validity.status
+
+
+def assert_every_update_counted(memory: Memory, updates: int) -> None:
+    hurts, helps, mixed = memory.lessons(["hurts", "helps", "mixed"])
+    assert hurts.validity.hurt == updates and hurts.validity.helped == 0
+    assert helps.validity.helped == updates and helps.validity.hurt == 0
+    assert mixed.validity.helped + mixed.validity.hurt == updates
+    assert hurts.validity.status == "refuted"
+    assert helps.validity.status == "validated"
+    assert mixed.validity.status == replayed_status(memory, "mixed")
+    events = [e["event"] for e in memory.log.lesson_events("hurts")]
+    assert events.count("hurt") == updates and events.count("status:refuted") == 1
+    # the store's copy (a cache) says the same as the log
+    cached = {lesson.id: lesson.validity for lesson in memory.store.get(list(TEXTS))}
+    for lesson in (hurts, helps, mixed):
+        assert cached[lesson.id] == lesson.validity
+
+
+def test_three_processes_sharing_one_memory_lose_no_counter_update(tmp_path: Path) -> None:
+    seeded(tmp_path / "mem")
+    rounds = 16
+    hammers = [
+        subprocess.Popen(
+            [sys.executable, "-c", HAMMER, str(tmp_path / "mem"), name, str(rounds)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b", "c")
+    ]
+    for hammer in hammers:
+        _, err = hammer.communicate(timeout=300)
+        assert hammer.returncode == 0, err
+    assert_every_update_counted(Memory(tmp_path / "mem", HashEmbedding()), 3 * rounds)
+
+
+def test_four_threads_in_one_process_lose_no_counter_update(tmp_path: Path) -> None:
+    seeded(tmp_path / "mem")
+    memory = Memory(tmp_path / "mem", HashEmbedding())  # as a new run: its threads open the store
+    rounds = 40
+
+    def one(n: int) -> None:
+        # each loop holds its own copies, as a retrieval gives them
+        hurts, helps, mixed = memory.store.get(["hurts", "helps", "mixed"])
+        outcome(memory, [helps] + [mixed] * (n % 2), True, f"p{n}")
+        outcome(memory, [hurts] + [mixed] * (1 - n % 2), False, f"f{n}")
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(rounds)))
+    assert_every_update_counted(memory, rounds)
+    assert_every_update_counted(Memory(tmp_path / "mem", HashEmbedding()), rounds)
+
+
+def test_a_refuted_lesson_never_comes_back(tmp_path: Path) -> None:
+    memory = seeded(tmp_path / "mem")
+    stale = memory.lessons(["hurts"])[0]  # a copy taken while it was still a candidate
+    for n in range(3):
+        outcome(memory, memory.lessons(["hurts"]), False, f"f{n}")
+    assert memory.lessons(["hurts"])[0].validity.status == "refuted"
+    for n in range(5):  # helps counted on an old copy cannot revive it
+        outcome(memory, [stale], True, f"p{n}")
+    lesson = memory.lessons(["hurts"])[0]
+    assert lesson.validity.status == "refuted" and lesson.validity.helped == 5
+    assert memory.store.get(["hurts"])[0].validity.status == "refuted"
+    task = Task(id="q", family="capitals", prompt=TEXTS["hurts"], checks=[])
+    assert "hurts" not in [found.id for found in memory.retrieve(task, 3)]
+    # even a stale cache entry in the store does not bring it back
+    memory.store.put([stale])
+    assert "hurts" not in [found.id for found in memory.retrieve(task, 3)]
+
+
+class CountingEmbedding(HashEmbedding):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return super().embed(texts)
+
+
+def test_counter_and_status_updates_embed_nothing(tmp_path: Path) -> None:
+    embedder = CountingEmbedding()
+    memory = seeded(tmp_path / "mem", embedder)
+    memory.rules = ValidityRules(validate_after=2, refute_after=3)
+    lessons = memory.lessons(list(TEXTS))
+    before = list(embedder.texts)
+    for n in range(4):
+        outcome(memory, lessons, n % 2 == 0, f"e{n}")
+    memory.supersede(lessons[2], "helps", "e9", 1)
+    memory.retract("hurts")
+    assert embedder.texts == before  # nothing re-embedded
+    cached = {lesson.id: lesson.validity for lesson in memory.store.get(list(TEXTS))}
+    assert cached["helps"].helped == 2 and cached["helps"].hurt == 2
+    assert cached["hurts"].status == "retracted" and cached["mixed"].status == "superseded"
+    task = Task(id="q", family="capitals", prompt="Which city is the capital?", checks=[])
+    found = memory.retrieve(task, 3)
+    assert embedder.texts == [*before, task.prompt]  # the query, and nothing else
+    assert [lesson.id for lesson in found] == ["helps"]
+    assert memory.store.get(["helps"])[0].validity.retrieved == 1

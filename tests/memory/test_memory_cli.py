@@ -1,0 +1,102 @@
+"""The memory commands use the store's own embedding and mostly need none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory.embeddings import EndpointEmbedding, spec_for
+from mulligan.schema import Lesson, LessonScope
+
+
+def a_store(directory: Path, embedder: object) -> Lesson:
+    memory = Memory(directory, embedder)  # type: ignore[arg-type]
+    lesson = Lesson(
+        id="l1",
+        text="Check the empty list before taking its first element.",
+        scope=LessonScope(family="code"),
+    )
+    memory.keep(lesson, persistent=True)
+    return lesson
+
+
+class VectorsOnly:
+    """An endpoint's embeddings, here without an endpoint: a store built 'with openai'."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return HashEmbedding(64).embed(texts)
+
+
+@pytest.fixture
+def no_minilm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Were the default embedding loaded, it would fail: nothing here may need it."""
+    import mulligan.memory.embeddings as embeddings
+
+    def refuse(self: object, *args: object, **kwargs: object) -> None:
+        raise AssertionError("the minilm model was loaded")
+
+    monkeypatch.setattr(embeddings.MiniLMEmbedding, "__init__", refuse)
+    monkeypatch.delenv("MULLIGAN_EMBEDDING", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_list_show_export_stats_need_no_embedding(
+    tmp_path: Path, no_minilm: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_store(tmp_path / "m", EndpointEmbedding(VectorsOnly(), "text-embedding-3-small"))  # type: ignore[arg-type]
+    where = ["--memory", str(tmp_path / "m")]
+    assert main(["memory", "list", *where]) == 0
+    assert "Check the empty list" in capsys.readouterr().out
+    assert main(["memory", "show", "l1", *where]) == 0
+    assert "l1" in capsys.readouterr().out
+    assert main(["memory", "export", *where]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["id"] == "l1"
+    assert main(["memory", "stats", *where]) == 0
+    assert f"1 lessons in {tmp_path / 'm'}" in capsys.readouterr().out
+    assert main(["memory", "retract", "l1", *where]) == 0
+    assert "retracted l1" in capsys.readouterr().out
+
+
+def test_search_uses_the_embedding_the_store_was_built_with(
+    tmp_path: Path, no_minilm: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_store(tmp_path / "m", HashEmbedding())
+    assert (
+        main(["memory", "search", "empty list first element", "--memory", str(tmp_path / "m")]) == 0
+    )
+    assert "Check the empty list" in capsys.readouterr().out
+
+
+def test_an_explicit_other_embedding_is_refused_with_the_one_to_pass(
+    tmp_path: Path, no_minilm: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_store(tmp_path / "m", HashEmbedding(64))
+    status = main(["memory", "search", "x", "--memory", str(tmp_path / "m"), "--embedding", "hash"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "built with the hash-64 embedding; pass --embedding hash:64" in err
+
+
+def test_search_in_a_store_built_on_an_endpoint_says_it_needs_one(
+    tmp_path: Path, no_minilm: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_store(tmp_path / "m", EndpointEmbedding(VectorsOnly(), "small"))  # type: ignore[arg-type]
+    assert main(["memory", "search", "x", "--memory", str(tmp_path / "m")]) == 2
+    assert "--embedding openai needs an endpoint" in capsys.readouterr().err
+
+
+def test_a_remote_store_is_named_by_its_url(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:8000"
+    assert Memory(tmp_path, HashEmbedding(), store=url).where == url
+    assert Memory(tmp_path, HashEmbedding()).where == str(tmp_path)
+
+
+def test_store_names_map_back_to_the_flag_that_builds_them() -> None:
+    assert spec_for("hash-512") == "hash"
+    assert spec_for("hash-64") == "hash:64"
+    assert spec_for("minilm") == "minilm"
+    assert spec_for("openai-text-embedding-3-small") == "openai:text-embedding-3-small"

@@ -1,0 +1,200 @@
+"""The house rules, checked on the source: small files, an import graph without cycles,
+nothing below the CLI importing it, and no strategy compared by name outside strategies/."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "mulligan"
+STRATEGY_NAME = re.compile(
+    r"""["'](react|retry|reflexion|reflexion-memory|repair|memory-frozen)["']"""
+)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def top_level_imports(path: Path, known: set[str]) -> set[str]:
+    """Modules of the package imported when this one loads (not under TYPE_CHECKING, not
+    inside functions)."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    body = [
+        n for n in tree.body if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.dump(n.test))
+    ]
+    for node in body:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if name in known}
+
+
+def test_no_file_is_over_400_lines() -> None:
+    """The package's modules, and the tests, benchmarks and examples beside them."""
+    root = PACKAGE.parent
+    files = [
+        p
+        for top in ("mulligan", "tests", "benchmarks", "examples")
+        for p in (root / top).rglob("*.py")
+    ]
+    long = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in files}
+    assert {name: n for name, n in long.items() if n > 400} == {}
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    found = modules()
+    graph = {name: top_level_imports(path, set(found)) - {name} for name, path in found.items()}
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "open", f"import cycle: {' -> '.join([*trail, name])}"
+        state[name] = "open"
+        for other in sorted(graph[name]):
+            if not name.startswith(other + "."):  # a package's own __init__ is not a cycle
+                visit(other, [*trail, name])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    found = modules()
+    for name, path in found.items():
+        if name == "mulligan.cli" or name.startswith("mulligan.cli."):
+            continue
+        text = path.read_text()
+        assert "mulligan.cli" not in text and "from mulligan import cli" not in text, name
+
+
+def test_no_strategy_is_compared_by_name_outside_strategies() -> None:
+    """The strategy object answers; its name is only a key (the demo's script names the
+    strategies it expects figures for)."""
+    allowed = {"mulligan.bench.demo", "mulligan.loop"}  # the loop's LoopSettings default
+    for name, path in modules().items():
+        if name.startswith("mulligan.strategies") or name in allowed:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if STRATEGY_NAME.search(line) and (
+                "==" in line or "startswith" in line or " in " in line
+            ):
+                raise AssertionError(f"{path.name}:{number} compares a strategy's name: {line}")
+
+
+# ---------------------------------------------------------------- one pipeline, one definition
+
+PIPELINE = "mulligan.cli.pipeline"
+RUN_RECORD = "mulligan.lifecycle"
+
+
+def calls_in(path: Path) -> list[tuple[str, int]]:
+    """The names called in a module (`f(...)`, and `x.f(...)` unless x is a standard
+    module such as sqlite3), with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                if getattr(func.value, "id", "") in ("sqlite3", "socket", "ray"):
+                    continue
+                found.append((func.attr, node.lineno))
+            else:
+                found.append((getattr(func, "id", ""), node.lineno))
+    return found
+
+
+def callers_of(names: set[str], within: str = "mulligan") -> set[str]:
+    return {
+        module
+        for module, path in modules().items()
+        if module.startswith(within) and any(name in names for name, _ in calls_in(path))
+    }
+
+
+def test_only_the_pipeline_connects_opens_the_executor_and_opens_memory_for_a_command() -> None:
+    """Connecting, the executor and the memory are the pipeline's (cli/pipeline.py): the
+    commands ask it; the llm package and the memory package define them."""
+    assert callers_of({"connect", "connect_endpoint"}) - {"mulligan.llm.connect"} == {PIPELINE}
+    assert callers_of({"open_executor"}) == {PIPELINE}
+    assert callers_of({"Memory"}, within="mulligan.cli") == {PIPELINE}
+
+
+def test_only_the_run_record_writes_manifests_and_starts_or_ends_runs() -> None:
+    """A manifest is built in lifecycle.py alone; a run is started and ended there (through
+    `lifecycle`, which the pipeline and a transfer study's learning phase use)."""
+    assert callers_of({"start_run", "end_run", "check_resume"}) - {"mulligan.memory"} == {
+        RUN_RECORD
+    }
+    assert callers_of({"prompt_hashes", "versions"}) == {RUN_RECORD}
+    assert callers_of({"lifecycle"}) == {PIPELINE, "mulligan.bench.transfer"}
+
+
+def test_loops_are_built_in_one_place() -> None:
+    """`build.py` makes every Loop: the commands, studies and Ray workers call `loop_for`."""
+    assert callers_of({"Loop"}) == {"mulligan.build"}
+    assert callers_of({"build_loop"}) == {"mulligan.build"}
+
+
+SETTING_MODULES = {"mulligan.run_config", "mulligan.settings_sections", "mulligan.command_flags"}
+
+
+def setting_names() -> dict[str, set[str]]:
+    """Each section's field names."""
+    from mulligan.settings_fields import settings
+
+    found: dict[str, set[str]] = {}
+    for one in settings():
+        found.setdefault(one.section, set()).add(one.name)
+    return found
+
+
+def test_no_setting_is_defined_twice() -> None:
+    """A setting's type, bounds, default and help are its field's: no other class repeats a
+    section's fields, no flag table exists, and no parser adds a setting's flag by hand (the
+    memory commands' own --memory/--embedding read an existing memory, with their own
+    defaults)."""
+    from mulligan.settings_fields import settings
+
+    names = setting_names()
+    options = {str(one.option) for one in settings() if one.option}
+    by_hand_ok = {"--memory", "--embedding"}
+    for module, path in modules().items():
+        text = path.read_text()
+        assert "FLAG_BOUNDS" not in text, module
+        if module in SETTING_MODULES:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):  # a class repeating a section's fields
+                fields = {
+                    n.target.id
+                    for n in node.body
+                    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                }
+                for section, own in names.items():
+                    repeated = sorted(fields & own)
+                    assert len(repeated) < 2, f"{module}.{node.name} repeats [{section}] {repeated}"
+            adds = isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"
+            if adds and module.startswith("mulligan.cli"):  # mulligan's own commands' parsers
+                given = {a.value for a in node.args if isinstance(a, ast.Constant)}
+                assert not (given & options - by_hand_ok), f"{module}:{node.lineno}: {given}"
+
+
+def test_the_default_temperatures_are_named_once() -> None:
+    pattern = re.compile(r"temperature\s*=\s*0\.\d|REPEATED_TEMPERATURE\s*=|0\.7 if ")
+    for module, path in modules().items():
+        if module == "mulligan.settings_sections":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            assert not pattern.search(line), f"{path.name}:{number}: {line.strip()}"

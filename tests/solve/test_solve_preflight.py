@@ -1,0 +1,105 @@
+"""`solve` runs every check once on the untouched project before attempt 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.solve.test_solve import BUGGY, CHECK, FIXED, make_project, solve_args, solver
+
+
+def no_model_call(body: dict[str, Any]) -> FakeReply:
+    raise AssertionError("the model was called before the checks were known to run")
+
+
+def solve_with(project: Path, tmp_path: Path, *extra: str) -> tuple[int, FakeOpenAIServer]:
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem", *extra)
+        code = main(argv)
+    return code, server
+
+
+@pytest.mark.parametrize(
+    ("check", "said", "fix"),
+    [
+        (
+            "no-such-program-xyz --run",
+            "no-such-program-xyz",
+            "(exit 127); no-such-program-xyz is not installed or not on the PATH",
+        ),
+        ("./run_tests.sh", "./run_tests.sh: Permission denied (exit 126)", "chmod +x"),
+        ("./missing.sh", "(exit 127)", "./missing.sh is not in the project"),
+        ("python3 -m no_such_runner_xyz", "No module named no_such_runner_xyz", "install"),
+        ("sleep 60", "timed out after", "--check-timeout (now 3s)"),
+    ],
+)
+def test_a_check_that_cannot_run_stops_before_any_model_call(
+    check: str, said: str, fix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path / "calc")
+    (project / "run_tests.sh").write_text("#!/bin/sh\npython3 test_calc.py\n")  # not executable
+    timeout = "3" if check.startswith("sleep") else "300"
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem", "--check-timeout", timeout)
+        code = main([check if a == CHECK else a for a in argv])  # the one check
+    captured = capsys.readouterr()
+    assert code == 2
+    assert [b for b in server.requests if "messages" in b] == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{check}"' in lines[0] and said in lines[0] and fix in lines[0]
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_checks_that_already_pass_say_nothing_to_fix_and_exit_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path / "calc")
+    (project / "calc.py").write_text(FIXED)
+    code, server = solve_with(project, tmp_path, "--check", "true")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert server.requests == []
+    assert "nothing to fix" in captured.err
+    assert captured.out == ""
+    assert "run id" not in captured.err  # no run was started
+
+
+def test_attempt_one_is_shown_how_the_checks_fail_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path / "calc")
+    with FakeOpenAIServer(policy=solver(lambda body: True)) as server:
+        code = main(
+            solve_args(server, project, tmp_path / "mem", "--check", "true", "--trials", "1")
+        )
+        first = server.requests[0]
+    assert code == 0, capsys.readouterr().err
+    task = next(m["content"] for m in first["messages"] if m["role"] == "user")
+    # the failing check's own output, from the preflight, before any change
+    assert "$ python3 test_calc.py" in task and "add(2, 3) = -1" in task
+    assert "`true` already passes" in task
+    assert "where paths start: calc.py, test_calc.py" in task
+    # the prompt names the tools and the check to run with them
+    for name in ("read_file", "write_file", "list_files", "shell"):
+        assert name in task
+    assert "python3 test_calc.py" in task.split("already passes")[-1]
+
+
+def test_a_program_found_outside_the_box_is_named_in_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mulligan.solve import _not_started
+
+    tools = tmp_path / "private-bin"
+    tools.mkdir()
+    (tools / "mytool").write_text("#!/bin/sh\n")
+    (tools / "mytool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    said = _not_started("mytool", tmp_path)
+    assert f"outside the box it is {tools / 'mytool'}" in said and "/usr/bin/python3" in said

@@ -1,0 +1,143 @@
+"""The benchmark loaders against the real data: reference solutions pass, empty ones fail."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+from pathlib import Path
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.evaluator import Evaluator
+from mulligan.evaluator.normalize import exact_match
+from mulligan.schema import Attempt, Task, Verdict
+from mulligan.tasks.suites import load_suite, select
+from mulligan.testing import FakeOpenAIServer, FakeReply
+
+DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+MBPP = DATASETS / "mbpp-py.jsonl"
+HOTPOT = DATASETS / "hotpot_dev_distractor_sample100.json"
+needs_data = pytest.mark.skipif(
+    not DATASETS.exists(), reason="../shared/datasets is not beside the repo"
+)
+
+
+def judge_all(tasks: list[Task], answers: list[str]) -> list[Verdict]:
+    evaluator = Evaluator()
+
+    def one(pair: tuple[Task, str]) -> Verdict:
+        task, answer = pair
+        return evaluator.evaluate(task, Attempt(task_id=task.id, answer=answer))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return list(pool.map(one, zip(tasks, answers, strict=True)))
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+@pytest.mark.timeout(600)  # 656 boxed runs; a loaded machine needs longer than the default
+def test_humaneval_canonical_solutions_pass_and_empty_bodies_fail() -> None:
+    tasks = load_suite("humaneval").tasks
+    assert len(tasks) == 164
+    assert all(t.checks[-1].visibility == "hidden" for t in tasks)
+    assert sum(len(t.checks) == 2 for t in tasks) >= 125  # docstring examples as feedback
+    canonical = [
+        fenced(t.metadata["signature_prompt"] + t.metadata["canonical_solution"]) for t in tasks
+    ]
+    passed = judge_all(tasks, canonical)
+    assert [t.id for t, v in zip(tasks, passed, strict=True) if not v.passed] == []
+    empty = [fenced(t.metadata["signature_prompt"] + "    pass\n") for t in tasks]
+    failed = judge_all(tasks, empty)
+    assert sum(not v.passed for v in failed) == 164
+    assert all(not v.checks[-1].passed for v in failed)  # the hidden tests themselves fail
+
+
+def test_humaneval_feedback_never_contains_hidden_tests() -> None:
+    task = load_suite("humaneval").tasks[0]
+    verdict = judge_all(
+        [task], [fenced("def has_close_elements(numbers, threshold):\n    return True")]
+    )[0]
+    assert not verdict.passed
+    hidden_source = task.checks[-1].tests  # type: ignore[union-attr]
+    assert "METADATA" in hidden_source and "METADATA" not in verdict.feedback
+    assert (
+        "FAILED: assert has_close_elements([1.0, 2.0, 3.0], 0.5) == False -- got True"
+        in verdict.feedback
+    )
+
+
+@needs_data
+@pytest.mark.timeout(600)  # 794 boxed runs
+def test_mbpp_loads_and_empty_bodies_fail() -> None:
+    tasks = load_suite("mbpp", data=str(MBPP)).tasks
+    assert len(tasks) == 397
+    first = tasks[0]
+    assert first.checks[0].tests == "assert volume_cube(3) == 27"  # type: ignore[union-attr]
+    assert first.checks[1].visibility == "hidden"
+    empty = [fenced(t.metadata["signature_prompt"] + "    pass\n") for t in tasks]
+    assert sum(not v.passed for v in judge_all(tasks, empty)) == 397
+    right = judge_all([first], [fenced("def volume_cube(l: int) -> int:\n    return l ** 3")])[0]
+    assert right.passed
+
+
+@needs_data
+def test_hotpotqa_gold_answers_score_100_percent_em() -> None:
+    tasks = load_suite("hotpotqa", data=str(HOTPOT)).tasks
+    assert len(tasks) == 100
+    gold = [t.metadata["answer"] for t in tasks]
+    verdicts = judge_all(tasks, gold)
+    assert sum(v.passed for v in verdicts) == 100
+    assert all(len(t.documents or {}) >= 2 for t in tasks)
+    wrong = judge_all(tasks[:1], ["definitely not it"])[0]
+    assert not wrong.passed and gold[0] not in wrong.feedback  # success/failure only
+    hidden = load_suite("hotpotqa", data=str(HOTPOT), feedback="hidden").tasks[0]
+    assert hidden.checks[0].visibility == "hidden"
+    assert exact_match(gold[0], gold[0])
+
+
+def test_selection_flags() -> None:
+    tasks = load_suite("humaneval").tasks
+    assert [t.id for t in select(tasks, limit=2)] == ["HumanEval/0", "HumanEval/1"]
+    assert [t.id for t in select(tasks, ids=["HumanEval/5", "HumanEval/3"])] == [
+        "HumanEval/5",
+        "HumanEval/3",
+    ]
+    assert select(tasks, sample=5, seed=1) == select(tasks, sample=5, seed=1)
+    assert select(tasks, sample=5, seed=1) != select(tasks, sample=5, seed=2)
+
+
+def test_run_humaneval_limit_3_against_the_fake_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = load_suite("humaneval").tasks[:3]
+    solutions = {
+        t.id: t.metadata["signature_prompt"] + t.metadata["canonical_solution"] for t in tasks
+    }
+
+    def policy(body: dict) -> FakeReply:  # type: ignore[type-arg]
+        prompt = body["messages"][1]["content"]
+        # solve the first two problems, answer the third with a stub
+        for task_id, code in list(solutions.items())[:2]:
+            entry = tasks[int(task_id.split("/")[1])].metadata["entry_point"]
+            if f"def {entry}(" in prompt:
+                return FakeReply(content=fenced(code))
+        return FakeReply(content=fenced("def below_zero(x):\n    return None"))
+
+    common = ["--base-url", "", "--memory", str(tmp_path / "mem"), "--embedding", "hash"]
+    with FakeOpenAIServer(policy=policy) as server:
+        common[1] = server.base_url
+        assert main(["run", "humaneval", "--limit", "3", *common]) == 1  # one task failed
+        out = capsys.readouterr().out
+        assert "PASS HumanEval/0" in out and "PASS HumanEval/1" in out and "FAIL HumanEval/2" in out
+        assert "passed 2/3" in out
+        assert main(["run", "humaneval", "--limit", "3", "--json", *common]) == 1
+        assert server.violations == []
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["passed"] for line in lines] == [True, True, False]
+    attempt = lines[0]["attempts"][0]
+    assert set(attempt) == {"trial", "stop_reason", "answer", "usage", "verdict"}
+    assert set(attempt["verdict"]) == {"passed", "score", "checks", "feedback"}
+    assert lines[0]["strategy"] == "react"
