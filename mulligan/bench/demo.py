@@ -158,6 +158,9 @@ EXPECTED = {
 """Cumulative tasks solved by trial 1, 2, 3 that the script implies (3 trials)."""
 
 
+DEMO_ENDPOINT = "the package's fake endpoint on 127.0.0.1"
+
+
 def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
     """The study `mulligan demo` runs: each strategy's scripted endpoint (its memory should
     embed by hashing: see DEMO_EMBEDDING)."""
@@ -192,5 +195,10 @@ def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
         memory=memory,
         config=config,
         seed=seed,
-        info={"suite": "demo", "scripted": True, "label": DEMO_LABEL},
+        info={
+            "suite": "demo",
+            "scripted": True,
+            "label": DEMO_LABEL,
+            "endpoint": DEMO_ENDPOINT,  # one per strategy, on ports that change from run to run
+        },
     )

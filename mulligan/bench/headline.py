@@ -12,6 +12,7 @@ from mulligan import strategies
 from mulligan.bench.paired import bootstrap_difference, mcnemar_exact, pair_table
 from mulligan.bench.stats import RunStats, StrategyStats
 from mulligan.bench.tables import p_text, stop_rule, submitted_passed
+from mulligan.lifecycle import configured
 
 CLEAR = 0.05
 """A paired difference is clear when its exact McNemar p is below this and its bootstrap
@@ -73,11 +74,13 @@ def compare(a: StrategyStats, b: StrategyStats, seed: int) -> Comparison | None:
 def setup_line(stats: RunStats) -> str:
     """Model and endpoint, suite and n, trials and stopping rule, strategies."""
     m = stats.manifest
-    model = m.get("model") or "an unnamed model"
+    model = configured(m, "endpoint", "model") or "an unnamed model"
     local = m.get("local_model")
     if isinstance(local, dict) and local.get("name"):
         model = f"{model} (file {local['name']})"
-    endpoint = m.get("endpoint") or "an unrecorded endpoint"
+    endpoint = (
+        m.get("endpoint") or configured(m, "endpoint", "base_url") or "an unrecorded endpoint"
+    )
     n = len(stats.task_ids) or max((s.tasks for s in stats.strategies), default=0)
     unfinished = [f"{s.label} {s.tasks} of {n}" for s in stats.strategies if s.tasks < n]
     finished = f" (finished: {', '.join(unfinished)})" if unfinished else ""

@@ -58,7 +58,7 @@ def run_summary(row: RunRow) -> dict[str, Any]:
         "strategies": ", ".join(strategies) or "-",
         "stop": configured(m, "loop", "stop", "oracle"),
         "trials": configured(m, "loop", "trials", "-"),
-        "model": m.get("model") or "-",
+        "model": configured(m, "endpoint", "model") or "-",
         "started": row.started_at,
         "ended": row.ended_at,
         "status": row.status,
