@@ -13,6 +13,7 @@ from mulligan import strategies
 from mulligan.actor import Actor, ActorSettings
 from mulligan.actor.tools import Approver
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -30,18 +31,22 @@ def build_loop(
     approve: Approver | None = None,
     evaluator: Evaluator | None = None,
     policy: Policy | None = None,
+    feedback: ChatModel | None = None,
 ) -> Loop:
     """One model as actor, judge and reflector (the reflector only for strategies that
     reflect). `evaluator`: another one (solve's records each attempt's changes); `policy`:
-    what the box hides (the suite's answers, config files; the memory is added)."""
+    what the box hides (the suite's answers, config files; the memory is added);
+    `feedback`: a model of its own for the reflector and a selection's inputs."""
     settings = settings or LoopSettings()
-    reflects = strategies.get(settings.strategy).reflects
+    strategy = strategies.get(settings.strategy)
+    reflects, feedback = strategy.reflects, feedback or model
     return Loop(
         actor=Actor(model, actor_settings or ActorSettings(), approve=approve),
         evaluator=evaluator or Evaluator(judge=model),
         settings=settings,
-        reflector=Reflector(model) if reflects else None,
+        reflector=Reflector(feedback) if reflects else None,
         memory=memory,
         run_id=run_id,
         policy=policy or Policy(),
+        selector=Selector(feedback, settings.separate) if strategy.draws_candidates else None,
     )

@@ -68,6 +68,7 @@ class LoopSection(Section):
     carried_reflections: int = Field(default=3, ge=0)
     min_similarity: float = Field(default=MIN_SIMILARITY, ge=-1, le=1)
     self_tests: int = Field(default=0, ge=0)
+    separate: bool = False
 
 
 class RunSection(Section):
@@ -136,6 +137,7 @@ class RunConfig(BaseModel):
         """The loop's settings for one strategy (`more`: what the command adds, such as
         extra tools or where attempts work)."""
         chosen = self.loop.model_dump(exclude={"self_tests"})
+        more = {"concurrency": self.run.concurrency, **more}  # a selection's candidates at once
         return LoopSettings(strategy=strategy, **chosen, **more)
 
     def manifest(self) -> dict[str, Any]:

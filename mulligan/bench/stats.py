@@ -243,8 +243,19 @@ def by_budget(episode: Episode, trials: int) -> list[AtBudget]:
         if end + 1 < len(episode.attempts):
             tokens -= episode.attempts[end].usage_by_role.get("reflector", Usage()).total_tokens
         anyone = any(v.passed for v in verdicts[:made])
+        if episode.selection is not None:  # every candidate drawn, then one submitted
+            end, tokens = _selected(episode, made)
         found.append(AtBudget(budget, end + 1, verdicts[end].passed, anyone, tokens))
     return found
+
+
+def _selected(episode: Episode, made: int) -> tuple[int, int]:
+    """(the index a selection submits among the first `made` candidates, their tokens)."""
+    picks = episode.selection.picks if episode.selection else []
+    trial = picks[min(made, len(picks)) - 1] if picks else episode.attempts[made - 1].trial
+    trials = [a.trial for a in episode.attempts]
+    end = trials.index(trial) if trial in trials else made - 1
+    return end, sum(a.usage.total_tokens for a in episode.attempts[:made])
 
 
 def same_answer(a: str | None, b: str | None) -> bool:

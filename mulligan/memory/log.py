@@ -206,7 +206,7 @@ class EpisodeLog:
             self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
         )
         verdicts = [Verdict.model_validate_json(a["verdict"]) for a in attempts]
-        return Episode(
+        episode = Episode(
             id=row["id"],
             run_id=row["run_id"] or "",
             task_id=row["task_id"],
@@ -214,8 +214,9 @@ class EpisodeLog:
             attempts=[Attempt.model_validate_json(a["record"]) for a in attempts],
             verdicts=verdicts,
             lessons_written=json.loads(row["lessons_written"] or "[]"),
-            passed=bool(verdicts) and verdicts[-1].passed,  # the submitted answer's score
         )
+        episode.passed = bool(verdicts) and verdicts[episode.submitted].passed  # its score
+        return episode
 
     @_serialized
     def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
