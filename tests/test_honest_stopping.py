@@ -101,7 +101,7 @@ def selection_policy() -> Callable[[dict[str, Any]], FakeReply]:
         text = body["messages"][-1]["content"]
         if "to compare what they do" in text:
             return FakeReply(content=json.dumps({"inputs": [[1, 2], [150, 1]]}))
-        if "Program A" in text:
+        if "Program A (quoted)" in text:
             return FakeReply(content=json.dumps({"input": [200, 1], "output": 201}))
         return FakeReply(content=CODE if next(drawn) % 2 else CODE.replace("0\n", "-1\n"))
 

@@ -16,8 +16,7 @@ from mulligan.strategies.select import SELECT
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
-    s.name: s
-    for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT)
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT)
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
