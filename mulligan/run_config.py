@@ -57,6 +57,21 @@ class EndpointSettings(Section):
         return url
 
 
+class ReflectorSettings(Section):
+    """A feedback model of its own for the reflector, the self-test writer, a selection's
+    input writer and the curator (unset: the actor's model); its base URL and key default to
+    the endpoint's. `local` or `local:PATH.gguf` runs it on this machine."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _is_http(cls, url: str | None) -> str | None:
+        return EndpointSettings._is_http(url)
+
+
 class ActorSection(Section):
     protocol: Literal["native", "text"] = "native"
 
@@ -91,6 +106,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
+    reflector: ReflectorSettings = Field(default_factory=ReflectorSettings)
     actor: ActorSection = Field(default_factory=ActorSection)
     budget: Budget = Field(default_factory=Budget)
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
@@ -164,6 +180,9 @@ FLAG_NAMES = {
     "compression.threshold_tokens": "compress_at",
     "compression.summary_max_tokens": "summary_cap",
     "validity.ttl_days": "lesson_ttl_days",
+    "reflector.model": "reflector_model",
+    "reflector.base_url": "reflector_base_url",
+    "reflector.api_key": "reflector_api_key",
 }
 """A setting's flag (argparse dest) where it is not the field's own name."""
 NO_FLAG = {

@@ -60,6 +60,9 @@ class Study:
     """Extra manifest fields: suite, endpoint, temperature, labels."""
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
+    feedback_model: ChatModel | None = None
+    """A model of its own for the reflector, the self-tests and a selection's inputs
+    (`--reflector-model`; None: each strategy's own model)."""
     first_from: str | None = None
     """Another run in the same log whose trial 1s this study's strategies that start without
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
@@ -85,6 +88,7 @@ class Study:
             design=self.design,
             first_attempt_from=first_attempt_source(self.strategies, self.design),
             first_attempt_run=self.first_from,
+            **({"reflector_model": self.feedback_model.name} if self.feedback_model else {}),
             **self.info,
         )
 
@@ -107,7 +111,9 @@ class Study:
         prepare = None
         if self.config.loop.self_tests:
             hidden = self.policy.hiding(self.memory.directory)
-            writer = SelfTestWriter(self.model_for(self.strategies[0]), hidden)
+            writer = SelfTestWriter(
+                self.feedback_model or self.model_for(self.strategies[0]), hidden
+            )
             prepare = self_tests_for(
                 self.memory.log, first_run, writer, self.config.loop.self_tests
             )
@@ -184,4 +190,7 @@ class Study:
         settings = self.config.loop_settings(strategy, extra_tools=self.extra_tools)
         actor = self.config.actor_settings()
         model = self.model_for(strategy)
-        return build_loop(model, settings, actor, self.memory, run_id, policy=self.policy)
+        return build_loop(
+            model, settings, actor, self.memory, run_id,
+            policy=self.policy, feedback=self.feedback_model,
+        )  # fmt: skip

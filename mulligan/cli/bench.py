@@ -30,7 +30,7 @@ from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, new_run_id
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.curator import CuratorSettings
@@ -201,9 +201,11 @@ def _bench(
         },
         executor=executor,
         first_from=args.first_from,
+        feedback_model=connect_feedback(config.reflector, config.endpoint, REPORTER),
     )
     try:
-        studied = TransferStudy(study, transfer, model) if transfer else study
+        curator = study.feedback_model or model
+        studied = TransferStudy(study, transfer, curator) if transfer else study
         run_study(studied, new_run_id(args.resume), bool(args.resume), out)
     finally:
         if executor:

@@ -14,7 +14,7 @@ from mulligan.config import load_config
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.run_config import every_path
 
-SECRET = ("endpoint.api_key",)
+SECRET = ("endpoint.api_key", "reflector.api_key")
 
 
 def shown(key: str, value: Any) -> Any:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from mulligan.cli import style as cli_style
+from mulligan.cli.feedback_flags import add_feedback_flags
 from mulligan.defaults import (
     CARRY_MODES,
     DATA_ENV,
@@ -172,6 +173,7 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
     group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
     add_mcp_flag(parser)
     add_endpoint_flags(parser)
+    add_feedback_flags(parser)
     add_budget_flags(parser)
 
 

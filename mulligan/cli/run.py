@@ -19,7 +19,7 @@ from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.run_config import RunConfig
 from mulligan.schema import Episode, Task
@@ -101,7 +101,8 @@ def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, su
                 print(marked(line), flush=True)
 
     policy = suite.hidden(config.policy())  # the answers and settings files stay out of the box
-    writer = SelfTestWriter(model, policy.hiding(memory.directory))
+    feedback = connect_feedback(config.reflector, config.endpoint, REPORTER)
+    writer = SelfTestWriter(feedback or model, policy.hiding(memory.directory))
     try:
         with lifecycle(memory.log, run_id, wanted, bool(args.resume)):
             print(f"run id: {run_id}", file=sys.stderr)
@@ -114,6 +115,7 @@ def _run_suite(args: argparse.Namespace, config: RunConfig, model: ChatModel, su
                         memory,
                         run_id,
                         policy=policy,
+                        feedback=feedback,
                     ),
                     suite.tasks,
                     run_id=run_id,

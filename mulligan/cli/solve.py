@@ -28,7 +28,7 @@ from mulligan.config import load_config
 from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, manifest, new_run_id
-from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
 from mulligan.run_config import RunConfig
@@ -168,6 +168,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
             approve=approve,
             evaluator=ChangeRecordingEvaluator(copies, model, progress(memory)),
             policy=policy,
+            feedback=connect_feedback(config.reflector, config.endpoint, REPORTER),
         )
         wanted = manifest(
             config,
