@@ -11,7 +11,7 @@ from typing import Any
 from mulligan.errors import UserError
 from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
+from mulligan.schema import Episode, Role, Selection, Usage, Verdict, add_by_role
 from mulligan.strategies.stopping import HONEST
 
 
@@ -72,6 +72,8 @@ class StrategyStats:
     """Later trials whose answer was the previous trial's answer again, whitespace aside."""
     self_tested: SelfTestCounts = field(default_factory=lambda: SelfTestCounts())
     """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
+    selections: list[Selection] = field(default_factory=list)
+    """A selection strategy's record of each episode: how it chose."""
 
     @property
     def label(self) -> str:
@@ -185,6 +187,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             stats.add(attempt.usage, attempt.usage_by_role)
             stats.seconds += attempt.seconds
         count_later_trials(stats, episode)
+        stats.selections += [episode.selection] if episode.selection else []
         stats.lessons["written"] = stats.lessons.get("written", 0) + len(episode.lessons_written)
         for event in events.get(episode.id, []):
             key = {

@@ -112,7 +112,8 @@ def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
     }
     legacy = any(unsplit.values())
-    roles = ROLES + (("tester",) if any("tester" in s.by_role for s in stats.strategies) else ())
+    extra: tuple[Role, ...] = ("tester", "selector")
+    roles = ROLES + tuple(r for r in extra if any(r in s.by_role for s in stats.strategies))
     header = ["strategy"] + [f"{role} tok/task" for role in roles]
     header += ["unsplit tok/task"] if legacy else []
     header += [f"{role} $/task" for role in roles]
