@@ -6,17 +6,20 @@ the model writes; the episode's score is the submitted candidate's hidden verdic
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from pathlib import Path
 
 from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
 from mulligan.build import build_loop
 from mulligan.evaluator.selector import Selector
+from mulligan.llm.base import Message
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.run_config import LoopSection, RunConfig
-from mulligan.schema import ExactMatchCheck, PythonTestsCheck, Task
+from mulligan.schema import Episode, ExactMatchCheck, PythonTestsCheck, Task
 from mulligan.testing import ScriptedModel
 
 
@@ -41,7 +44,9 @@ def task(*visible: str, hidden: str = "assert f(3) == 6") -> Task:
     )
 
 
-def run(replies: list[str], the_task: Task, trials: int = 3, separate: bool = False):  # type: ignore[no-untyped-def]
+def run(
+    replies: list[str], the_task: Task, trials: int = 3, separate: bool = False
+) -> tuple[Episode, ScriptedModel]:
     model = ScriptedModel(replies)
     settings = LoopSettings(strategy="select", trials=trials, separate=separate)
     episode = build_loop(model, settings).run_episode(the_task)
@@ -174,3 +179,37 @@ def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
     assert stats["select"].any_by_trial == [0, 1, 1]
     logged = memory.log.episode("r:select:double")
     assert logged is not None and logged.passed and logged.submitted == 1
+
+
+def test_the_candidates_are_drawn_at_once() -> None:
+    """Each actor call waits until all three candidates are in flight: drawn one after
+    another, the first would wait alone and its call would fail."""
+    barrier = threading.Barrier(3, timeout=20)
+
+    def policy(messages: list[Message], tools: object) -> str:
+        if "to compare what they do" in str(messages[-1]["content"]):
+            return inputs(1)
+        barrier.wait()
+        return code("return x * 2")
+
+    model = ScriptedModel(policy=policy)
+    settings = LoopSettings(strategy="select", trials=3, concurrency=3)
+    episode = build_loop(model, settings).run_episode(task())
+    assert [a.stop_reason for a in episode.attempts] == ["answered"] * 3
+    assert [a.trial for a in episode.attempts] == [1, 2, 3] and episode.passed
+
+
+def test_a_resumed_episode_draws_only_the_missing_candidates(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    settings = LoopSettings(strategy="select", trials=3)
+    broken = ScriptedModel([code("return x + 1"), code("return x * 2"), RuntimeError("crash")])
+    with contextlib.suppress(RuntimeError):
+        build_loop(broken, settings, memory=memory).run_episode(task(), "e1")
+    logged = memory.log.episode("e1")
+    assert logged is not None and len(logged.attempts) == 2 and not memory.log.is_finished("e1")
+    again = ScriptedModel([code("return x * 2"), inputs(1, 5)])
+    episode = build_loop(again, settings, memory=memory).run_episode(task(), "e1")
+    again.assert_done()
+    assert [a.trial for a in episode.attempts] == [1, 2, 3]
+    assert episode.selection is not None and episode.selection.clusters == [[2, 3], [1]]
+    assert memory.log.is_finished("e1") and episode.passed
