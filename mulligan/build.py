@@ -17,6 +17,7 @@ from mulligan import strategies
 from mulligan.actor import Actor, ActorSettings
 from mulligan.actor.tools import Approver
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
@@ -37,20 +38,22 @@ def build_loop(
     policy: Policy | None = None,
     reflector: ChatModel | None = None,
 ) -> Loop:
-    """One model as actor and judge, and as reflector unless `reflector` is another (the
-    reflector only for strategies that reflect). `evaluator`: another one (solve's records
-    each attempt's changes); `policy`: what the box hides (the suite's answers, config
-    files; the memory is added)."""
+    """One model as actor and judge, and as the feedback model unless `reflector` is
+    another: the reflector (only for strategies that reflect) and a selection's input writer.
+    `evaluator`: another one (solve's records each attempt's changes); `policy`: what the box
+    hides (the suite's answers, config files; the memory is added)."""
     settings = settings or LoopSettings()
-    reflects = strategies.get(settings.strategy).reflects
+    strategy = strategies.get(settings.strategy)
+    reflects, feedback = strategy.reflects, reflector or model
     return Loop(
         actor=Actor(model, actor_settings or ActorSettings(), approve=approve),
         evaluator=evaluator or Evaluator(judge=model),
         settings=settings,
-        reflector=Reflector(reflector or model) if reflects else None,
+        reflector=Reflector(feedback) if reflects else None,
         memory=memory,
         run_id=run_id,
         policy=policy or Policy(),
+        selector=Selector(feedback, settings.separate) if strategy.draws_candidates else None,
     )
 
 

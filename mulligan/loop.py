@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from mulligan.actor import Actor, Tool, build_tools
 from mulligan.carry import unseen
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.run_config import LoopSection
@@ -39,6 +41,8 @@ class LoopSettings(LoopSection):
 
     strategy: str = "reflexion"
     retrieved_lessons: int = Field(default=3, ge=0)
+    concurrency: int = Field(default=1, ge=1)
+    """A selection strategy's candidates drawn at once (the run's concurrency)."""
     extra_tools: list[Tool] = Field(default_factory=list)
     workspace_for: Callable[[Task], AbstractContextManager[Path | None]] | None = None
 
@@ -66,6 +70,9 @@ class Loop:
     reflector: Reflector | None = None
     memory: Memory | None = None
     run_id: str = ""
+    selector: Selector | None = None
+    """Submits one of a selection strategy's candidates (default: the actor's model writes
+    its inputs)."""
     policy: sandbox.Policy = field(default_factory=sandbox.Policy)
     """What the box hides from the code attempts and checks run (the suite's answers, the
     config files); the memory's directory is added."""
@@ -93,6 +100,8 @@ class Loop:
         if self.memory and pending:  # a crash cut it short
             given = self.memory.lessons(episode.attempts[-1].lesson_ids)
             reflections += self._after(task, episode, given, len(episode.attempts) >= trials)
+        if strategy.draws_candidates:  # all at once, then one is submitted by selection
+            return self._draw_and_select(task, episode, trials, first)
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
@@ -133,6 +142,36 @@ class Loop:
                 resume=self._unfinished(episode.id, trial),
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
+
+    def _draw_and_select(
+        self, task: Task, episode: Episode, trials: int, first: tuple[Attempt, Verdict] | None
+    ) -> Episode:
+        """Independent candidates (trial 1 may be the shared one), then the selector's pick:
+        the episode's score is that candidate's hidden verdict."""
+
+        def draw(trial: int) -> tuple[Attempt, Verdict]:
+            if first and trial == 1:
+                return first[0].shared(), first[1].model_copy(deep=True)
+            return self._attempt(task, episode, trial, [], [], "")
+
+        missing = range(len(episode.attempts) + 1, trials + 1)
+        with ThreadPoolExecutor(max(1, min(self.settings.concurrency, len(missing)))) as pool:
+            for attempt, verdict in pool.map(draw, missing):
+                episode.attempts.append(attempt)
+                episode.verdicts.append(verdict)
+                if self.memory:
+                    self.memory.finish_attempt(episode, attempt, verdict, [])
+        selector = self.selector or Selector(self.actor.model, self.settings.separate)
+        last = episode.attempts[-1]
+        last.selection, spent = selector.select(
+            task, episode.attempts, episode.verdicts, self.policy
+        )
+        last.charge("selector", spent)
+        episode.passed = episode.verdicts[episode.submitted].passed
+        if self.memory:
+            self.memory.log_charges(episode)
+            self.memory.finish_episode(episode)
+        return episode
 
     # ------------------------------------------------------------ what differs
 

@@ -44,6 +44,7 @@ from mulligan.settings_sections import (
     EndpointSettings,
     LocalSection,
     LoopSection,
+    ReflectorSettings,
     RunSection,
     Section,
     ValidityRules,
@@ -58,7 +59,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
     "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
-    "EndpointSettings", "LocalSection", "LoopSection", "RunConfig", "RunSection", "Section",
+    "EndpointSettings", "LocalSection", "LoopSection", "ReflectorSettings", "RunConfig",
+    "RunSection", "Section",
     "ValidityRules",
 ]  # fmt: skip
 
@@ -67,6 +69,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
+    reflector: ReflectorSettings = Field(default_factory=ReflectorSettings)
     actor: ActorSection = Field(default_factory=ActorSection)
     budget: Budget = Field(default_factory=Budget)
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
@@ -119,6 +122,7 @@ class RunConfig(BaseModel):
         extra tools or where attempts work)."""
         from mulligan.loop import LoopSettings
 
+        more = {"concurrency": self.run.concurrency, **more}  # a selection's candidates at once
         return LoopSettings(strategy=strategy, **self.loop.model_dump(), **more)
 
     def local_server(self) -> ServerSettings:
@@ -144,7 +148,7 @@ class RunConfig(BaseModel):
         return dump
 
 
-SECRETS = ("endpoint.api_key",)
+SECRETS = ("endpoint.api_key", "reflector.api_key")
 """Settings a manifest, `config show` and the settings reference never show."""
 SECTIONS = tuple(RunConfig.model_fields)
 

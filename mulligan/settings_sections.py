@@ -93,6 +93,34 @@ class EndpointSettings(Section):
         return url
 
 
+class ReflectorSettings(Section):
+    """A feedback model of its own for the reflector, the self-test writer, a selection's
+    input writer and the curator (unset: the actor's model); its base URL and key default to
+    the endpoint's. `local` or `local:PATH.gguf` runs it on this machine."""
+
+    model: str | None = Field(
+        default=None,
+        json_schema_extra=FLAG("reflector_model"),
+        description="a model of its own for the reflector, self-tests, selection inputs and "
+        "curator (default: the actor's); `local` or `local:PATH.gguf` runs it on this CPU",
+    )
+    base_url: str | None = Field(
+        default=None,
+        json_schema_extra=FLAG("reflector_base_url"),
+        description="its endpoint (default: the endpoint's)",
+    )
+    api_key: str | None = Field(
+        default=None,
+        json_schema_extra=FLAG("reflector_api_key"),
+        description="its API key (default: the endpoint's)",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _is_http(cls, url: str | None) -> str | None:
+        return EndpointSettings._is_http(url)
+
+
 class ActorSection(Section):
     """How the actor talks to the model."""
 
@@ -213,6 +241,10 @@ class LoopSection(Section):
         ge=0,
         description="before trial 1 the model writes up to N asserts from the prompt alone; "
         "they are visible checks of every attempt (Reflexion's internal tests; code tasks)",
+    )
+    separate: bool = Field(
+        default=False,
+        description="select: two tied finalists are told apart by an input the model writes (S*)",
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from mulligan.bench import plots, transfer_report
 from mulligan.bench.headline import headline
 from mulligan.bench.outcomes import write_outcomes
+from mulligan.bench.selection_report import selection_html, selection_markdown
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import (
     FIRST_NOTE,
@@ -197,6 +198,7 @@ def markdown(
     if tested[1]:
         parts += ["## Self-tests", "", SELF_TEST_NOTE, "", *self_test_lines(stats), ""]
         parts += [_markdown_table(*tested), ""]
+    parts += selection_markdown(stats)
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["## Lessons", "", _markdown_table(*lessons), ""]
@@ -288,6 +290,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(SELF_TEST_NOTE)}</p>"]
         parts += [f"<p>{html.escape(line)}</p>" for line in self_test_lines(stats)]
         parts.append(_html_table(*tested))
+    parts += selection_html(stats)
     lessons = lesson_rows(stats)
     if lessons[1]:
         parts += ["<h2>Lessons</h2>", _html_table(*lessons)]

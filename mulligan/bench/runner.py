@@ -58,8 +58,9 @@ def run_tasks(
     the episodes elsewhere; this process still writes the log. `prepare` turns a task into
     the one its episode runs (its self-tests added), above the loop.
     """
-    if prepare is not None:
-        tasks = [prepare(task) for task in tasks]
+    if prepare is not None:  # each task's self-tests, `concurrency` written at once
+        with concurrent.futures.ThreadPoolExecutor(max(1, concurrency)) as pool:
+            tasks = list(pool.map(prepare, tasks))
     if executor is not None:
         jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
         return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)

@@ -11,7 +11,7 @@ from typing import Any
 from mulligan.errors import UserError
 from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Episode, Role, Usage, Verdict, add_by_role
+from mulligan.schema import Episode, Role, Selection, Usage, Verdict, add_by_role
 from mulligan.strategies.stopping import HONEST
 
 
@@ -72,6 +72,8 @@ class StrategyStats:
     """Later trials whose answer was the previous trial's answer again, whitespace aside."""
     self_tested: SelfTestCounts = field(default_factory=lambda: SelfTestCounts())
     """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
+    selections: list[Selection] = field(default_factory=list)
+    """A selection strategy's record of each episode: how it chose."""
 
     @property
     def label(self) -> str:
@@ -190,6 +192,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             stats.add(attempt.usage, attempt.usage_by_role)
             stats.seconds += attempt.seconds
         count_later_trials(stats, episode)
+        stats.selections += [episode.selection] if episode.selection else []
         stats.lessons["written"] = stats.lessons.get("written", 0) + len(episode.lessons_written)
         for event in events.get(episode.id, []):
             key = {
@@ -248,8 +251,19 @@ def by_budget(episode: Episode, trials: int) -> list[AtBudget]:
         if end + 1 < len(episode.attempts):
             tokens -= episode.attempts[end].usage_by_role.get("reflector", Usage()).total_tokens
         anyone = any(v.passed for v in verdicts[:made])
+        if episode.selection is not None:  # every candidate drawn, then one submitted
+            end, tokens = _selected(episode, made)
         found.append(AtBudget(budget, end + 1, verdicts[end].passed, anyone, tokens))
     return found
+
+
+def _selected(episode: Episode, made: int) -> tuple[int, int]:
+    """(the index a selection submits among the first `made` candidates, their tokens)."""
+    picks = episode.selection.picks if episode.selection else []
+    trial = picks[min(made, len(picks)) - 1] if picks else episode.attempts[made - 1].trial
+    trials = [a.trial for a in episode.attempts]
+    end = trials.index(trial) if trial in trials else made - 1
+    return end, sum(a.usage.total_tokens for a in episode.attempts[:made])
 
 
 def same_answer(a: str | None, b: str | None) -> bool:

@@ -88,7 +88,8 @@ class Study:
     executor: Executor | None = None
     """Where episodes run (None: threads in this process)."""
     reflector: ChatModel | None = None
-    """The reflector's model (None: each strategy's own model reflects)."""
+    """A feedback model of its own for the reflector, the self-tests and a selection's inputs
+    (`--reflector-model`; None: each strategy's own model)."""
     first_from: str | None = None
     """Another run in the same log whose trial 1s this study's strategies that start without
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
@@ -117,7 +118,7 @@ class Study:
         prepare = None
         if self.config.loop.self_tests:
             hidden = self.policy.hiding(self.memory.directory)
-            writer = SelfTestWriter(self.model_for(self.strategies[0]), hidden)
+            writer = SelfTestWriter(self.reflector or self.model_for(self.strategies[0]), hidden)
             prepare = self_tests_for(
                 self.memory.log, first_run, writer, self.config.loop.self_tests
             )

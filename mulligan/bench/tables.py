@@ -150,7 +150,8 @@ def _maybe(value: float | None, form: str) -> str:
 
 
 def _roles(stats: RunStats) -> tuple[Role, ...]:
-    return ROLES + (("tester",) if any("tester" in s.by_role for s in stats.strategies) else ())
+    extra: tuple[Role, ...] = ("tester", "selector")
+    return ROLES + tuple(r for r in extra if any(r in s.by_role for s in stats.strategies))
 
 
 def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:

@@ -139,7 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         study = bench_study(args, run, suite.tasks, suite.tools)
-        studied = TransferStudy(study, transfer, run.model) if transfer else study
+        studied = TransferStudy(study, transfer, run.reflector) if transfer else study
         run_study(studied, run.run_id, bool(args.resume), Path(args.out))
     return 0
 

@@ -33,7 +33,7 @@ from mulligan.inputs.embedding import embedding_available
 from mulligan.inputs.memory_files import memory_directory, memory_to_read
 from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, local_fields
+from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
@@ -88,11 +88,12 @@ def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
 
 
 def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
-    """The actor's model and the reflector's. The reflector uses the actor's endpoint; a
-    [reflector] section of its own is connected here, and nowhere else."""
+    """The actor's model and the feedback model (reflector, self-tests, a selection's inputs,
+    the curator): the actor's own unless [reflector] names one, connected here and nowhere
+    else."""
     actor = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
-    reflector = actor
-    return actor, reflector
+    feedback = connect_feedback(config.reflector, config.endpoint, REPORTER)
+    return actor, feedback or actor
 
 
 @dataclass

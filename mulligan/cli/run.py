@@ -85,7 +85,7 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 print(marked(line), flush=True)
 
     self_tests = run.config.loop.self_tests
-    writer = SelfTestWriter(run.model, run.policy)
+    writer = SelfTestWriter(run.reflector, run.policy)
     with run.running():
         print(f"run id: {run.run_id}", file=sys.stderr)
         with progress.shown():

@@ -11,7 +11,7 @@ from mulligan.llm import local_model, local_server
 from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
-from mulligan.run_config import EndpointSettings
+from mulligan.run_config import EndpointSettings, ReflectorSettings
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -49,6 +49,24 @@ def connect(
             return connect_local(settings, "local", default_temperature, reporter, local)
         raise UserError(no_endpoint(settings))
     return connect_endpoint(settings, default_temperature)
+
+
+def connect_feedback(
+    reflector: ReflectorSettings, endpoint: EndpointSettings, reporter: Reporter | None = None
+) -> OpenAIChatModel | None:
+    """The feedback model `[reflector]` names (None: the actor's model gives feedback); its
+    base URL and key default to the endpoint's, its prices to the run's table; temperature 0."""
+    if reflector.model is None:
+        return None
+    settings = EndpointSettings(
+        model=reflector.model,
+        base_url=reflector.base_url or endpoint.base_url,
+        api_key=reflector.api_key or endpoint.api_key,
+        timeout=endpoint.timeout,
+        prices=endpoint.prices,
+        prices_file=endpoint.prices_file,
+    )
+    return connect(settings, reporter=reporter)  # the deterministic default
 
 
 def local_wanted() -> bool:

@@ -1,7 +1,6 @@
 """The episode log on SQLite through sqlite-utils: the only module that imports it.
 
-Schema changes are an append-only list of migrations. The database opens in
-Datasette as it is: plain tables, JSON in text columns.
+Schema changes are an append-only list of migrations; plain tables, JSON in text columns.
 """
 
 from __future__ import annotations
@@ -210,7 +209,7 @@ class EpisodeLog:
             self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
         )
         verdicts = [Verdict.model_validate_json(a["verdict"]) for a in attempts]
-        return Episode(
+        episode = Episode(
             id=row["id"],
             run_id=row["run_id"] or "",
             task_id=row["task_id"],
@@ -218,8 +217,9 @@ class EpisodeLog:
             attempts=[Attempt.model_validate_json(a["record"]) for a in attempts],
             verdicts=verdicts,
             lessons_written=json.loads(row["lessons_written"] or "[]"),
-            passed=bool(verdicts) and verdicts[-1].passed,  # the submitted answer's score
         )
+        episode.passed = bool(verdicts) and verdicts[episode.submitted].passed  # its score
+        return episode
 
     @_serialized
     def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:

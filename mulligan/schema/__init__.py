@@ -34,6 +34,7 @@ from mulligan.schema.records import (
     CompressionEvent,
     Record,
     Role,
+    Selection,
     Step,
     StopReason,
     ToolCall,
@@ -213,6 +214,21 @@ class Episode(Record):
     passed: bool = False
 
     @property
+    def selection(self) -> Selection | None:
+        return next((a.selection for a in reversed(self.attempts) if a.selection), None)
+
+    @property
+    def submitted(self) -> int:
+        """The index of the attempt whose answer the episode submits: a selection's pick, else
+        the last attempt (-1: none)."""
+        chosen = self.selection
+        if chosen is not None:
+            trials = [a.trial for a in self.attempts]
+            if chosen.picks and chosen.picks[-1] in trials:
+                return trials.index(chosen.picks[-1])
+        return len(self.attempts) - 1
+
+    @property
     def usage(self) -> Usage:
         """Every model call the episode caused, all roles."""
         return Usage.total(a.usage for a in self.attempts)
@@ -249,6 +265,7 @@ __all__ = [
     "RegexCheck",
     "Role",
     "SELF_TEST",
+    "Selection",
     "Step",
     "StopReason",
     "Task",

@@ -64,9 +64,9 @@ class Usage(Record):
         return self.model_dump() | {"total_tokens": self.total_tokens}
 
 
-Role = Literal["actor", "summariser", "reflector", "judge", "tester"]
+Role = Literal["actor", "summariser", "reflector", "judge", "tester", "selector"]
 """Who made a model call: the actor, context compression, reflections and insights,
-llm_judge checks, self-tests."""
+llm_judge checks, self-tests, a selection's probe inputs and finalists' separation."""
 
 
 def add_by_role(*parts: dict[Role, Usage]) -> dict[Role, Usage]:
@@ -164,6 +164,27 @@ StopReason = Literal[
 ]
 
 
+class Selection(Record):
+    """How a selection strategy chose among its candidates, kept on its last candidate."""
+
+    picks: list[int]
+    """For budgets of 1, 2, ... N candidates: the trial submitted among the first k (the
+    separation of finalists, when set, decides the last only)."""
+    rule: str
+    """What decided the last pick: dual agreement, output agreement, majority, separation, or
+    first (nothing told the candidates apart)."""
+    clusters: list[list[int]] = Field(default_factory=list)
+    """The candidates' trials grouped by behaviour, the best cluster first."""
+    scores: list[float] = Field(default_factory=list)
+    """Each cluster's score, in the same order."""
+    crashed: list[int] = Field(default_factory=list)
+    """Trials that ran on no input at all: never submitted while another one runs."""
+    probes: int = 0
+    """Inputs the model wrote to compare the candidates' outputs on."""
+    separation: str = ""
+    """What separating the two finalists did ("": not tried)."""
+
+
 class Attempt(Record):
     task_id: str
     trial: int = 1
@@ -185,6 +206,8 @@ class Attempt(Record):
     workspace: str | None = None
     changes: str = ""
     """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
+    selection: Selection | None = None
+    """On a selection strategy's last candidate: which one the episode submits, and why."""
 
     def shared(self) -> Attempt:
         """A copy for a strategy that shares this trial 1 (a paired study): what making and

@@ -12,10 +12,11 @@ from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
 from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
+from mulligan.strategies.select import SELECT
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
-    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN)
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT)
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)

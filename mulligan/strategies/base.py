@@ -37,6 +37,9 @@ class Strategy:
     """The episode's own diagnoses go to the next attempt."""
     carries_attempt: bool = False
     """The next attempt sees the previous answer and what the visible checks said."""
+    draws_candidates: bool = False
+    """Its trials are independent candidates drawn at once, all of them, then one is
+    submitted by selection (evaluator/selector.py) instead of the stop rule's pick."""
     in_default_study: bool = True
     """`mulligan bench` runs it when --strategies is not given (the paper's four)."""
 

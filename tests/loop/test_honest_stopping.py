@@ -3,7 +3,9 @@ whether to try again; `--stop oracle` is the named exception, and reports say wh
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +86,40 @@ def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
         requests = json.dumps(server.requests)
     assert not episode.passed  # scored by the hidden tests
     assert episode.verdicts[0].visible_passed is True
-    expected = 3 if stop == "oracle" and strategy.repeats else 1
+    expected = 3 if (stop == "oracle" and strategy.repeats) or strategy.draws_candidates else 1
     assert len(episode.attempts) == expected
     assert HIDDEN_MARKER not in requests and "hidden tests" not in requests
     assert "100, 1" not in requests  # nor the hidden test's text, nor its result
+
+
+def selection_policy() -> Callable[[dict[str, Any]], FakeReply]:
+    """Candidates that disagree beyond the visible example (a tie), probe inputs, and a
+    separating input."""
+    drawn = itertools.count()
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        text = body["messages"][-1]["content"]
+        if "to compare what they do" in text:
+            return FakeReply(content=json.dumps({"inputs": [[1, 2], [150, 1]]}))
+        if "Program A (quoted)" in text:
+            return FakeReply(content=json.dumps({"input": [200, 1], "output": 201}))
+        return FakeReply(content=CODE if next(drawn) % 2 else CODE.replace("0\n", "-1\n"))
+
+    return policy
+
+
+def test_no_request_of_the_selection_strategy_names_a_hidden_check(tmp_path: Path) -> None:
+    """Every request select makes (candidates, probe inputs, the finalists' separation) is
+    free of the hidden check's name, text and result."""
+    with FakeOpenAIServer(policy=selection_policy()) as server:
+        model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
+        settings = LoopSettings(strategy="select", trials=2, separate=True)
+        episode = build_loop(model, settings).run_episode(code_task())
+        requests = json.dumps(server.requests)
+    assert episode.selection is not None and episode.selection.separation  # it was asked
+    assert "to compare what they do" in requests and "Program A" in requests
+    assert HIDDEN_MARKER not in requests and "hidden tests" not in requests
+    assert "100, 1" not in requests and "101" not in requests
 
 
 def test_every_stored_lesson_names_only_visible_checks(tmp_path: Path) -> None:

@@ -1,0 +1,215 @@
+"""The selection strategy: N independent candidates, one submitted by execution evidence.
+Dual agreement picks the cluster a hand count picks; with no test, output agreement; a
+candidate that crashes on every input is never picked over one that runs; a task that is not
+code goes by the majority of normalised answers; two tied finalists are separated by an input
+the model writes; the episode's score is the submitted candidate's hidden verdict."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from pathlib import Path
+
+from mulligan.bench.stats import collect
+from mulligan.bench.study import Study
+from mulligan.build import build_loop
+from mulligan.evaluator.selector import Selector
+from mulligan.llm.base import Message
+from mulligan.loop import LoopSettings
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.run_config import LoopSection, RunConfig
+from mulligan.schema import Episode, ExactMatchCheck, PythonTestsCheck, Task
+from mulligan.testing import ScriptedModel
+
+
+def code(body: str) -> str:
+    return f"```python\ndef f(x):\n    {body}\n```"
+
+
+def inputs(*calls: object) -> str:
+    return json.dumps({"inputs": [[c] for c in calls]})
+
+
+def task(*visible: str, hidden: str = "assert f(3) == 6") -> Task:
+    checks = [
+        PythonTestsCheck(tests=t, entry_point="f", name=f"example {n}")
+        for n, t in enumerate(visible, 1)
+    ]
+    checks.append(
+        PythonTestsCheck(tests=hidden, entry_point="f", name="hidden", visibility="hidden")
+    )
+    return Task(
+        id="double", family="code", prompt="Write f(x) that returns twice x.", checks=checks
+    )
+
+
+def run(
+    replies: list[str], the_task: Task, trials: int = 3, separate: bool = False
+) -> tuple[Episode, ScriptedModel]:
+    model = ScriptedModel(replies)
+    settings = LoopSettings(strategy="select", trials=trials, separate=separate)
+    episode = build_loop(model, settings).run_episode(the_task)
+    model.assert_done()
+    return episode, model
+
+
+def test_dual_agreement_picks_the_cluster_a_hand_count_picks() -> None:
+    """Two tests. Trial 1 passes both but disagrees with trials 2 and 3 beyond them (at 3);
+    2 and 3 pass both and agree everywhere. By hand: {2, 3} scores 2 tests x 2 = 4, {1} scores
+    2 x 1 = 2, so trial 2 is submitted, where the first visible pass would be trial 1."""
+    replies = [
+        code("return 2 * x if x < 3 else -1"),
+        code("return x + x"),
+        code("return x * 2"),
+        inputs(1, 2, 3),
+    ]
+    episode, _ = run(replies, task("assert f(1) == 2", "assert f(2) == 4"))
+    selection = episode.selection
+    assert selection is not None and selection.rule == "dual agreement"
+    assert selection.clusters == [[2, 3], [1]] and selection.scores == [4.0, 2.0]
+    assert selection.picks == [1, 1, 2]  # among the first 1, 2, 3 candidates
+    assert episode.submitted == 1 and episode.passed  # trial 2's hidden verdict
+    assert not episode.verdicts[0].passed  # the first visible pass fails the hidden test
+
+
+def test_with_no_test_output_agreement_decides() -> None:
+    replies = [code("return x + 1"), code("return 2 * x"), code("return x + x"), inputs(0, 5)]
+    episode, _ = run(replies, task())
+    assert episode.selection is not None and episode.selection.rule == "output agreement"
+    assert episode.selection.clusters == [[2, 3], [1]]
+    assert episode.attempts[episode.submitted].trial == 2 and episode.passed
+
+
+def test_a_candidate_that_crashes_on_every_input_is_never_picked() -> None:
+    """Trials 1 and 2 raise on every probe (they agree with each other: a cluster of two);
+    trial 3, alone, returns values: it is submitted."""
+    replies = [
+        code("raise ValueError('no')"),
+        code("raise ValueError('never')"),
+        code("return x * 2"),
+        inputs(1, 2),
+    ]
+    episode, _ = run(replies, task())
+    assert episode.selection is not None and episode.selection.crashed == [1, 2]
+    assert episode.attempts[episode.submitted].trial == 3 and episode.passed
+
+
+def test_when_every_candidate_crashes_the_first_is_submitted() -> None:
+    replies = [code("raise ValueError"), "no code at all", code("return 1 / 0"), inputs(1)]
+    episode, _ = run(replies, task())
+    assert episode.selection is not None and episode.selection.rule == "first"
+    assert episode.submitted == 0 and not episode.passed
+
+
+def test_a_task_that_is_not_code_goes_by_the_majority_of_normalised_answers() -> None:
+    question = Task(
+        id="q", family="qa", prompt="Capital of France?",
+        checks=[ExactMatchCheck(answer="Paris", visibility="hidden")],
+    )  # fmt: skip
+    episode, model = run(["London", "Paris.", "the paris"], question)
+    assert len(model.calls) == 3  # no input to write: the answers are compared as they are
+    assert episode.selection is not None and episode.selection.rule == "majority"
+    assert episode.attempts[episode.submitted].trial == 2 and episode.passed
+    episode, _ = run(["London", "Paris", "Rome"], question)
+    assert episode.submitted == 0 and not episode.passed  # no majority: the first
+
+
+def test_tied_finalists_are_separated_by_the_input_the_model_writes() -> None:
+    """Two candidates that disagree (a tie of one each): without separation the first is
+    submitted; with it, the one that returns the value the model says the task implies."""
+    replies = [code("return x + 1"), code("return x * 2"), inputs(5)]
+    episode, _ = run(replies, task(), trials=2)
+    assert episode.submitted == 0 and not episode.passed
+    separating = json.dumps({"input": [3], "output": 6})
+    episode, model = run([*replies, separating], task(), trials=2, separate=True)
+    assert episode.selection is not None and episode.selection.rule == "separation"
+    assert "trial 2" in episode.selection.separation
+    assert episode.submitted == 1 and episode.passed
+    shown = model.calls[-1].messages[0]["content"]
+    assert "return x + 1" in shown and "return x * 2" in shown  # both finalists are shown
+
+
+def test_no_hidden_result_changes_the_selection() -> None:
+    """The same candidates and visible results with the hidden verdicts flipped: the same
+    selection (the hidden checks score the submitted answer only)."""
+    replies = [code("return x + 1"), code("return 2 * x"), code("return x + x")]
+    first, _ = run([*replies, inputs(0, 5)], task("assert f(0) == 0"))
+    flipped = [v.model_copy(deep=True) for v in first.verdicts]
+    for verdict in flipped:
+        for check in verdict.checks:
+            if check.visibility == "hidden":
+                check.passed = not check.passed
+    again = Selector(ScriptedModel([inputs(0, 5)]))
+    selection, _ = again.select(task("assert f(0) == 0"), first.attempts, flipped)
+    assert first.selection is not None
+    assert selection.model_dump() == first.selection.model_dump()
+
+
+def test_the_selectors_calls_are_charged_to_their_own_role() -> None:
+    replies = [code("return x + 1"), code("return 2 * x"), inputs(0)]
+    episode, _ = run(replies, task(), trials=2)
+    assert episode.usage_by_role["selector"].total_tokens > 0
+    assert set(episode.usage_by_role) == {"actor", "selector"}
+
+
+def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
+    tmp_path: Path,
+) -> None:
+    """select's candidate 1 is react's trial 1 (paid once); the report scores the candidate
+    selection submits among the first k, for each budget k."""
+    replies = [
+        code("return 2 * x if x < 3 else -1"),  # react's trial 1, select's candidate 1
+        code("return x + x"),
+        code("return x * 2"),
+        inputs(1, 2, 3),
+    ]
+    model = ScriptedModel(replies)
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    study = Study(
+        tasks=[task("assert f(1) == 2", "assert f(2) == 4")], strategies=["react", "select"],
+        model_for=lambda s: model, memory=memory, config=RunConfig(loop=LoopSection(trials=3)),
+    )  # fmt: skip
+    study.memory.log.start_run("r", study.manifest())
+    study.run("r")
+    model.assert_done()
+    stats = {s.strategy: s for s in collect(memory.log, "r").strategies}
+    assert stats["react"].solved_by_trial == [0, 0, 0]
+    assert stats["select"].solved_by_trial == [0, 0, 1]  # picks 1, 1, 2
+    assert stats["select"].any_by_trial == [0, 1, 1]
+    logged = memory.log.episode("r:select:double")
+    assert logged is not None and logged.passed and logged.submitted == 1
+
+
+def test_the_candidates_are_drawn_at_once() -> None:
+    """Each actor call waits until all three candidates are in flight: drawn one after
+    another, the first would wait alone and its call would fail."""
+    barrier = threading.Barrier(3, timeout=20)
+
+    def policy(messages: list[Message], tools: object) -> str:
+        if "to compare what they do" in str(messages[-1]["content"]):
+            return inputs(1)
+        barrier.wait()
+        return code("return x * 2")
+
+    model = ScriptedModel(policy=policy)
+    settings = LoopSettings(strategy="select", trials=3, concurrency=3)
+    episode = build_loop(model, settings).run_episode(task())
+    assert [a.stop_reason for a in episode.attempts] == ["answered"] * 3
+    assert [a.trial for a in episode.attempts] == [1, 2, 3] and episode.passed
+
+
+def test_a_resumed_episode_draws_only_the_missing_candidates(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    settings = LoopSettings(strategy="select", trials=3)
+    broken = ScriptedModel([code("return x + 1"), code("return x * 2"), RuntimeError("crash")])
+    with contextlib.suppress(RuntimeError):
+        build_loop(broken, settings, memory=memory).run_episode(task(), "e1")
+    logged = memory.log.episode("e1")
+    assert logged is not None and len(logged.attempts) == 2 and not memory.log.is_finished("e1")
+    again = ScriptedModel([code("return x * 2"), inputs(1, 5)])
+    episode = build_loop(again, settings, memory=memory).run_episode(task(), "e1")
+    again.assert_done()
+    assert [a.trial for a in episode.attempts] == [1, 2, 3]
+    assert episode.selection is not None and episode.selection.clusters == [[2, 3], [1]]
+    assert memory.log.is_finished("e1") and episode.passed
