@@ -25,7 +25,6 @@ from mulligan.cli.common import (
 from mulligan.cli.local import REPORTER
 from mulligan.cli.mcp import servers
 from mulligan.config import load_config
-from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.connect import connect, local_fields
@@ -42,6 +41,7 @@ from mulligan.solve import (
     cannot_run,
     preflight,
 )
+from mulligan.solve.diffs import apply_diff
 from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
