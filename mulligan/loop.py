@@ -48,7 +48,7 @@ class LoopSettings:
     def __post_init__(self) -> None:
         if self.carried_reflections < 0 or self.retrieved_lessons < 0:
             raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
-        strategies.get(self.strategy), strategies.stop_rule(self.stop)  # known names only
+        strategies.for_loop(self.strategy), strategies.stop_rule(self.stop)  # known names only
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Loop:
     config files); the memory's directory is added."""
 
     def __post_init__(self) -> None:
-        self.strategy = strategies.get(self.settings.strategy)
+        self.strategy = strategies.for_loop(self.settings.strategy)
         self.stop = strategies.stop_rule(self.settings.stop)
         if self.memory:  # past verdicts and hidden details are no business of the box
             self.policy = self.policy.hiding(self.memory.directory)

@@ -39,6 +39,9 @@ class Strategy:
     """The next attempt sees the previous answer and what the visible checks said."""
     in_default_study: bool = True
     """`mulligan bench` runs it when --strategies is not given (the paper's four)."""
+    outside_loop: bool = False
+    """It is not a way of running the loop but a pipeline of its own (`solve`'s repair
+    pipeline): only `solve` runs it, and the loop refuses it."""
 
     @property
     def shares_first_attempt(self) -> bool:

@@ -1,0 +1,278 @@
+"""Where a failing check points into the project: which test fails, the traceback's frames in
+the project's own code (not the tests', not site-packages' or the standard library's), and
+the functions to show the model.
+
+Two ways to localise. With a traceback into the project's code, its innermost frames name
+the functions. Without one (the assertion fails in the test itself), the project's functions
+are ranked by what the failing test calls: the names in the test function (and in the test
+module's helpers it calls), then what those functions call, read with `ast`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRAME_PATTERNS = (
+    re.compile(r'File "(?P<path>[^"]+\.py)", line (?P<line>\d+)'),  # a Python traceback
+    re.compile(r"^(?P<path>[^\s:\"'()]+\.py):(?P<line>\d+):", re.MULTILINE),  # pytest's
+)
+INSTALLED = ("site-packages", "dist-packages", "/lib/python", "/usr/lib/", "<frozen")
+FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (?P<path>[^\s:]+\.py)::(?P<name>[^\s]+)", re.M)
+UNITTEST_FAIL = re.compile(r"^(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)", re.M)
+ASSERTION = re.compile(r"^E {3,}.*$", re.MULTILINE)
+EXCEPTION_LINE = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b.*$", re.MULTILINE)
+SHOWN_FUNCTIONS = 3
+"""At most this many functions go to the model (a small model loses itself in more)."""
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function or method of a file: 1-based lines, decorators included."""
+
+    path: str
+    name: str
+    """Qualified within its module: `Version.bump_minor`."""
+    start: int
+    end: int
+
+    @property
+    def short(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+    def holds(self, line: int) -> bool:
+        return self.start <= line <= self.end
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.name}"
+
+
+@dataclass
+class Failure:
+    """What a failing check's output says: the failing test, its assertion, the frames."""
+
+    output: str
+    tests: list[str] = field(default_factory=list)
+    """Failing tests as the runner names them (`tests/test_x.py::test_y[1]`)."""
+    assertion: str = ""
+    project_frames: list[tuple[str, int]] = field(default_factory=list)
+    """(path, line) in the project's code, outermost first."""
+    test_frames: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def names_tests(self) -> bool:
+        return bool(self.tests or self.test_frames)
+
+
+@dataclass
+class Localisation:
+    functions: list[Function]
+    how: str
+    """`traceback` (frames into the project's code) or `calls` (what the failing test calls)."""
+    test: Function | None = None
+    """The failing test function, when it was found."""
+    lines: dict[Function, int] = field(default_factory=dict)
+    """The line a traceback names in a function."""
+
+
+def is_test_file(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    in_tests = any(p in ("tests", "test", "testing") for p in parts[:-1])
+    return (
+        in_tests or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+    )
+
+
+def _project_path(raw: str, files: set[str]) -> str | None:
+    """The project file a traceback's path names (it may be absolute, in a copy gone since)."""
+    if any(marker in raw for marker in INSTALLED):
+        return None
+    parts = raw.replace("\\", "/").lstrip("./").split("/")
+    for start in range(len(parts)):
+        candidate = "/".join(parts[start:])
+        if candidate in files:
+            return candidate
+    return None
+
+
+def read_failure(output: str, files: Iterable[str]) -> Failure:
+    known = set(files)
+    failure = Failure(output)
+    for pattern in FRAME_PATTERNS:
+        for match in pattern.finditer(output):
+            path = _project_path(match.group("path"), known)
+            if path is None:
+                continue
+            frame = (path, int(match.group("line")))
+            frames = failure.test_frames if is_test_file(path) else failure.project_frames
+            if frame not in frames:
+                frames.append(frame)
+    failure.tests = [f"{m.group('path')}::{m.group('name')}" for m in FAILED_TEST.finditer(output)]
+    failure.tests += [
+        f"{m.group('where')}.{m.group('name')}" for m in UNITTEST_FAIL.finditer(output)
+    ]
+    said = ASSERTION.findall(output)
+    failure.assertion = "\n".join(said[:12]) if said else _last_exception(output)
+    return failure
+
+
+def _last_exception(output: str) -> str:
+    found = EXCEPTION_LINE.findall(output)
+    return found[-1] if found else ""
+
+
+# ---------------------------------------------------------------- reading the code
+
+
+def functions_of(path: str, source: str) -> list[Function]:
+    """Every function and method in the source (nested ones too); [] if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[Function] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                name = prefix + child.name
+                found.append(Function(path, name, start, child.end_lineno or child.lineno))
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+
+    visit(tree, "")
+    return found
+
+
+def innermost(functions: list[Function], line: int) -> Function | None:
+    holding = [f for f in functions if f.holds(line)]
+    return max(holding, key=lambda f: f.start) if holding else None
+
+
+def names_in(source: str, function: Function) -> list[str]:
+    """The names a function uses (called, read, attributes), in order of first use."""
+    body = "\n".join(source.splitlines()[function.start - 1 : function.end])
+    try:
+        tree = ast.parse(_dedented(body))
+    except SyntaxError:
+        return []
+    found: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found[node.id] = None
+        elif isinstance(node, ast.Attribute):
+            found[node.attr] = None
+    return list(found)
+
+
+def _dedented(body: str) -> str:
+    lines = body.splitlines()
+    indent = min((len(x) - len(x.lstrip()) for x in lines if x.strip()), default=0)
+    return "\n".join(x[indent:] for x in lines)
+
+
+class Code:
+    """The project's Python files, read once: its functions, by file and by short name."""
+
+    def __init__(self, root: Path, files: Iterable[str]) -> None:
+        self.root = root
+        self.sources: dict[str, str] = {}
+        self.functions: dict[str, list[Function]] = {}
+        for path in files:
+            if not path.endswith(".py"):
+                continue
+            try:
+                source = (root / path).read_text(errors="replace")
+            except OSError:
+                continue
+            self.sources[path] = source
+            self.functions[path] = functions_of(path, source)
+        self.by_name: dict[str, list[Function]] = {}
+        for path, found in self.functions.items():
+            if is_test_file(path):
+                continue
+            for function in found:
+                self.by_name.setdefault(function.short, []).append(function)
+
+    def at(self, path: str, line: int) -> Function | None:
+        return innermost(self.functions.get(path, []), line)
+
+    def named(self, path: str, name: str) -> Function | None:
+        bare = name.split("[", 1)[0].replace("::", ".")
+        return next(
+            (f for f in self.functions.get(path, []) if f.name == bare or f.short == bare), None
+        )
+
+
+# ---------------------------------------------------------------- localising
+
+
+def failing_test(failure: Failure, code: Code) -> Function | None:
+    """The failing test function: the runner's name for it, else the innermost test frame."""
+    for named in failure.tests:
+        path, _, name = named.partition("::")
+        found = code.named(path, name) if name else None
+        if found:
+            return found
+    for path, line in reversed(failure.test_frames):
+        found = code.at(path, line)
+        if found:
+            return found
+    return None
+
+
+def localise(failure: Failure, code: Code, limit: int = SHOWN_FUNCTIONS) -> Localisation:
+    test = failing_test(failure, code)
+    by_traceback: dict[Function, int] = {}
+    for path, line in reversed(failure.project_frames):  # innermost first
+        function = code.at(path, line)
+        if function and function not in by_traceback:
+            by_traceback[function] = line
+    if by_traceback:
+        shown = list(by_traceback)[:limit]
+        return Localisation(shown, "traceback", test, {f: by_traceback[f] for f in shown})
+    return Localisation(ranked_by_calls(test, code)[:limit] if test else [], "calls", test)
+
+
+def ranked_by_calls(test: Function, code: Code, depth: int = 2) -> list[Function]:
+    """The project's functions the test calls (directly, or through the test module's own
+    helpers), then the ones those call; within a level, in order of first use."""
+    source = code.sources.get(test.path, "")
+    names = names_in(source, test)
+    helpers = {f.short: f for f in code.functions.get(test.path, []) if f != test}
+    for name in list(names):
+        if name in helpers:
+            names += [n for n in names_in(source, helpers[name]) if n not in names]
+    ranked: list[Function] = []
+    level = names
+    for _ in range(depth):
+        found = [f for name in level for f in code.by_name.get(name, []) if f not in ranked]
+        ranked += list(dict.fromkeys(found))
+        level = [n for f in found for n in names_in(code.sources[f.path], f)]
+    return ranked
+
+
+def numbered(source: str, start: int, end: int, mark: int | None = None) -> str:
+    """Lines start..end (1-based), each with its number; `mark`: the line a traceback names."""
+    lines = source.splitlines()
+    width = len(str(end))
+    shown = []
+    for number in range(start, min(end, len(lines)) + 1):
+        pointer = ">" if number == mark else " "
+        shown.append(f"{number:>{width}}{pointer}| {lines[number - 1]}")
+    return "\n".join(shown)
+
+
+def window(function: Function, around: int | None, size: int) -> tuple[int, int]:
+    """The function's lines, or `size` of them around the line named (a long function)."""
+    if function.end - function.start < size:
+        return function.start, function.end
+    centre = around if around is not None else function.start + size // 2
+    start = max(function.start, centre - size // 2)
+    return start, min(function.end, start + size - 1)
