@@ -162,7 +162,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
         if before is None:
             return 0
         task = solve_task(args.task, project, family, checks, task.tools, args, before)
-        choice = choose(args.strategy, before, project)
+        choice = choose(args.strategy, before, project, config.loop.trials)
         evaluator = ChangeRecordingEvaluator(copies, model, progress(memory))
         loop = lambda: build_loop(  # noqa: E731
             model,

@@ -42,10 +42,11 @@ def _shape(diagnosis: Diagnosis | None) -> str | None:
     return None
 
 
-def choose(name: str, before: list[CheckRun], project: Project) -> Choice:
-    """The strategy `--strategy NAME` asks for, or for `auto` the one the failure suits."""
+def choose(name: str, before: list[CheckRun], project: Project, trials: int = 1) -> Choice:
+    """The strategy `--strategy NAME` asks for, or for `auto` the one the failure suits
+    (`trials`: the candidates the repair pipeline would make, for what it says it shows)."""
     given = strategies.for_solve(name)
-    diagnosis = diagnose(before, project)
+    diagnosis = diagnose(before, project, trials)
     fits = _shape(diagnosis)
     if given is None:
         if fits:

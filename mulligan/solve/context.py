@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from mulligan import prompts
 from mulligan.solve.copies import CheckRun, Project
@@ -38,29 +37,28 @@ class Diagnosis:
     failure: Failure
     localisation: Localisation
     code: Code
+    trials: int = 1
 
-    @property
-    def shown_files(self) -> list[str]:
-        return list(dict.fromkeys(f.path for f in self.localisation.functions))
+    def shown_files(self, trial: int) -> list[str]:
+        return list(dict.fromkeys(f.path for f in self.localisation.group(trial)))
 
     def line(self) -> str:
-        """One line: how it localised and what it shows."""
-        shown = ", ".join(map(str, self.localisation.functions)) or "no function"
+        """One line: how it localised and what its candidates are shown (`;`-separated)."""
+        groups = self.localisation.shown(self.trials)
+        shown = "; ".join(", ".join(map(str, g)) for g in groups if g) or "no function"
         how = {"traceback": "from the traceback", "calls": "by what the failing test calls"}
         return f"localised {how[self.localisation.how]}: {shown}"
 
 
-def diagnose(
-    before: list[CheckRun], project: Project, root: Path | None = None
-) -> Diagnosis | None:
+def diagnose(before: list[CheckRun], project: Project, trials: int = 1) -> Diagnosis | None:
     """The first failing check's diagnosis; None if every check passed."""
     failing = [r for r in before if not r.run.ok]
     if not failing:
         return None
     files = project.files()
-    code = Code(root or project.directory, files)
+    code = Code(project.directory, files)
     failure = read_failure(failing[0].output, files)
-    return Diagnosis(failing[0], failure, localise(failure, code), code)
+    return Diagnosis(failing[0], failure, localise(failure, code), code, trials)
 
 
 def relevant_output(output: str, limit: int = OUTPUT_CHARS) -> str:
@@ -73,10 +71,10 @@ def relevant_output(output: str, limit: int = OUTPUT_CHARS) -> str:
     return head_and_tail(output.strip(), limit)
 
 
-def shown_code(diagnosis: Diagnosis) -> list[dict[str, str]]:
+def shown_code(diagnosis: Diagnosis, trial: int) -> list[dict[str, str]]:
     localisation, sources = diagnosis.localisation, diagnosis.code.sources
     shown = []
-    for function in localisation.functions:
+    for function in localisation.group(trial):
         mark = localisation.lines.get(function)
         start, end = window(function, mark, FUNCTION_LINES)
         shown.append(
@@ -101,9 +99,14 @@ def test_code(diagnosis: Diagnosis) -> dict[str, str] | None:
 
 
 def repair_prompt(
-    diagnosis: Diagnosis, task: str, project: str, lessons: list[str], earlier: list[str]
+    diagnosis: Diagnosis,
+    trial: int,
+    task: str,
+    project: str,
+    lessons: list[str],
+    earlier: list[str],
 ) -> str:
-    functions = shown_code(diagnosis)
+    functions = shown_code(diagnosis, trial)
     return prompts.render(
         "repair",
         task=task,

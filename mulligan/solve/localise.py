@@ -26,7 +26,12 @@ UNITTEST_FAIL = re.compile(r"^(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\
 ASSERTION = re.compile(r"^E {3,}.*$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b.*$", re.MULTILINE)
 SHOWN_FUNCTIONS = 3
-"""At most this many functions go to the model (a small model loses itself in more)."""
+"""At most this many functions go to the model at once (a small model loses itself in more)."""
+NOT_CODE = frozenset({"docs", "doc", "examples", "benchmarks"})
+"""Top-level folders whose functions a test's names are not looked up in (a traceback into
+them still counts)."""
+RANKED = 12
+"""How many functions are ranked: candidates after the first are shown the later ones."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,31 @@ class Failure:
 @dataclass
 class Localisation:
     functions: list[Function]
+    """Ranked, best first; the model is shown `group(n)` of them."""
     how: str
     """`traceback` (frames into the project's code) or `calls` (what the failing test calls)."""
     test: Function | None = None
     """The failing test function, when it was found."""
     lines: dict[Function, int] = field(default_factory=dict)
     """The line a traceback names in a function."""
+
+    def group(self, trial: int, size: int = SHOWN_FUNCTIONS) -> list[Function]:
+        """What candidate `trial` is shown: odd trials the best-ranked functions, even ones
+        the next ones in turn (trial 2 the 2nd group, 4 the 3rd, ...), so that more candidates
+        cover more of the ranking while half of them stay on the best guess."""
+        groups = [self.functions[i : i + size] for i in range(0, len(self.functions), size)]
+        if not groups:
+            return []
+        index = 0 if trial % 2 else min(trial // 2, len(groups) - 1)
+        return groups[index]
+
+    def shown(self, trials: int) -> list[list[Function]]:
+        """The distinct groups `trials` candidates are shown, in order."""
+        found: list[list[Function]] = []
+        for trial in range(1, trials + 1):
+            if self.group(trial) not in found:
+                found.append(self.group(trial))
+        return found
 
 
 def is_test_file(path: str) -> bool:
@@ -162,13 +186,38 @@ def names_in(source: str, function: Function) -> list[str]:
         tree = ast.parse(_dedented(body))
     except SyntaxError:
         return []
+    node = tree.body[0] if tree.body else tree
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # not its decorators
+        return _names([*node.body, node.args])
+    return _names([node])
+
+
+def _names(nodes: list[ast.AST]) -> list[str]:
     found: dict[str, None] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            found[node.id] = None
-        elif isinstance(node, ast.Attribute):
-            found[node.attr] = None
+    for top in nodes:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Name):
+                found[node.id] = None
+            elif isinstance(node, ast.Attribute):
+                found[node.attr] = None
     return list(found)
+
+
+def module_names(source: str) -> dict[str, list[str]]:
+    """A module's top-level assignments: name -> the names its value uses (a table of
+    lambdas that call functions, say)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = _names([node.value])
+    return found
 
 
 def _dedented(body: str) -> str:
@@ -183,6 +232,7 @@ class Code:
     def __init__(self, root: Path, files: Iterable[str]) -> None:
         self.root = root
         self.sources: dict[str, str] = {}
+        self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
         for path in files:
             if not path.endswith(".py"):
@@ -193,12 +243,19 @@ class Code:
                 continue
             self.sources[path] = source
             self.functions[path] = functions_of(path, source)
+            self.globals[path] = module_names(source)
         self.by_name: dict[str, list[Function]] = {}
         for path, found in self.functions.items():
-            if is_test_file(path):
+            if is_test_file(path) or path.split("/")[0] in NOT_CODE:
                 continue
             for function in found:
                 self.by_name.setdefault(function.short, []).append(function)
+
+    def uses(self, function: Function) -> list[str]:
+        """The names the function uses, and those its module's tables it uses refer to."""
+        names = names_in(self.sources[function.path], function)
+        tables = self.globals.get(function.path, {})
+        return list(dict.fromkeys(names + [n for name in names for n in tables.get(name, [])]))
 
     def at(self, path: str, line: int) -> Function | None:
         return innermost(self.functions.get(path, []), line)
@@ -227,7 +284,9 @@ def failing_test(failure: Failure, code: Code) -> Function | None:
     return None
 
 
-def localise(failure: Failure, code: Code, limit: int = SHOWN_FUNCTIONS) -> Localisation:
+def localise(failure: Failure, code: Code, limit: int = RANKED) -> Localisation:
+    """The functions to show, best first, at most `limit`: the traceback's (innermost first),
+    then what they call; without a frame in the project's code, what the failing test calls."""
     test = failing_test(failure, code)
     by_traceback: dict[Function, int] = {}
     for path, line in reversed(failure.project_frames):  # innermost first
@@ -235,26 +294,31 @@ def localise(failure: Failure, code: Code, limit: int = SHOWN_FUNCTIONS) -> Loca
         if function and function not in by_traceback:
             by_traceback[function] = line
     if by_traceback:
-        shown = list(by_traceback)[:limit]
-        return Localisation(shown, "traceback", test, {f: by_traceback[f] for f in shown})
-    return Localisation(ranked_by_calls(test, code)[:limit] if test else [], "calls", test)
+        start = list(by_traceback)
+        ranked = start + [f for f in ranked_by_calls(start, code) if f not in by_traceback]
+        return Localisation(ranked[:limit], "traceback", test, by_traceback)
+    return Localisation(ranked_by_calls([test], code)[:limit] if test else [], "calls", test)
 
 
-def ranked_by_calls(test: Function, code: Code, depth: int = 2) -> list[Function]:
-    """The project's functions the test calls (directly, or through the test module's own
-    helpers), then the ones those call; within a level, in order of first use."""
-    source = code.sources.get(test.path, "")
-    names = names_in(source, test)
-    helpers = {f.short: f for f in code.functions.get(test.path, []) if f != test}
-    for name in list(names):
-        if name in helpers:
-            names += [n for n in names_in(source, helpers[name]) if n not in names]
+def ranked_by_calls(start: list[Function], code: Code, depth: int = 4) -> list[Function]:
+    """The project's functions these call (a test: directly, or through its module's own
+    helpers), then the ones those call, to `depth` levels; within a level, in order of first
+    use. A test function itself is never ranked."""
+    names: list[str] = []
+    for function in start:
+        names += [n for n in code.uses(function) if n not in names]
+        if is_test_file(function.path):
+            helpers = {f.short: f for f in code.functions.get(function.path, []) if f != function}
+            for name in list(names):
+                if name in helpers:
+                    names += [n for n in code.uses(helpers[name]) if n not in names]
     ranked: list[Function] = []
     level = names
     for _ in range(depth):
         found = [f for name in level for f in code.by_name.get(name, []) if f not in ranked]
-        ranked += list(dict.fromkeys(found))
-        level = [n for f in found for n in names_in(code.sources[f.path], f)]
+        found = [f for f in dict.fromkeys(found) if f not in start]
+        ranked += found
+        level = [n for f in found for n in code.uses(f)]
     return ranked
 
 

@@ -99,15 +99,16 @@ class RepairPipeline:
         trial = len(episode.attempts) + 1
         while not passing and trial <= self.settings.trials:
             size = min(self.settings.concurrency, self.settings.trials - trial + 1)
-            prompt = repair_prompt(
-                diagnosis,
-                request,
-                self.copies.project.directory.name,
-                [lesson.text for lesson in lessons],
-                earlier[-EARLIER_KEPT:],
-            )
-            trials = list(range(trial, trial + size))
-            done = self._round(task, prompt, diagnosis.shown_files, lessons, trials)
+            project = self.copies.project.directory.name
+            texts = [lesson.text for lesson in lessons]
+            asks = {
+                t: (
+                    repair_prompt(diagnosis, t, request, project, texts, earlier[-EARLIER_KEPT:]),
+                    diagnosis.shown_files(t),
+                )
+                for t in range(trial, trial + size)
+            }
+            done = self._round(task, asks, lessons)
             for candidate in done:  # logged here, in trial order: one thread writes the log
                 self._log(episode, candidate, lessons)
             passing = [c.attempt for c in done if c.verdict.passed]
@@ -124,13 +125,18 @@ class RepairPipeline:
     # ------------------------------------------------------------ one round, one candidate
 
     def _round(
-        self, task: Task, prompt: str, shown: list[str], lessons: list[Lesson], trials: list[int]
+        self, task: Task, asks: dict[int, tuple[str, list[str]]], lessons: list[Lesson]
     ) -> list[Candidate]:
+        """One candidate per trial, each with its prompt and the files it was shown."""
         ids = [lesson.id for lesson in lessons]
-        if len(trials) == 1:
-            return [self._candidate(task, prompt, shown, ids, trials[0])]
-        with ThreadPoolExecutor(max_workers=len(trials)) as pool:
-            running = [pool.submit(self._candidate, task, prompt, shown, ids, t) for t in trials]
+        if len(asks) == 1:
+            ((trial, (prompt, shown)),) = asks.items()
+            return [self._candidate(task, prompt, shown, ids, trial)]
+        with ThreadPoolExecutor(max_workers=len(asks)) as pool:
+            running = [
+                pool.submit(self._candidate, task, prompt, shown, ids, trial)
+                for trial, (prompt, shown) in asks.items()
+            ]
             return [future.result() for future in running]
 
     def _candidate(
