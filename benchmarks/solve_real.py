@@ -31,10 +31,19 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from real_projects import BUGS, SOURCES, Bug, Source, check_python, fetch, plant, verified
-from solve_stages import edited, localise_only, localised, shown_in, stage, stage_table
+from solve_stages import (
+    applied_exactly,
+    edited,
+    localise_only,
+    localised,
+    shown_in,
+    stage,
+    stage_table,
+)
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode
+from mulligan.solve import Project
 
 TASK = "The test suite fails: find the bug in the project's code and fix it. Do not edit the tests."
 STRATEGIES = ("react", "retry", "reflexion-memory")
@@ -58,6 +67,7 @@ class Outcome:
     localised: str = ""  # hit / miss: the bug's function among those shown; '': not localised
     edited: bool = False  # some attempt's change applied to its copy
     stage: str = ""  # fixed, not localised, no edit applied, tests failed
+    applied: str = ""  # --apply: "exactly" (--dir now differs by the printed diff and passes)
 
 
 # ---------------------------------------------------------------- solving
@@ -83,16 +93,20 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
     previous = log.read_bytes() if log.exists() else b""
     earlier = _run_id(previous.decode(errors="replace"))
     argv += ["--resume", earlier] if earlier else []
+    argv += ["--apply"] if args.apply else []
+    untouched = Project(directory).snapshot()
     started = time.monotonic()
     limit = args.trials * args.max_seconds + 900
     with open(log, "a") as err_file:
-        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file)
+        patch = open(log.with_name("fix.patch"), "w")  # noqa: SIM115 - closed below
+        child = subprocess.Popen(argv, stdout=patch, stderr=err_file)
         try:
             code = child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             child.kill()
             code = child.wait()
             err_file.write(f"\nkilled after {limit:.0f}s\n")
+        patch.close()
     seconds = time.monotonic() - started
     err = log.read_bytes()[len(previous) :].decode(errors="replace")  # this run's part
     found = SUMMARY.search(err)
@@ -110,6 +124,8 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
         silent_attempts=silent, exit=code,
         note="" if found else " ".join(err.strip().splitlines()[-1:])[:300],
         localised=where, edited=edit, stage=stage(code == 0, where, edit),
+        applied=applied_exactly(directory, untouched, log.with_name("fix.patch"), check)
+        if args.apply and code == 0 else "",
     )  # fmt: skip
 
 
@@ -339,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="the scripted fake server")
     parser.add_argument("--verify", action="store_true", help="set up and check the bugs only")
     parser.add_argument("--localise", action="store_true", help="localise the bugs only (no model)")
+    parser.add_argument("--apply", action="store_true", help="solve --apply; check what it wrote")
     parser.add_argument("--concurrency", type=int, default=1, help="solve's: candidates at once")
     args = parser.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]

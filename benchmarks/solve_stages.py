@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from real_projects import Bug
+from real_projects import Bug, checks_as_run
 
 from mulligan.sandbox import Policy
 from mulligan.schema import CommandCheck, Episode, Task
-from mulligan.solve import Project, ProjectCopies, preflight
+from mulligan.solve import Project, ProjectCopies, preflight, unified_diff
 from mulligan.solve.context import diagnose
+from mulligan.solve.diffs import Snapshot
 from mulligan.solve.localise import functions_of, innermost
 
 SHOWN = re.compile(r"^strategy: .*?; localised [^:]*: (?P<shown>.*)$", re.MULTILINE)
@@ -71,17 +72,27 @@ def localise_only(bug: Bug, planted: Path, check: str, trials: int) -> list[list
     return [[str(f) for f in group] for group in diagnosis.localisation.shown(trials)]
 
 
+def applied_exactly(directory: Path, untouched: Snapshot, patch: Path, check: str) -> str:
+    """After `solve --apply`: `exactly` when the project differs from how it was by the diff
+    solve printed and its check passes there (in the box); else what is wrong."""
+    now = Project(directory).snapshot()
+    if unified_diff(untouched, now) != patch.read_text():
+        return "no: the project's change is not the printed diff"
+    passes, broken = checks_as_run(directory, check)
+    return "exactly" if passes and not broken else f"no: the check fails ({broken or 'exit'})"
+
+
 def stage_table(outcomes: list[Any]) -> str:
     """One row per (strategy, bug), then the localisation hit rate per strategy."""
     rows = [
-        "| strategy | bug | localised | edit applied | tests passed | stage |",
-        "|---|---|---|---|---|---|",
+        "| strategy | bug | localised | edit applied | tests passed | stage | --apply wrote |",
+        "|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         shown = o.localised or "—"
         rows.append(
             f"| {o.strategy} | {o.bug} | {shown} | {'yes' if o.edited else 'no'} | "
-            f"{'yes' if o.passed else 'no'} | {o.stage} |"
+            f"{'yes' if o.passed else 'no'} | {o.stage} | {o.applied or '—'} |"
         )
     for strategy in dict.fromkeys(o.strategy for o in outcomes):
         mine = [o for o in outcomes if o.strategy == strategy and o.localised]

@@ -177,7 +177,14 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
             policy=policy,
         )
         pipeline = lambda: RepairPipeline(  # noqa: E731
-            model, copies, evaluator, policy, RepairSettings.of(config), memory, Reflector(model)
+            model,
+            copies,
+            evaluator,
+            policy,
+            RepairSettings.of(config),
+            memory,
+            Reflector(model),
+            run_id,
         )
         wanted = manifest(
             config,

@@ -13,6 +13,7 @@ from mulligan.solve.localise import (
     Failure,
     Function,
     Localisation,
+    docstring_body,
     localise,
     numbered,
     read_failure,
@@ -20,9 +21,9 @@ from mulligan.solve.localise import (
 )
 from mulligan.text_cut import head_and_tail
 
-OUTPUT_CHARS = 1800
+OUTPUT_CHARS = 1200
 """How much of the failing check's output the prompt quotes (the code is shown besides)."""
-FUNCTION_LINES = 60
+FUNCTION_LINES = 40
 """A longer function is shown as this many lines around the line the traceback names."""
 TEST_LINES = 30
 PYTEST_FAILURES = re.compile(r"^_{3,} .* _{3,}$", re.MULTILINE)
@@ -81,7 +82,13 @@ def shown_code(diagnosis: Diagnosis, trial: int) -> list[dict[str, str]]:
             {
                 "path": function.path,
                 "name": function.name,
-                "code": numbered(sources[function.path], start, end, mark),
+                "code": numbered(
+                    sources[function.path],
+                    start,
+                    end,
+                    mark,
+                    docstring_body(sources[function.path], function),
+                ),  # fmt: skip
             }
         )
     return shown

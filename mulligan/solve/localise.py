@@ -193,14 +193,16 @@ def names_in(source: str, function: Function) -> list[str]:
 
 
 def _names(nodes: list[ast.AST]) -> list[str]:
-    found: dict[str, None] = {}
+    """The names and attributes used, in the order they are written."""
+    found: list[tuple[int, int, str]] = []
     for top in nodes:
         for node in ast.walk(top):
             if isinstance(node, ast.Name):
-                found[node.id] = None
-            elif isinstance(node, ast.Attribute):
-                found[node.attr] = None
-    return list(found)
+                found.append((node.lineno, node.col_offset, node.id))
+            elif isinstance(node, ast.Attribute):  # `a.b`: b is written after a
+                end = node.end_col_offset or node.col_offset
+                found.append((node.end_lineno or node.lineno, end, node.attr))
+    return list(dict.fromkeys(name for *_, name in sorted(found)))
 
 
 def module_names(source: str) -> dict[str, list[str]]:
@@ -322,15 +324,41 @@ def ranked_by_calls(start: list[Function], code: Code, depth: int = 4) -> list[F
     return ranked
 
 
-def numbered(source: str, start: int, end: int, mark: int | None = None) -> str:
-    """Lines start..end (1-based), each with its number; `mark`: the line a traceback names."""
+def numbered(
+    source: str, start: int, end: int, mark: int | None = None, hidden: range = range(0)
+) -> str:
+    """Lines start..end (1-based), each with its number; `mark`: the line a traceback names;
+    `hidden`: lines left out (a docstring's), said in one line."""
     lines = source.splitlines()
     width = len(str(end))
     shown = []
     for number in range(start, min(end, len(lines)) + 1):
+        if number in hidden and number != mark:
+            if number == hidden.start:
+                shown.append(f"{'':>{width}} | ... (docstring, lines {number}-{hidden.stop - 1})")
+            continue
         pointer = ">" if number == mark else " "
         shown.append(f"{number:>{width}}{pointer}| {lines[number - 1]}")
     return "\n".join(shown)
+
+
+def docstring_body(source: str, function: Function) -> range:
+    """The lines of the function's docstring after its first (empty: none, or one line)."""
+    body = "\n".join(source.splitlines()[function.start - 1 : function.end])
+    try:
+        tree = ast.parse(_dedented(body))
+    except SyntaxError:
+        return range(0)
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
+        return range(0)
+    first = node.body[0]
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+        return range(0)
+    if not isinstance(first.value.value, str) or first.end_lineno == first.lineno:
+        return range(0)
+    offset = function.start - 1
+    return range(first.lineno + offset + 1, (first.end_lineno or first.lineno) + offset)
 
 
 def window(function: Function, around: int | None, size: int) -> tuple[int, int]:

@@ -82,3 +82,16 @@ def test_ranking_follows_calls_into_the_project(tmp_path: Path) -> None:
     code = Code(root, ["shapes/area.py", "tests/test_area.py"])
     found = localise(read_failure(PYTEST, code.sources), code)
     assert [f.name for f in found.functions] == ["rect", "_times"]
+
+
+def test_later_candidates_are_shown_the_next_functions_in_the_ranking(tmp_path: Path) -> None:
+    steps = "".join(f"def step{i}(x):\n    return x\n\n\n" for i in range(1, 8))
+    calls = " + ".join(f"step{i}(width)" for i in range(1, 8))
+    root = make_shapes(tmp_path / "p", steps + f"def rect(width, height):\n    return {calls}\n")
+    code = Code(root, ["shapes/area.py", "tests/test_area.py"])
+    found = localise(read_failure(PYTEST, code.sources), code)
+    assert [f.name for f in found.functions] == ["rect"] + [f"step{i}" for i in range(1, 8)]
+    names = [[f.name for f in found.group(trial)] for trial in range(1, 6)]
+    assert names[0] == names[2] == names[4] == ["rect", "step1", "step2"]  # the best guess
+    assert names[1] == ["step3", "step4", "step5"] and names[3] == ["step6", "step7"]
+    assert found.shown(4) == [found.group(1), found.group(2), found.group(4)]
