@@ -10,6 +10,9 @@ similar bug in the same project starts from the first one's lesson.
   python benchmarks/solve_real.py --base-url http://127.0.0.1:8011/v1 [--strategies ...]
       [--bugs ID,...] [--trials 3] [--max-steps 12] [--protocol text] [--out results.jsonl]
       [--resume]                                          # continue --out's run
+      [--concurrency 2] [--apply]       # solve's candidates at once; check what --apply wrote
+  python benchmarks/solve_real.py --localise --trials 4 --strategies patch  # no model: is the
+                                        # bug's function among those the pipeline would show?
   python benchmarks/solve_real.py --table results.jsonl ... # the table again, from --out(s)
   python benchmarks/solve_real.py --smoke                   # the plumbing: a local project,
                                                             # the scripted fake server

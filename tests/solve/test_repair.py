@@ -23,7 +23,7 @@ from tests.solve.projects import (
     prompts_sent,
     replying,
 )
-from tests.solving import files_of, passes_in, solve
+from tests.solving import files_of, one_line_error, passes_in, solve
 from tests.test_solve import make_project
 
 FIXED = AREA.replace("width + height", "width * height")
@@ -135,3 +135,21 @@ def test_apply_writes_exactly_the_passing_change(
     assert code == 0, capsys.readouterr().err
     assert files_of(project) == {**before, "shapes/area.py": FIXED.encode()}
     assert passes_in(project, CHECK)
+
+
+def test_strategy_patch_on_a_failure_naming_no_function_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path / "calc")
+    code, server = solve(tmp_path, project, replying("Done."), "--strategy", "patch")
+    assert code == 2 and not prompts_sent(server.requests)
+    line = one_line_error(capsys.readouterr().err.split("check(s) fail\n", 1)[-1])
+    assert "--strategy patch" in line and "--strategy reflexion-memory" in line
+
+
+def test_the_loop_refuses_the_pipeline_strategy() -> None:
+    from mulligan.errors import UserError
+    from mulligan.loop import LoopSettings
+
+    with pytest.raises(UserError, match="only under `mulligan solve`"):
+        LoopSettings(strategy="patch")
