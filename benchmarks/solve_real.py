@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 from real_projects import BUGS, SOURCES, Bug, Source, check_python, fetch, plant, verified
 from solve_stages import (
     applied_exactly,
+    bug_function,
     edited,
     localise_only,
     localised,
@@ -98,6 +99,7 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
     argv += ["--resume", earlier] if earlier else []
     argv += ["--apply"] if args.apply else []
     untouched = Project(directory).snapshot()
+    function = bug_function(bug, directory)  # before --apply takes the bug away
     started = time.monotonic()
     limit = args.trials * args.max_seconds + 900
     with open(log, "a") as err_file:
@@ -117,7 +119,7 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
     episodes = _episodes(memory, run) if run else []
     silent = sum(1 for e in episodes for a in e.attempts if not any(s.tool_calls for s in a.steps))
     first = episodes[0].attempts[0] if episodes and episodes[0].attempts else None
-    where, edit = localised(bug, directory, shown_in(err)), edited(episodes)
+    where, edit = localised(function, shown_in(err)), edited(episodes)
     return Outcome(bug.id, bug.project, strategy, first.protocol if first else "?", order,
         code == 0,
         attempts=int(found.group(2)) if found else 0,
@@ -225,7 +227,8 @@ def run_all(
                 if args.localise:  # what the repair pipeline would show, and is it the bug's
                     shown = localise_only(bug, planted, check, args.trials)
                     said = "; ".join(", ".join(g) for g in shown)
-                    print(f"{bug.id}: {localised(bug, planted, shown)} ({said})", flush=True)
+                    found = localised(bug_function(bug, planted), shown)
+                    print(f"{bug.id}: {found} ({said})", flush=True)
                     continue
                 log = where.parent / "solve.stderr"
                 outcome = solve(bug, planted, check, strategy, memory, args, order, log)

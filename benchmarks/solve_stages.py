@@ -37,12 +37,12 @@ def shown_in(err: str) -> list[list[str]] | None:
     return [] if said == "no function" else [g.split(", ") for g in said.split("; ")]
 
 
-def localised(bug: Bug, planted: Path, shown: list[list[str]] | None) -> str:
-    """`hit` (the first group), `hit-later` (a later group, shown to other candidates),
-    `miss`, or '' when nothing was localised (the agent loop ran)."""
+def localised(function: str, shown: list[list[str]] | None) -> str:
+    """Where the bug's `function` is among those shown: `hit` (the first group), `hit-later`
+    (a later group, shown to other candidates), `miss`, or '' when nothing was localised (the
+    agent loop ran)."""
     if shown is None:
         return ""
-    function = bug_function(bug, planted)
     if shown and function in shown[0]:
         return "hit"
     return "hit-later" if any(function in g for g in shown) else "miss"
