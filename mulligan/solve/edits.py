@@ -172,11 +172,18 @@ def syntax_problem(path: str, text: str) -> str | None:
     return None
 
 
-def planned(
-    blocks: list[Block], read: Callable[[str], str | None], shown: list[str]
-) -> dict[str, str]:
-    """path -> new text for every file the blocks change; Refused, naming why, if any one of
-    them cannot be applied. `read` gives a project file's text (None: not a file of it);
+@dataclass
+class Plan:
+    texts: dict[str, str]
+    """path -> new text, for every file the applied blocks change."""
+    skipped: list[str]
+    """Why each block that was not applied was refused (the others were)."""
+
+
+def planned(blocks: list[Block], read: Callable[[str], str | None], shown: list[str]) -> Plan:
+    """What the blocks change. A block that does not apply (no match, a test) is skipped with
+    its reason; Refused, naming why, when none applies, when the result does not parse, or
+    when it changes nothing. `read` gives a project file's text (None: not a file of it);
     `shown`: the files the model was shown, where a block without a usable path is looked for.
     """
     if not blocks:
@@ -185,11 +192,17 @@ def planned(
             "<<<<<<< SEARCH, the exact lines to change, =======, the new lines, >>>>>>> REPLACE"
         )
     texts: dict[str, str] = {}
+    skipped: list[str] = []
     for block in blocks:
-        path = _path_for(block, read, shown, texts)
-        if is_test_file(path):
-            raise Refused(f"{path} is a test: fix the project's code, do not edit the tests")
-        texts[path] = replace_once(path, texts[path], block)
+        try:
+            path = _path_for(block, read, shown, texts)
+            if is_test_file(path):
+                raise Refused(f"{path} is a test: fix the project's code, do not edit the tests")
+            texts[path] = replace_once(path, texts[path], block)
+        except Refused as exc:
+            skipped.append(exc.reason)
+    if len(skipped) == len(blocks):
+        raise Refused("\n".join(skipped))
     for path, text in texts.items():
         problem = syntax_problem(path, text)
         if problem:
@@ -199,7 +212,7 @@ def planned(
         raise Refused(
             "the edit changes nothing: the REPLACE lines must differ from the SEARCH lines"
         )
-    return changed
+    return Plan(changed, skipped)
 
 
 def _path_for(

@@ -46,7 +46,7 @@ class RepairSettings:
     """Candidates in all (each one a check run at most)."""
     concurrency: int = 1
     """Candidates at once: a round."""
-    edit_retries: int = 2
+    edit_retries: int = 1
     """Times a candidate is asked again after its edit was refused (no check runs for those)."""
     max_tokens: int | None = 1024
     timeout: float | None = None
@@ -156,7 +156,7 @@ class RepairPipeline:
                 if reply is None:
                     break
                 try:
-                    changed = planned(parse_blocks(reply), _reader(workspace), shown)
+                    plan = planned(parse_blocks(reply), _reader(workspace), shown)
                 except Refused as exc:
                     refused = attempt.steps[-1].feedback = exc.reason
                     again = prompts.render("repair_refused", reason=exc.reason)
@@ -165,7 +165,8 @@ class RepairPipeline:
                         {"role": "user", "content": again},
                     ]
                     continue
-                for path, text in changed.items():
+                attempt.steps[-1].feedback = "\n".join(f"not applied: {s}" for s in plan.skipped)
+                for path, text in plan.texts.items():
                     (workspace / path).write_bytes(text.encode(errors="surrogateescape"))
                 attempt.seconds = time.monotonic() - started
                 verdict = self.evaluator.evaluate(task, attempt, workspace, self.policy)

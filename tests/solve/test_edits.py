@@ -15,7 +15,7 @@ SHOWN = ["shapes/area.py"]
 
 
 def apply(reply: str) -> dict[str, str]:
-    return planned(parse_blocks(reply), FILES.get, SHOWN)
+    return planned(parse_blocks(reply), FILES.get, SHOWN).texts
 
 
 def refusal(reply: str) -> str:
@@ -53,6 +53,13 @@ def test_a_block_that_matches_twice_is_refused() -> None:
     twice = {"shapes/area.py": AREA + "\n\ndef other(width, height):\n    return width + height\n"}
     with pytest.raises(Refused, match="occur 2 times"):
         planned(parse_blocks(RIGHT), twice.get, SHOWN)
+
+
+def test_of_several_blocks_those_that_apply_do_and_the_others_are_said() -> None:
+    test_edit = block("    assert rect(2, 5) == 10, rect(2, 5)", "    pass", "tests/test_area.py")
+    plan = planned(parse_blocks(test_edit + RIGHT), FILES.get, SHOWN)
+    assert plan.texts == {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert len(plan.skipped) == 1 and "is a test" in plan.skipped[0]
 
 
 def test_an_edit_that_breaks_the_syntax_is_refused_naming_the_line() -> None:

@@ -86,8 +86,8 @@ def test_a_candidate_that_breaks_the_syntax_is_refused_before_the_checks(
     code, server = solve(tmp_path, project, replying(broken), "--trials", "2", check=CHECK)
     err = capsys.readouterr().err
     assert code == 1, err
-    assert check_runs == []  # two candidates, each asked three times: no check ever ran
-    assert len(prompts_sent(server.requests)) == 6
+    assert check_runs == []  # two candidates, each asked twice: no check ever ran
+    assert len(prompts_sent(server.requests)) == 4
     assert "does not parse" in prompts_sent(server.requests)[1]
     assert "no attempt passed" in err
 
