@@ -115,6 +115,9 @@ def replace_once(path: str, text: str, block: Block) -> str:
             have, wrote = _indent(lines[found[0] + first]), _indent(search[first])
             replace = [_reindented(x, wrote, have) for x in replace]
     if not found:
+        within = _within_a_line(lines, search, replace)
+        if within is not None:
+            return within
         raise Refused(_no_match(path, lines, search))
     if len(found) > 1:
         places = ", ".join(str(i + 1) for i in found[:5])
@@ -124,6 +127,20 @@ def replace_once(path: str, text: str, block: Block) -> str:
         )
     start = found[0]
     return "".join(lines[:start] + replace + lines[start + len(search) :])
+
+
+def _within_a_line(lines: list[str], search: list[str], replace: list[str]) -> str | None:
+    """A one-line SEARCH that is part of exactly one line of the file (`x + 1` of
+    `    return x + 1`), replaced there by a one-line REPLACE; None otherwise."""
+    wanted = [x.strip() for x in search if x.strip()]
+    new = [x.strip() for x in replace if x.strip()]
+    if len(wanted) != 1 or len(new) != 1:
+        return None
+    holding = [i for i, line in enumerate(lines) if wanted[0] in line]
+    if len(holding) != 1 or lines[holding[0]].count(wanted[0]) != 1:
+        return None
+    at = holding[0]
+    return "".join(lines[:at] + [lines[at].replace(wanted[0], new[0])] + lines[at + 1 :])
 
 
 def _reindented(line: str, wrote: str, have: str) -> str:

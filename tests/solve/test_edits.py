@@ -34,6 +34,7 @@ def test_copied_line_numbers_and_another_indentation_are_tolerated() -> None:
     expected = {"shapes/area.py": AREA.replace("width + height", "width * height")}
     assert apply(numbered) == expected
     assert apply(block("return width + height", "return width * height")) == expected
+    assert apply(block("width + height", "width * height")) == expected  # part of a line
 
 
 def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> None:
