@@ -40,8 +40,13 @@ class Diagnosis:
     code: Code
     trials: int = 1
 
-    def shown_files(self, trial: int) -> list[str]:
-        return list(dict.fromkeys(f.path for f in self.localisation.group(trial)))
+    def shown_files(self, trial: int) -> dict[str, set[int]]:
+        """The files candidate `trial` is shown, and their lines it is shown."""
+        shown: dict[str, set[int]] = {}
+        for function in self.localisation.group(trial):
+            start, end = window(function, self.localisation.lines.get(function), FUNCTION_LINES)
+            shown.setdefault(function.path, set()).update(range(start, end + 1))
+        return shown
 
     def line(self) -> str:
         """One line: how it localised and what its candidates are shown (`;`-separated)."""

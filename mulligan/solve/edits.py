@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from mulligan.solve.diffs import lines_of
@@ -100,8 +100,9 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def replace_once(path: str, text: str, block: Block) -> str:
-    """The file's text with the block applied; Refused if it does not match exactly once."""
+def replace_once(path: str, text: str, block: Block, near: Collection[int] = ()) -> str:
+    """The file's text with the block applied; Refused if it does not match exactly once
+    (where it matches several times, once among the lines `near`, the ones shown, will do)."""
     search, replace = _with_newline(_unnumbered(block.search)), _unnumbered(block.replace)
     replace = _with_newline(replace)
     if not any(x.strip() for x in search):
@@ -114,8 +115,10 @@ def replace_once(path: str, text: str, block: Block) -> str:
             first = next(k for k, x in enumerate(search) if x.strip())
             have, wrote = _indent(lines[found[0] + first]), _indent(search[first])
             replace = [_reindented(x, wrote, have) for x in replace]
+    if len(found) > 1 and near:
+        found = [i for i in found if i + 1 in near] or found
     if not found:
-        within = _within_a_line(lines, search, replace)
+        within = _within_a_line(lines, search, replace, near)
         if within is not None:
             return within
         raise Refused(_no_match(path, lines, search))
@@ -129,14 +132,18 @@ def replace_once(path: str, text: str, block: Block) -> str:
     return "".join(lines[:start] + replace + lines[start + len(search) :])
 
 
-def _within_a_line(lines: list[str], search: list[str], replace: list[str]) -> str | None:
-    """A one-line SEARCH that is part of exactly one line of the file (`x + 1` of
-    `    return x + 1`), replaced there by a one-line REPLACE; None otherwise."""
+def _within_a_line(
+    lines: list[str], search: list[str], replace: list[str], near: Collection[int]
+) -> str | None:
+    """A one-line SEARCH that is part of exactly one line of the file, or of the lines `near`
+    (`x + 1` of `    return x + 1`), replaced there by a one-line REPLACE; None otherwise."""
     wanted = [x.strip() for x in search if x.strip()]
     new = [x.strip() for x in replace if x.strip()]
     if len(wanted) != 1 or len(new) != 1:
         return None
     holding = [i for i, line in enumerate(lines) if wanted[0] in line]
+    if len(holding) > 1:
+        holding = [i for i in holding if i + 1 in near]
     if len(holding) != 1 or lines[holding[0]].count(wanted[0]) != 1:
         return None
     at = holding[0]
@@ -197,11 +204,14 @@ class Plan:
     """Why each block that was not applied was refused (the others were)."""
 
 
-def planned(blocks: list[Block], read: Callable[[str], str | None], shown: list[str]) -> Plan:
+def planned(
+    blocks: list[Block], read: Callable[[str], str | None], shown: Mapping[str, Collection[int]]
+) -> Plan:
     """What the blocks change. A block that does not apply (no match, a test) is skipped with
     its reason; Refused, naming why, when none applies, when the result does not parse, or
     when it changes nothing. `read` gives a project file's text (None: not a file of it);
-    `shown`: the files the model was shown, where a block without a usable path is looked for.
+    `shown`: the files the model was shown and their lines shown, where a block without a
+    usable path is looked for, and where one that matches several places is applied.
     """
     if not blocks:
         raise Refused(
@@ -215,7 +225,7 @@ def planned(blocks: list[Block], read: Callable[[str], str | None], shown: list[
             path = _path_for(block, read, shown, texts)
             if is_test_file(path):
                 raise Refused(f"{path} is a test: fix the project's code, do not edit the tests")
-            texts[path] = replace_once(path, texts[path], block)
+            texts[path] = replace_once(path, texts[path], block, shown.get(path, ()))
         except Refused as exc:
             skipped.append(exc.reason)
     if len(skipped) == len(blocks):
@@ -233,7 +243,10 @@ def planned(blocks: list[Block], read: Callable[[str], str | None], shown: list[
 
 
 def _path_for(
-    block: Block, read: Callable[[str], str | None], shown: list[str], texts: dict[str, str]
+    block: Block,
+    read: Callable[[str], str | None],
+    shown: Mapping[str, Collection[int]],
+    texts: dict[str, str],
 ) -> str:
     """The block's own path when the project has it; else the one shown file its lines are in."""
     if block.path and block.path not in texts and read(block.path) is not None:

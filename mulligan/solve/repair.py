@@ -125,7 +125,7 @@ class RepairPipeline:
     # ------------------------------------------------------------ one round, one candidate
 
     def _round(
-        self, task: Task, asks: dict[int, tuple[str, list[str]]], lessons: list[Lesson]
+        self, task: Task, asks: dict[int, tuple[str, dict[str, set[int]]]], lessons: list[Lesson]
     ) -> list[Candidate]:
         """One candidate per trial, each with its prompt and the files it was shown."""
         ids = [lesson.id for lesson in lessons]
@@ -140,7 +140,12 @@ class RepairPipeline:
             return [future.result() for future in running]
 
     def _candidate(
-        self, task: Task, prompt: str, shown: list[str], lesson_ids: list[str], trial: int
+        self,
+        task: Task,
+        prompt: str,
+        shown: dict[str, set[int]],
+        lesson_ids: list[str],
+        trial: int,
     ) -> Candidate:
         started = time.monotonic()
         attempt = Attempt(

@@ -11,7 +11,7 @@ from mulligan.solve.edits import Refused, parse_blocks, planned
 from tests.solve.projects import AREA, RIGHT, TESTS, block
 
 FILES = {"shapes/area.py": AREA, "tests/test_area.py": TESTS}
-SHOWN = ["shapes/area.py"]
+SHOWN = {"shapes/area.py": set(range(1, 7))}
 
 
 def apply(reply: str) -> dict[str, str]:
@@ -37,6 +37,14 @@ def test_copied_line_numbers_and_another_indentation_are_tolerated() -> None:
     assert apply(block("width + height", "width * height")) == expected  # part of a line
 
 
+def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
+    twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
+    files = {"shapes/area.py": twice}
+    for reply in (RIGHT, block("width + height", "width * height")):
+        plan = planned(parse_blocks(reply), files.get, {"shapes/area.py": {8, 9, 10, 11}})
+        assert plan.texts["shapes/area.py"] == AREA + twice[len(AREA) :].replace("+", "*")
+
+
 def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> None:
     reply = block("    return width + height", "    return width * height", path="area.py")
     assert list(apply(reply)) == ["shapes/area.py"]
@@ -53,7 +61,7 @@ def test_a_block_that_matches_twice_is_refused() -> None:
     assert "SEARCH part is empty" in said
     twice = {"shapes/area.py": AREA + "\n\ndef other(width, height):\n    return width + height\n"}
     with pytest.raises(Refused, match="occur 2 times"):
-        planned(parse_blocks(RIGHT), twice.get, SHOWN)
+        planned(parse_blocks(RIGHT), twice.get, {"shapes/area.py": set(range(1, 12))})
 
 
 def test_of_several_blocks_those_that_apply_do_and_the_others_are_said() -> None:
