@@ -48,6 +48,8 @@ SOURCES = {
         ),  # fmt: skip
         Source("toolz", "1.0.0", f"{PYTEST} toolz/tests"),
         Source("semver", "3.0.2", f"PYTHONPATH=src {PYTEST} -o addopts= tests"),
+        Source("webcolors", "24.8.0", f"PYTHONPATH=src {PYTEST} -o addopts= tests"),
+        Source("cachetools", "5.5.0", f"PYTHONPATH=src {PYTEST} -o addopts= tests"),
     ]
 }
 INFLECTION, ISODATE = "inflection/__init__.py", "src/isodate/isotzinfo.py"
@@ -75,6 +77,26 @@ BUGS = [
     Bug("semver", "semver-prerelease-length", "src/semver/version.py",
         "return _cmp(len(a), len(b))", "return _cmp(len(b), len(a))"),
 ]  # fmt: skip
+WEBCOLORS, CACHETOOLS = "src/webcolors/_normalization.py", "src/cachetools/keys.py"
+MORE_BUGS = [
+    Bug("webcolors", "webcolors-hex-expand", WEBCOLORS,
+        'hex_digits = "".join(2 * s for s in hex_digits)',
+        'hex_digits = "".join(s for s in hex_digits)'),
+    Bug("webcolors", "webcolors-percent-clip", WEBCOLORS,
+        'return "0%" if percent < 0 else "100%" if percent > 100 else f"{percent}%"',
+        'return "0%" if percent < 0 else "100%" if percent > 10 else f"{percent}%"'),
+    Bug("webcolors", "webcolors-hex-to-rgb", "src/webcolors/_conversion.py",
+        "return IntegerRGB(int_value >> 16, int_value >> 8 & 0xFF, int_value & 0xFF)",
+        "return IntegerRGB(int_value >> 16, int_value >> 4 & 0xFF, int_value & 0xFF)"),
+    Bug("webcolors", "webcolors-rgb-to-hex", "src/webcolors/_conversion.py",
+        'return f"#{red:02x}{green:02x}{blue:02x}"', 'return f"#{red:02x}{blue:02x}{green:02x}"'),
+    Bug("cachetools", "cachetools-typedkey", CACHETOOLS,
+        "key += tuple(type(v) for v in args)", "key += tuple(v for v in args)"),
+    Bug("cachetools", "cachetools-currsize", "src/cachetools/__init__.py",
+        "self.__currsize += diffsize", "self.__currsize += size"),
+]  # fmt: skip
+"""Added after the first ten: webcolors and cachetools (the first ten stay the comparison)."""
+BUGS += MORE_BUGS
 
 
 # ---------------------------------------------------------------- setting up

@@ -10,6 +10,9 @@ similar bug in the same project starts from the first one's lesson.
   python benchmarks/solve_real.py --base-url http://127.0.0.1:8011/v1 [--strategies ...]
       [--bugs ID,...] [--trials 3] [--max-steps 12] [--protocol text] [--out results.jsonl]
       [--resume]                                          # continue --out's run
+      [--concurrency 2] [--apply]       # solve's candidates at once; check what --apply wrote
+  python benchmarks/solve_real.py --localise --trials 4 --strategies patch  # no model: is the
+                                        # bug's function among those the pipeline would show?
   python benchmarks/solve_real.py --table results.jsonl ... # the table again, from --out(s)
   python benchmarks/solve_real.py --smoke                   # the plumbing: a local project,
                                                             # the scripted fake server
@@ -31,9 +34,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from real_projects import BUGS, SOURCES, Bug, Source, check_python, fetch, plant, verified
+from solve_stages import (
+    applied_exactly,
+    bug_function,
+    edited,
+    localise_only,
+    localised,
+    shown_in,
+    stage,
+    stage_table,
+)
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode
+from mulligan.solve import Project
 
 TASK = "The test suite fails: find the bug in the project's code and fix it. Do not edit the tests."
 STRATEGIES = ("react", "retry", "reflexion-memory")
@@ -54,6 +68,10 @@ class Outcome:
     silent_attempts: int  # attempts that made no tool call at all
     exit: int
     note: str = ""
+    localised: str = ""  # hit / miss: the bug's function among those shown; '': not localised
+    edited: bool = False  # some attempt's change applied to its copy
+    stage: str = ""  # fixed, not localised, no edit applied, tests failed
+    applied: str = ""  # --apply: "exactly" (--dir now differs by the printed diff and passes)
 
 
 # ---------------------------------------------------------------- solving
@@ -72,22 +90,28 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             "--memory", str(memory), "--embedding", args.embedding, "--family", bug.project,
             "--base-url", args.base_url, "--yes", "--max-steps", str(args.max_steps),
             "--max-seconds", str(args.max_seconds), "--timeout", str(args.timeout),
-            "--max-reply-tokens", str(args.max_reply_tokens)]  # fmt: skip
+            "--max-reply-tokens", str(args.max_reply_tokens),
+            "--concurrency", str(args.concurrency)]  # fmt: skip
     argv += ["--protocol", args.protocol] if args.protocol else []
     argv += ["--model", args.model] if args.model else []
     previous = log.read_bytes() if log.exists() else b""
     earlier = _run_id(previous.decode(errors="replace"))
     argv += ["--resume", earlier] if earlier else []
+    argv += ["--apply"] if args.apply else []
+    untouched = Project(directory).snapshot()
+    function = bug_function(bug, directory)  # before --apply takes the bug away
     started = time.monotonic()
     limit = args.trials * args.max_seconds + 900
     with open(log, "a") as err_file:
-        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_file)
+        patch = open(log.with_name("fix.patch"), "w")  # noqa: SIM115 - closed below
+        child = subprocess.Popen(argv, stdout=patch, stderr=err_file)
         try:
             code = child.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             child.kill()
             code = child.wait()
             err_file.write(f"\nkilled after {limit:.0f}s\n")
+        patch.close()
     seconds = time.monotonic() - started
     err = log.read_bytes()[len(previous) :].decode(errors="replace")  # this run's part
     found = SUMMARY.search(err)
@@ -95,6 +119,7 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
     episodes = _episodes(memory, run) if run else []
     silent = sum(1 for e in episodes for a in e.attempts if not any(s.tool_calls for s in a.steps))
     first = episodes[0].attempts[0] if episodes and episodes[0].attempts else None
+    where, edit = localised(function, shown_in(err)), edited(episodes)
     return Outcome(bug.id, bug.project, strategy, first.protocol if first else "?", order,
         code == 0,
         attempts=int(found.group(2)) if found else 0,
@@ -103,6 +128,9 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
         given_lessons=len(first.lesson_ids) if first else 0,
         silent_attempts=silent, exit=code,
         note="" if found else " ".join(err.strip().splitlines()[-1:])[:300],
+        localised=where, edited=edit, stage=stage(code == 0, where, edit),
+        applied=applied_exactly(directory, untouched, log.with_name("fix.patch"), check)
+        if args.apply and code == 0 else "",
     )  # fmt: skip
 
 
@@ -138,7 +166,7 @@ def refuse(message: str) -> NoReturn:
 
 
 SETTINGS = ("trials", "max_steps", "max_seconds", "max_reply_tokens", "protocol", "model",
-            "embedding", "smoke")  # fmt: skip
+            "embedding", "smoke", "concurrency")  # fmt: skip
 """What shapes a result: a resumed run must keep them (the endpoint's address may change)."""
 
 
@@ -173,17 +201,17 @@ def run_all(
     label = out.stem if out else f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     runs = work / "runs" / label
     outcomes = recorded(out)
-    if not args.resume and not args.verify and (outcomes or runs.exists()):
+    if not args.resume and not (args.verify or args.localise) and (outcomes or runs.exists()):
         refuse(f"{out if outcomes else runs} holds an earlier run: pass --resume to continue "
                "it, or choose another --out")  # fmt: skip
-    if not args.verify:
+    if not args.verify and not args.localise:
         same_settings(runs, args)
     done = {(o.strategy, o.bug) for o in outcomes}
     for name in dict.fromkeys(b.project for b in bugs if chosen is None or b.id in chosen):
         source = sources[name]
         pristine = fetch(source, work) if not args.smoke else work / "pristine" / name
         check = source.check.format(python=python)
-        for strategy in args.strategies[:1] if args.verify else args.strategies:
+        for strategy in args.strategies[:1] if args.verify or args.localise else args.strategies:
             memory = runs / strategy / name / "memory"
             for order, bug in enumerate((b for b in bugs if b.project == name), 1):
                 if (strategy, bug.id) in done or (chosen is not None and bug.id not in chosen):
@@ -195,6 +223,12 @@ def run_all(
                     raise SystemExit(problem)
                 if args.verify:
                     print(f"{bug.id}: passes untouched, fails with the bug planted", flush=True)
+                    continue
+                if args.localise:  # what the repair pipeline would show, and is it the bug's
+                    shown = localise_only(bug, planted, check, args.trials)
+                    said = "; ".join(", ".join(g) for g in shown)
+                    found = localised(bug_function(bug, planted), shown)
+                    print(f"{bug.id}: {found} ({said})", flush=True)
                     continue
                 log = where.parent / "solve.stderr"
                 outcome = solve(bug, planted, check, strategy, memory, args, order, log)
@@ -288,7 +322,7 @@ def smoke(args: argparse.Namespace) -> int:
         args.base_url, args.protocol = server.base_url, args.protocol or "native"
         chosen = set(args.bugs.split(",")) if args.bugs else None
         outcomes = run_all(args, sources, bugs, chosen)
-    print(table(outcomes))
+    print(stage_table(outcomes) + "\n\n" + table(outcomes))
     memory = [o for o in outcomes if o.strategy == "reflexion-memory"]
     expected = [(True, 2, 0), (True, 1, 1)] if memory else []
     seen = [(o.passed, o.attempts, min(o.given_lessons, 1)) for o in memory]
@@ -326,10 +360,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--smoke", action="store_true", help="the scripted fake server")
     parser.add_argument("--verify", action="store_true", help="set up and check the bugs only")
+    parser.add_argument("--localise", action="store_true", help="localise the bugs only (no model)")
+    parser.add_argument("--apply", action="store_true", help="solve --apply; check what it wrote")
+    parser.add_argument("--concurrency", type=int, default=1, help="solve's: candidates at once")
     args = parser.parse_args(argv)
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     if args.table:
-        print(table([o for out in args.table for o in recorded(Path(out))]))
+        outcomes = [o for out in args.table for o in recorded(Path(out))]
+        print(stage_table(outcomes) + "\n\n" + table(outcomes))
         return 0
     if args.resume and not args.out:
         parser.error("--resume needs --out: the run it continues is the one recorded there")
@@ -341,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--bugs: unknown {', '.join(sorted(unknown))}")
     outcomes = run_all(args, SOURCES, BUGS, chosen)
     if outcomes:
-        print(table(outcomes))
+        print(stage_table(outcomes) + "\n\n" + table(outcomes))
     return 0
 
 

@@ -58,7 +58,7 @@ class LoopSettings(LoopSection):
 
     @model_validator(mode="after")
     def _known_names(self) -> LoopSettings:
-        strategies.get(self.strategy), strategies.stop_rule(self.stop)  # known names only
+        strategies.for_loop(self.strategy), strategies.stop_rule(self.stop)  # known names only
         return self
 
 
@@ -78,7 +78,7 @@ class Loop:
     config files); the memory's directory is added."""
 
     def __post_init__(self) -> None:
-        self.strategy = strategies.get(self.settings.strategy)
+        self.strategy = strategies.for_loop(self.settings.strategy)
         self.stop = strategies.stop_rule(self.settings.stop)
         if self.memory:  # past verdicts and hidden details are no business of the box
             self.policy = self.policy.hiding(self.memory.directory)

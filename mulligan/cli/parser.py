@@ -107,7 +107,13 @@ def add_solve(commands: Commands) -> None:
         "--dir", default=".", help="the project (default: .); never changed unless --apply"
     )
     solve.add_argument("--apply", action="store_true", help="apply the passing diff to --dir")
-    solve.add_argument("--strategy", default="reflexion-memory", help=", ".join(STRATEGIES))
+    solve.add_argument(
+        "--strategy",
+        default="auto",
+        help="auto (default: patch, the repair pipeline, when the failing checks name failing "
+        "tests or a traceback into the project; else reflexion-memory, the agent loop), "
+        + ", ".join(STRATEGIES),
+    )
     solve.add_argument("--family", help="lessons are kept under this name (default: dir name)")
     solve.add_argument("--tools", default="", help="more tools by name, comma-separated")
     add_command_flag(solve, "check_timeout")

@@ -64,10 +64,13 @@ class RunRequest:
     """The run writes lessons though no strategy of it does (a transfer study's learning)."""
 
     def uses_store(self) -> bool:
-        return self.learns or any(registry.get(s).uses_store for s in self.strategies)
+        return self.learns or any(s.uses_store for s in self._may_run())
 
     def repeats(self, config: RunConfig) -> bool:
-        return config.loop.trials > 1 and any(registry.get(s).repeats for s in self.strategies)
+        return config.loop.trials > 1 and any(s.repeats for s in self._may_run())
+
+    def _may_run(self) -> list[registry.Strategy]:
+        return [s for name in self.strategies for s in registry.may_run(name)]
 
 
 def resolved(config: RunConfig, request: RunRequest) -> RunConfig:

@@ -21,10 +21,10 @@ from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
 from mulligan.cli.pipeline import RunRequest, opened
 from mulligan.config import load_config
-from mulligan.diffs import apply_diff
 from mulligan.errors import UserError
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
+from mulligan.reflector import Reflector
 from mulligan.run_config import RunConfig
 from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
@@ -36,6 +36,9 @@ from mulligan.solve import (
     cannot_run,
     preflight,
 )
+from mulligan.solve.choose import choose, run_choice
+from mulligan.solve.diffs import apply_diff
+from mulligan.solve.repair import RepairPipeline, RepairSettings
 from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
@@ -73,7 +76,7 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
-    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
+    strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")
     return directory, checks
@@ -174,24 +177,36 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
             if before is None:
                 return 0
             task = solve_task(args.task, project, family, checks, task.tools, args, before)
+            choice = choose(args.strategy, before, project, run.config.loop.trials)
+            evaluator = ChangeRecordingEvaluator(copies, run.model, progress(run.memory))
             make_loop = run.make_loop(
-                args.strategy,
+                choice.strategy.name,
                 extra_tools=started.tools,
                 workspace_for=copies,
                 approve=approve,
-                evaluator=ChangeRecordingEvaluator(copies, run.model, progress(run.memory)),
+                evaluator=evaluator,
                 actor={"nudge_no_tools": True},
             )
+            pipeline = lambda: RepairPipeline(  # noqa: E731
+                run.model,
+                copies,
+                evaluator,
+                run.policy,
+                RepairSettings.of(run.config),
+                run.memory,
+                Reflector(run.reflector),
+                run.run_id,
+            )
             with run.running():
+                print(choice.line, file=sys.stderr)
                 print(
                     f"run id: {run.run_id} · {project.directory} · family {family} · "
                     f"protocol {protocol}",
                     file=sys.stderr,
                 )
-                episode = make_loop().run_episode(
-                    task, episode_id(run.run_id, args.strategy, task.id)
-                )
-    return _report(episode, project, copies, args.apply, run.run_id)
+                found = episode_id(run.run_id, args.strategy, task.id)
+                outcome = run_choice(choice, task, args.task, found, make_loop, pipeline)
+    return _report(outcome.episode, outcome.chosen, project, copies, args.apply, run.run_id)
 
 
 def checks_before(copies: ProjectCopies, task: Task, policy: Policy) -> list[CheckRun] | None:
@@ -223,15 +238,19 @@ def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
 
 
 def _report(
-    episode: Episode, project: Project, copies: ProjectCopies, apply: bool, run_id: str
+    episode: Episode,
+    attempt: Attempt | None,
+    project: Project,
+    copies: ProjectCopies,
+    apply: bool,
+    run_id: str,
 ) -> int:
-    print(_summary(episode, run_id), file=sys.stderr)
-    if not episode.passed:
+    print(_summary(episode, attempt, run_id), file=sys.stderr)
+    if attempt is None:
         feedback = episode.verdicts[-1].feedback if episode.verdicts else ""
         if feedback:
             print("last checks said:\n" + _tail(feedback), file=sys.stderr)
         return 1
-    attempt = episode.attempts[-1]
     if not attempt.changes:
         print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
         return 0
@@ -250,12 +269,12 @@ def _report(
     return 0
 
 
-def _summary(episode: Episode, run_id: str) -> str:
+def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:
     attempts = episode.attempts
     usage = Usage.total(a.usage for a in attempts)
     last = episode.verdicts[-1] if episode.verdicts else None
     checks = f"{sum(c.passed for c in last.checks)}/{len(last.checks)} checks" if last else ""
-    outcome = f"passed on attempt {attempts[-1].trial}" if episode.passed else "no attempt passed"
+    outcome = f"passed on attempt {chosen.trial}" if chosen else "no attempt passed"
     return (
         f"{outcome} · {len(attempts)} attempt(s) · last: {checks} passed · "
         f"{usage.prompt_tokens}+{usage.completion_tokens} tokens · {usage.cost_text()} · "

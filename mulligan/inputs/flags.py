@@ -25,7 +25,9 @@ def check_flags(args: argparse.Namespace) -> None:
         if problem:
             raise UserError(f"{flag_name(dest)} {value}: {problem}")
     if getattr(args, "strategy", None) is not None:
-        strategies([args.strategy], "--strategy")
+        from mulligan import strategies as registry
+
+        registry.for_solve(args.strategy)  # a known name (or solve's auto)
     if getattr(args, "strategies", None) is not None:
         strategies(args.strategies.split(","), "--strategies")
     if getattr(args, "embedding", None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
 from mulligan.strategies.memory_frozen import MEMORY_FROZEN
+from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
@@ -16,7 +17,8 @@ from mulligan.strategies.select import SELECT
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
-    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT)
+    s.name: s
+    for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT, PATCH)
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
@@ -39,6 +41,32 @@ def get(name: str) -> Strategy:
     return REGISTRY[name]
 
 
+def for_loop(name: str) -> Strategy:
+    """A strategy the loop can run (a pipeline of its own, such as `patch`, it cannot)."""
+    strategy = get(name)
+    if strategy.outside_loop:
+        from mulligan.errors import UserError
+
+        raise UserError(f"strategy {name!r} runs only under `mulligan solve`; choose another")
+    return strategy
+
+
+def for_solve(name: str) -> Strategy | None:
+    """solve's --strategy: a known strategy, or None for `auto` (chosen by the failure)."""
+    return None if name == AUTO else parse(name, "--strategy")[0]
+
+
+def may_run(name: str) -> list[Strategy]:
+    """The strategies a run of this name may run: solve's `auto` may run either of its two."""
+    given = for_solve(name)
+    return [PATCH, agent_default()] if given is None else [given]
+
+
+def agent_default() -> Strategy:
+    """What `auto` runs when the failure does not suit the repair pipeline."""
+    return REGISTRY[AGENT_DEFAULT]
+
+
 def known(name: str) -> Strategy | None:
     """For reading logs: a run may name a strategy this version no longer has."""
     return REGISTRY.get(name)
@@ -57,7 +85,13 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
 
 
 __all__ = [
+    "AUTO",
     "BASELINES",
+    "PATCH",
+    "agent_default",
+    "for_loop",
+    "for_solve",
+    "may_run",
     "DEFAULT_STUDY",
     "LEARNER",
     "TRANSFER_STUDY",

@@ -42,6 +42,9 @@ class Strategy:
     submitted by selection (evaluator/selector.py) instead of the stop rule's pick."""
     in_default_study: bool = True
     """`mulligan bench` runs it when --strategies is not given (the paper's four)."""
+    outside_loop: bool = False
+    """It is not a way of running the loop but a pipeline of its own (`solve`'s repair
+    pipeline): only `solve` runs it, and the loop refuses it."""
 
     @property
     def shares_first_attempt(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
-from mulligan.diffs import apply_diff, unified_diff
+from mulligan.solve.diffs import apply_diff, unified_diff
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 BUGGY = "def add(a, b):\n    return a - b\n"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
-from mulligan.diffs import Link, apply_diff, unified_diff
 from mulligan.errors import UserError
+from mulligan.solve.diffs import Link, apply_diff, unified_diff
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.helpers.solving import (
     FIX,

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan import sandbox
-from mulligan.diffs import Link, Snapshot, unified_diff
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CommandCheck, Task, Verdict
+from mulligan.solve.diffs import Link, Snapshot, unified_diff
 from mulligan.text_cut import last_lines
 
 JUNK_DIRS = frozenset(

@@ -1,0 +1,27 @@
+"""`solve` below the command line: copies of the user's project, the diffs between them, and
+the repair pipeline (localise from the failure, search/replace edits, select by the checks).
+
+The names most callers need are re-exported here."""
+
+from mulligan.solve.copies import (
+    ChangeRecordingEvaluator,
+    CheckRun,
+    Project,
+    ProjectCopies,
+    cannot_run,
+    fingerprint,
+    preflight,
+)
+from mulligan.solve.diffs import apply_diff, unified_diff
+
+__all__ = [
+    "ChangeRecordingEvaluator",
+    "CheckRun",
+    "Project",
+    "ProjectCopies",
+    "apply_diff",
+    "cannot_run",
+    "fingerprint",
+    "preflight",
+    "unified_diff",
+]

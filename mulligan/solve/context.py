@@ -1,0 +1,135 @@
+"""What the repair pipeline shows the model: the failing test, its assertion, the check's
+output cut to the part that matters, and the implicated functions with line numbers."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mulligan import prompts
+from mulligan.solve.copies import CheckRun, Project
+from mulligan.solve.localise import (
+    Code,
+    Failure,
+    Function,
+    Localisation,
+    docstring_body,
+    localise,
+    numbered,
+    read_failure,
+    window,
+)
+from mulligan.text_cut import head_and_tail
+
+OUTPUT_CHARS = 1200
+"""How much of the failing check's output the prompt quotes (the code is shown besides)."""
+FUNCTION_LINES = 40
+"""A longer function is shown as this many lines around the line the traceback names."""
+TEST_LINES = 30
+PYTEST_FAILURES = re.compile(r"^_{3,} .* _{3,}$", re.MULTILINE)
+PYTEST_SUMMARY = re.compile(r"^=+ short test summary info =+$", re.MULTILINE)
+
+
+@dataclass
+class Diagnosis:
+    """A failing check read: what failed, and where the code to show is."""
+
+    run: CheckRun
+    failure: Failure
+    localisation: Localisation
+    code: Code
+    trials: int = 1
+
+    def shown_files(self, trial: int) -> dict[str, set[int]]:
+        """The files candidate `trial` is shown, and their lines it is shown."""
+        shown: dict[str, set[int]] = {}
+        for function in self.localisation.group(trial):
+            start, end = window(function, self.localisation.lines.get(function), FUNCTION_LINES)
+            shown.setdefault(function.path, set()).update(range(start, end + 1))
+        return shown
+
+    def line(self) -> str:
+        """One line: how it localised and what its candidates are shown (`;`-separated)."""
+        groups = self.localisation.shown(self.trials)
+        shown = "; ".join(", ".join(map(str, g)) for g in groups if g) or "no function"
+        how = {"traceback": "from the traceback", "calls": "by what the failing test calls"}
+        return f"localised {how[self.localisation.how]}: {shown}"
+
+
+def diagnose(before: list[CheckRun], project: Project, trials: int = 1) -> Diagnosis | None:
+    """The first failing check's diagnosis; None if every check passed."""
+    failing = [r for r in before if not r.run.ok]
+    if not failing:
+        return None
+    files = project.files()
+    code = Code(project.directory, files)
+    failure = read_failure(failing[0].output, files)
+    return Diagnosis(failing[0], failure, localise(failure, code), code, trials)
+
+
+def relevant_output(output: str, limit: int = OUTPUT_CHARS) -> str:
+    """pytest's failure section when there is one (not its collection and progress lines),
+    else the whole output; cut to `limit` characters, head and tail kept."""
+    start = PYTEST_FAILURES.search(output)
+    if start:
+        end = PYTEST_SUMMARY.search(output, start.start())
+        output = output[start.start() : end.start() if end else len(output)]
+    return head_and_tail(output.strip(), limit)
+
+
+def shown_code(diagnosis: Diagnosis, trial: int) -> list[dict[str, str]]:
+    localisation, sources = diagnosis.localisation, diagnosis.code.sources
+    shown = []
+    for function in localisation.group(trial):
+        mark = localisation.lines.get(function)
+        start, end = window(function, mark, FUNCTION_LINES)
+        shown.append(
+            {
+                "path": function.path,
+                "name": function.name,
+                "code": numbered(
+                    sources[function.path],
+                    start,
+                    end,
+                    mark,
+                    docstring_body(sources[function.path], function),
+                ),  # fmt: skip
+            }
+        )
+    return shown
+
+
+def test_code(diagnosis: Diagnosis) -> dict[str, str] | None:
+    test: Function | None = diagnosis.localisation.test
+    if test is None:
+        return None
+    frames = [line for path, line in diagnosis.failure.test_frames if path == test.path]
+    mark = next((line for line in reversed(frames) if test.holds(line)), None)
+    start, end = window(test, mark, TEST_LINES)
+    source = diagnosis.code.sources[test.path]
+    return {"name": test.name, "path": test.path, "code": numbered(source, start, end, mark)}
+
+
+def repair_prompt(
+    diagnosis: Diagnosis,
+    trial: int,
+    task: str,
+    project: str,
+    lessons: list[str],
+    earlier: list[str],
+) -> str:
+    functions = shown_code(diagnosis, trial)
+    return prompts.render(
+        "repair",
+        task=task,
+        project=project,
+        command=diagnosis.run.check.command,
+        test=test_code(diagnosis),
+        assertion=diagnosis.failure.assertion,
+        output=relevant_output(diagnosis.run.output),
+        how=diagnosis.localisation.how,
+        functions=functions,
+        lessons=lessons,
+        earlier=earlier,
+        example_path=functions[0]["path"] if functions else "path/to/module.py",
+    )

@@ -1,0 +1,85 @@
+"""Search/replace edits as a model writes them: applied when their SEARCH lines are in the
+file once (copied line numbers and another indentation tolerated), refused with a reason
+otherwise: the lines that differ and the closest match, a file that would not parse, a test
+edited, nothing changed."""
+
+from __future__ import annotations
+
+import pytest
+
+from mulligan.solve.edits import Refused, parse_blocks, planned
+from tests.solve.projects import AREA, RIGHT, TESTS, block
+
+FILES = {"shapes/area.py": AREA, "tests/test_area.py": TESTS}
+SHOWN = {"shapes/area.py": set(range(1, 7))}
+
+
+def apply(reply: str) -> dict[str, str]:
+    return planned(parse_blocks(reply), FILES.get, SHOWN).texts
+
+
+def refusal(reply: str) -> str:
+    with pytest.raises(Refused) as refused:
+        apply(reply)
+    return refused.value.reason
+
+
+def test_a_matching_block_changes_exactly_its_lines() -> None:
+    changed = apply("Here is the fix:\n\n" + RIGHT)
+    assert changed == {"shapes/area.py": AREA.replace("width + height", "width * height")}
+
+
+def test_copied_line_numbers_and_another_indentation_are_tolerated() -> None:
+    numbered = block(" 6 |     return width + height", " 6 |     return width * height")
+    expected = {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert apply(numbered) == expected
+    assert apply(block("return width + height", "return width * height")) == expected
+    assert apply(block("width + height", "width * height")) == expected  # part of a line
+
+
+def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
+    twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
+    files = {"shapes/area.py": twice}
+    for reply in (RIGHT, block("width + height", "width * height")):
+        plan = planned(parse_blocks(reply), files.get, {"shapes/area.py": {8, 9, 10, 11}})
+        assert plan.texts["shapes/area.py"] == AREA + twice[len(AREA) :].replace("+", "*")
+
+
+def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> None:
+    reply = block("    return width + height", "    return width * height", path="area.py")
+    assert list(apply(reply)) == ["shapes/area.py"]
+
+
+def test_a_block_that_does_not_match_names_the_lines_that_differ() -> None:
+    said = refusal(block("    return width + heigth", "    return width * height"))
+    assert "not in the file" in said and "closest are lines 6-6" in said
+    assert "'    return width + heigth'" in said and "'    return width + height'" in said
+
+
+def test_a_block_that_matches_twice_is_refused() -> None:
+    said = refusal(block("", "x") + block("\n", "y"))
+    assert "SEARCH part is empty" in said
+    twice = {"shapes/area.py": AREA + "\n\ndef other(width, height):\n    return width + height\n"}
+    with pytest.raises(Refused, match="occur 2 times"):
+        planned(parse_blocks(RIGHT), twice.get, {"shapes/area.py": set(range(1, 12))})
+
+
+def test_of_several_blocks_those_that_apply_do_and_the_others_are_said() -> None:
+    test_edit = block("    assert rect(2, 5) == 10, rect(2, 5)", "    pass", "tests/test_area.py")
+    plan = planned(parse_blocks(test_edit + RIGHT), FILES.get, SHOWN)
+    assert plan.texts == {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert len(plan.skipped) == 1 and "is a test" in plan.skipped[0]
+
+
+def test_an_edit_that_breaks_the_syntax_is_refused_naming_the_line() -> None:
+    said = refusal(block("    return width + height", "    return (width * height"))
+    assert "does not parse" in said and "line 6" in said
+
+
+def test_edits_to_tests_and_edits_that_change_nothing_are_refused() -> None:
+    test_edit = block("    assert rect(2, 5) == 10, rect(2, 5)", "    pass", "tests/test_area.py")
+    assert "is a test" in refusal(test_edit)
+    assert "changes nothing" in refusal(
+        block("    return width + height", "    return width + height")
+    )
+    assert "no SEARCH/REPLACE block" in refusal("The bug is in rect: use * instead of +.")

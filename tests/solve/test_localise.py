@@ -1,0 +1,97 @@
+"""Localisation from a failing check's output: a traceback into the project's code picks the
+function it goes through; frames in site-packages, the standard library or the tests do not;
+without a project frame, the functions the failing test calls are shown instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mulligan.solve.localise import Code, localise, read_failure
+from tests.solve.projects import make_shapes
+
+INTO_PROJECT = """Traceback (most recent call last):
+  File "/tmp/copy-123/tests/test_area.py", line 13, in <module>
+    test_rect()
+  File "/tmp/copy-123/tests/test_area.py", line 9, in test_rect
+    assert rect(2, 5) == 10, rect(2, 5)
+  File "/tmp/copy-123/shapes/area.py", line 6, in rect
+    return width + height
+TypeError: unsupported operand
+"""
+INTO_SITE_PACKAGES = """Traceback (most recent call last):
+  File "/usr/lib/python3.12/site-packages/shapes/area.py", line 6, in rect
+    return width + height
+  File "/usr/lib/python3.12/json/__init__.py", line 2, in loads
+TypeError: unsupported operand
+"""
+PYTEST = """_______________________________ test_rect ________________________________
+
+    def test_rect():
+>       assert rect(2, 5) == 10, rect(2, 5)
+E       AssertionError: 7
+E       assert 7 == 10
+
+tests/test_area.py:9: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_area.py::test_rect - AssertionError: 7
+"""
+
+
+def code_of(tmp_path: Path) -> Code:
+    root = make_shapes(tmp_path / "p")
+    files = ["shapes/__init__.py", "shapes/area.py", "tests/test_area.py"]
+    return Code(root, files)
+
+
+def test_a_traceback_into_the_project_picks_its_function(tmp_path: Path) -> None:
+    code = code_of(tmp_path)
+    failure = read_failure(INTO_PROJECT, code.sources)
+    assert failure.project_frames == [("shapes/area.py", 6)]
+    found = localise(failure, code)
+    assert found.how == "traceback"
+    assert [str(f) for f in found.functions] == ["shapes/area.py:rect"]
+    assert found.test is not None and found.test.name == "test_rect"
+    assert found.lines[found.functions[0]] == 6
+
+
+def test_frames_in_site_packages_or_the_stdlib_are_not_the_project(tmp_path: Path) -> None:
+    code = code_of(tmp_path)
+    failure = read_failure(INTO_SITE_PACKAGES, code.sources)
+    assert failure.project_frames == [] and failure.test_frames == []
+    assert localise(failure, code).functions == []
+
+
+def test_a_traceback_into_the_tests_only_shows_what_the_test_calls(tmp_path: Path) -> None:
+    code = code_of(tmp_path)
+    failure = read_failure(PYTEST, code.sources)
+    assert failure.project_frames == []  # the test's own line is no project frame
+    assert failure.tests == ["tests/test_area.py::test_rect"]
+    assert "assert 7 == 10" in failure.assertion
+    found = localise(failure, code)
+    assert found.how == "calls"
+    assert [str(f) for f in found.functions] == ["shapes/area.py:rect"]  # not square
+
+
+def test_ranking_follows_calls_into_the_project(tmp_path: Path) -> None:
+    area = (
+        "def square(side):\n    return side * side\n\n\n"
+        "def rect(width, height):\n    return _times(width, height)\n\n\n"
+        "def _times(a, b):\n    return a + b\n"
+    )
+    root = make_shapes(tmp_path / "p", area)
+    code = Code(root, ["shapes/area.py", "tests/test_area.py"])
+    found = localise(read_failure(PYTEST, code.sources), code)
+    assert [f.name for f in found.functions] == ["rect", "_times"]
+
+
+def test_later_candidates_are_shown_the_next_functions_in_the_ranking(tmp_path: Path) -> None:
+    steps = "".join(f"def step{i}(x):\n    return x\n\n\n" for i in range(1, 8))
+    calls = " + ".join(f"step{i}(width)" for i in range(1, 8))
+    root = make_shapes(tmp_path / "p", steps + f"def rect(width, height):\n    return {calls}\n")
+    code = Code(root, ["shapes/area.py", "tests/test_area.py"])
+    found = localise(read_failure(PYTEST, code.sources), code)
+    assert [f.name for f in found.functions] == ["rect"] + [f"step{i}" for i in range(1, 8)]
+    names = [[f.name for f in found.group(trial)] for trial in range(1, 6)]
+    assert names[0] == names[2] == names[4] == ["rect", "step1", "step2"]  # the best guess
+    assert names[1] == ["step3", "step4", "step5"] and names[3] == ["step6", "step7"]
+    assert found.shown(4) == [found.group(1), found.group(2), found.group(4)]
