@@ -16,6 +16,7 @@ from pathlib import Path
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
 from mulligan.carry import unseen
+from mulligan.cases import case_of
 from mulligan.defaults import MIN_SIMILARITY, Carry
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
@@ -38,6 +39,11 @@ class LoopSettings:
     """Reflexion keeps the last few reflections of the episode (3 in the paper)."""
     retrieved_lessons: int = 3
     min_similarity: float = MIN_SIMILARITY
+    retrieved_cases: int = 1
+    """Cases (worked examples) for a strategy that reads them (the most similar: top-1)."""
+    show_candidates: bool = False
+    """Stored lessons not yet verified reach the actor too, marked unverified (default: only
+    validated ones do; memory/validity.py)."""
     carry: Carry = "full"
     """Reflexion's carry-over: `full` (previous answer, visible feedback, reflections) or
     `lessons` (the reflections only)."""
@@ -46,8 +52,10 @@ class LoopSettings:
     """Where each attempt works (default: a scratch directory laid out from the task)."""
 
     def __post_init__(self) -> None:
-        if self.carried_reflections < 0 or self.retrieved_lessons < 0:
-            raise UserError("carried_reflections and retrieved_lessons must be 0 or more")
+        if min(self.carried_reflections, self.retrieved_lessons, self.retrieved_cases) < 0:
+            raise UserError(
+                "carried_reflections, retrieved_lessons and retrieved_cases must be 0 or more"
+            )
         strategies.get(self.strategy), strategies.stop_rule(self.stop)  # known names only
 
 
@@ -62,6 +70,8 @@ class Loop:
     policy: sandbox.Policy = field(default_factory=sandbox.Policy)
     """What the box hides from the code attempts and checks run (the suite's answers, the
     config files); the memory's directory is added."""
+    shown: Callable[[Task], list[Lesson]] | None = None
+    """What the store's place in the prompt shows instead of retrieval (verification's pairs)."""
 
     def __post_init__(self) -> None:
         self.strategy = strategies.get(self.settings.strategy)
@@ -103,6 +113,7 @@ class Loop:
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
             reflections += self._after(task, episode, lessons, last=trial == trials)
+            self._keep_case(task, episode)  # after the reflection: a resume redoes that
         if self.memory:
             self.memory.finish_episode(episode)
         return episode
@@ -130,19 +141,29 @@ class Loop:
     # ------------------------------------------------------------ what differs
 
     def _retriever(self, task: Task, episode: Episode) -> strategies.base.Retrieve:
-        """General lessons from the store for this task, none already in play."""
+        """General lessons (and cases) from the store for this task, none already in play."""
 
         def retrieve(known: set[str]) -> list[Lesson]:
-            if not self.memory:
-                return []
+            if not self.memory or self.shown:
+                return self.shown(task) if self.shown else []
             s = self.settings
             known = known | set(episode.lessons_written)
             trial = len(episode.attempts) + 1
+            lessons, cases = self.strategy.wants(s.retrieved_lessons, s.retrieved_cases)
             return self.memory.retrieve(
-                task, s.retrieved_lessons, known, episode.id, trial, min_similarity=s.min_similarity
-            )
+                task, lessons, known, episode.id, trial, min_similarity=s.min_similarity,
+                candidates=s.show_candidates, cases=cases, shuffled=self.strategy.shuffles,
+            )  # fmt: skip
 
         return retrieve
+
+    def _keep_case(self, task: Task, episode: Episode) -> None:
+        """A strategy that writes the store keeps an attempt whose visible checks passed as a
+        case (mulligan/cases.py)."""
+        if self.memory and self.strategy.writes_store and not self.memory.frozen:
+            case = case_of(task, episode.attempts[-1], episode.verdicts[-1], episode.id)
+            if case:
+                self.memory.keep(case, persistent=True)
 
     def _after(self, task: Task, episode: Episode, given: list[Lesson], last: bool) -> list[Lesson]:
         """After an attempt the stop rule did not accept (and not after the last trial), a

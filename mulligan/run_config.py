@@ -6,6 +6,7 @@
     compression  folding old steps (actor/context.py's `CompressionSettings`)
     loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
     validity     when a lesson is validated, refuted, expires (memory/validity.py)
+    memory       what a memory arm is shown (candidates, cases), verification's pairs
     run          the memory, its embedding, MCP servers, concurrency
 
 Filled by flags over MULLIGAN_* over ./mulligan.toml over the user file over the defaults
@@ -70,6 +71,17 @@ class LoopSection(Section):
     self_tests: int = Field(default=0, ge=0)
 
 
+class MemorySection(Section):
+    """What a memory arm is shown, and how a lesson is verified (docs/memory.md)."""
+
+    show_candidates: bool = False
+    """Lessons not yet verified reach the actor too, marked unverified."""
+    retrieved_cases: int = Field(default=1, ge=0)
+    """Cases (worked examples) for a strategy that reads them: the most similar, top-1."""
+    verify_pairs: int = Field(default=3, ge=1)
+    """Tasks (one pair each: with the lesson, without) a candidate is verified on."""
+
+
 class RunSection(Section):
     memory: str | None = None
     embedding: str = "minilm"
@@ -95,6 +107,7 @@ class RunConfig(BaseModel):
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
     loop: LoopSection = Field(default_factory=LoopSection)
     validity: ValidityRules = Field(default_factory=ValidityRules)
+    memory: MemorySection = Field(default_factory=MemorySection)
     run: RunSection = Field(default_factory=RunSection)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _files: tuple[str, ...] = PrivateAttr(default=())
@@ -136,7 +149,8 @@ class RunConfig(BaseModel):
         """The loop's settings for one strategy (`more`: what the command adds, such as
         extra tools or where attempts work)."""
         chosen = self.loop.model_dump(exclude={"self_tests"})
-        return LoopSettings(strategy=strategy, **chosen, **more)
+        shown = self.memory.model_dump(exclude={"verify_pairs"})
+        return LoopSettings(strategy=strategy, **chosen, **shown, **more)
 
     def manifest(self) -> dict[str, Any]:
         """What defines a run's results (not where the model is, its key, the memory's
@@ -144,7 +158,7 @@ class RunConfig(BaseModel):
         return self.model_dump(mode="json", include=set(MANIFEST_SECTIONS))
 
 
-MANIFEST_SECTIONS = ("actor", "budget", "compression", "loop", "validity")
+MANIFEST_SECTIONS = ("actor", "budget", "compression", "loop", "validity", "memory")
 
 
 def section_fields(section: str) -> list[str]:

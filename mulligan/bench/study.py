@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mulligan import strategies as registry
@@ -112,9 +112,8 @@ class Study:
                 self.memory.log, first_run, writer, self.config.loop.self_tests
             )
         for run_pass in range(1, self.passes + 1):
-            for strategy in self.strategies:
-                shared = source and shares_first_attempt(strategy)
-                shared = shared and (strategy != source or self.first_from is not None)
+            for strategy in self.strategies:  # a memory arm shown nothing shares it too
+                shared = source and (strategy != source or self.first_from is not None)
 
                 def report(
                     task: Task, episode: Episode, strategy: str = strategy, run_pass: int = run_pass
@@ -180,8 +179,10 @@ class Study:
 
         return first
 
-    def _loop(self, strategy: str, run_id: str) -> Loop:
+    def _loop(self, strategy: str, run_id: str, trials: int | None = None) -> Loop:
+        """`trials`: fewer than the settings say (verification makes one attempt a task)."""
         settings = self.config.loop_settings(strategy, extra_tools=self.extra_tools)
+        settings = replace(settings, trials=trials) if trials else settings
         actor = self.config.actor_settings()
         model = self.model_for(strategy)
         return build_loop(model, settings, actor, self.memory, run_id, policy=self.policy)

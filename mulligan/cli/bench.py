@@ -34,7 +34,7 @@ from mulligan.llm.connect import connect, local_fields
 from mulligan.llm.pricing import Price, require_price_for_cost_budget
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.curator import CuratorSettings
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.run_config import LoopSection, MemorySection, RunConfig
 from mulligan.sandbox import Policy
 from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import load_suite
@@ -263,7 +263,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         strategies=strategies,
         model_for=model_for,
         memory=memory,
-        config=RunConfig(budget=Budget(max_steps=4), loop=LoopSection(trials=3)),
+        config=RunConfig(
+            budget=Budget(max_steps=4),
+            loop=LoopSection(trials=3),
+            memory=MemorySection(show_candidates=True),  # it learns online: nothing verified
+        ),
         seed=args.seed,
         info={
             "suite": "demo",

@@ -37,10 +37,11 @@ def _memory(args: argparse.Namespace, *, existing: bool = True) -> Memory:
 
 
 def lesson_line(lesson: Lesson) -> str:
-    v = lesson.validity
+    v, e = lesson.validity, lesson.validity.evidence
     return (
         f"{lesson.id}  {lesson.kind:<7} {v.status:<10} conf {v.confidence:.2f}  "
-        f"+{v.helped}/-{v.hurt} used {v.retrieved}  [{lesson.scope.family}] {lesson.text}"
+        f"verified +{e.helped}/-{e.hurt} of {e.pairs}  shown {v.retrieved} "
+        f"(then passed {v.helped}, failed {v.hurt})  [{lesson.scope.family}] {lesson.text}"
     )
 
 
@@ -52,14 +53,16 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
             print(json.dumps(record if score is None else record | {"similarity": score}))
         return
     scored = any(score is not None for _, score in found)
-    header = [*(["score"] if scored else []), "id", "kind", "status", "conf", "+/-", "used"]
+    header = [*(["score"] if scored else []), "id", "kind", "status", "conf", "verified +/-"]
+    header += ["shown (then passed/failed)"]
     rows, plain = [], []
     for lesson, score in found:
         v = lesson.validity
         shown = [f"{score:.3f}"] if score is not None else []
         rows.append(
             [*shown, lesson.id, lesson.kind, v.status, f"{v.confidence:.2f}",
-             f"+{v.helped}/-{v.hurt}", str(v.retrieved), lesson.scope.family or "-", lesson.text]
+             f"+{v.evidence.helped}/-{v.evidence.hurt} of {v.evidence.pairs}",
+             f"{v.retrieved} ({v.helped}/{v.hurt})", lesson.scope.family or "-", lesson.text]
         )  # fmt: skip
         plain.append(f"{score:.3f}  {lesson_line(lesson)}" if scored else lesson_line(lesson))
     table([*header, "family", "lesson"], rows, plain, sys.stdout)
@@ -75,7 +78,19 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
     print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
     print(f"  {lesson.text}")
     print(f"  scope: family {lesson.scope.family or '-'}, task {lesson.scope.task_id or '-'}")
-    print(f"  counters: retrieved {v.retrieved}, helped {v.helped}, hurt {v.hurt}")
+    print(f"  online: shown {v.retrieved}, then passed {v.helped}, then failed {v.hurt}")
+    e = v.evidence
+    print(f"  verified: {e.pairs} pairs, helped {e.helped}, hurt {e.hurt}"
+          + (f" (on {', '.join(e.tasks)})" if e.tasks else ""))  # fmt: skip
+    if lesson.case:
+        print(
+            "  answer that passed:\n"
+            + "\n".join("    " + x for x in lesson.case.answer.splitlines())
+        )
+        print(
+            "  what its checks said:\n"
+            + "\n".join("    " + x for x in lesson.case.feedback.splitlines())
+        )
     print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
           f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
     for e in events:

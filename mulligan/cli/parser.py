@@ -167,8 +167,18 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
         f"({MIN_SIMILARITY}; solve: 0, as its lessons are the project's own)",
     )
     group = parser.add_argument_group("lesson validity")
-    group.add_argument("--validate-after", type=int, help="helps that validate (default 2)")
-    group.add_argument("--refute-after", type=int, help="hurts that refute (default 3)")
+    group.add_argument(
+        "--validate-after", type=int, help="verified pairs it helped in that validate (default 1)"
+    )
+    group.add_argument(
+        "--refute-after", type=int, help="verified pairs it hurt in that refute (default 1)"
+    )
+    group.add_argument(
+        "--show-candidates", action="store_true",
+        help="unverified lessons reach the actor too, marked so (default: validated ones only)",
+    )  # fmt: skip
+    group.add_argument("--retrieved-cases", type=int, help="cases a case-reading arm sees (1)")
+    group.add_argument("--verify-pairs", type=int, help="pairs a lesson is verified on (3)")
     group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
     add_mcp_flag(parser)
     add_endpoint_flags(parser)

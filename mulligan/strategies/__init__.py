@@ -6,7 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
-from mulligan.strategies.memory_frozen import MEMORY_FROZEN
+from mulligan.strategies.memory_frozen import MEMORY_FROZEN, VARIANTS
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
@@ -15,7 +15,7 @@ from mulligan.strategies.retry import RETRY
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
-    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN)
+    s.name: s for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, *VARIANTS)
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
