@@ -18,7 +18,7 @@ from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.schema import Lesson
 
-EMBEDDING_ACTIONS = ("search", "import")
+EMBEDDING_ACTIONS = ("search", "import", "verify")
 """The only memory actions that embed text; the others read or update what is stored."""
 
 
@@ -122,6 +122,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
+    elif action == "verify":
+        from mulligan.cli.verify import cmd_verify
+
+        return cmd_verify(args, memory)
     elif action == "stats":
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)

@@ -167,16 +167,9 @@ def add_run_flags(parser: argparse.ArgumentParser, memory_default: str) -> None:
         f"({MIN_SIMILARITY}; solve: 0, as its lessons are the project's own)",
     )
     group = parser.add_argument_group("lesson validity")
-    group.add_argument(
-        "--validate-after", type=int, help="verified pairs it helped in that validate (default 1)"
-    )
-    group.add_argument(
-        "--refute-after", type=int, help="verified pairs it hurt in that refute (default 1)"
-    )
-    group.add_argument(
-        "--show-candidates", action="store_true",
-        help="unverified lessons reach the actor too, marked so (default: validated ones only)",
-    )  # fmt: skip
+    group.add_argument("--validate-after", type=int, help="verified pairs helped in (default 1)")
+    group.add_argument("--refute-after", type=int, help="verified pairs hurt in (default 1)")
+    group.add_argument("--show-candidates", action="store_true", help="unverified lessons too")
     group.add_argument("--retrieved-cases", type=int, help="cases a case-reading arm sees (1)")
     group.add_argument("--verify-pairs", type=int, help="pairs a lesson is verified on (3)")
     group.add_argument("--lesson-ttl-days", type=float, help="new lessons expire after this")
@@ -250,12 +243,22 @@ def add_tasks(commands: Commands) -> None:
     tasks.set_defaults(handler="mulligan.cli.run:cmd_tasks")
 
 
+VERIFY_FLAGS = {"--ids": str, "--data": str, "--limit": int, "--sample": int, "--seed": int,
+                "--verify-pairs": int, "--concurrency": int, "--min-similarity": None}  # fmt: skip
+
+
 def add_memory(commands: Commands) -> None:
     memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
     memory.add_argument(
-        "action", choices=["list", "search", "show", "retract", "export", "import", "stats"]
+        "action",
+        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify"],
     )
-    memory.add_argument("query", nargs="?", help="text (search), lesson id, or file (import)")
+    memory.add_argument("query", nargs="?", help="text, lesson id, file (import), tasks (verify)")
+    group = memory.add_argument_group("verify: each candidate paired with and without it")
+    for flag, kind in VERIFY_FLAGS.items():
+        group.add_argument(flag, type=kind or similarity, default=0 if flag == "--seed" else None)
+    add_endpoint_flags(memory)
+    add_budget_flags(memory)
     memory.add_argument("--k", type=int, default=5, help="results for search")
     memory.add_argument("--out", help="file for export (default: standard output)")
     memory.add_argument(
