@@ -46,7 +46,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
     print(f"run id: {run_id}", file=sys.stderr)
     found = verify(
         memory, lessons, suite.tasks, make_loop, run_id,
-        k=make_loop("react").settings.retrieved_lessons,
+        k=config.loop_settings("react").retrieved_lessons,
         min_similarity=config.loop.min_similarity, pairs=config.memory.verify_pairs,
         concurrency=config.run.concurrency,
     )  # fmt: skip
