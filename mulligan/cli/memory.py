@@ -130,6 +130,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)
         families = collections.Counter(lesson.scope.family for lesson in lessons)
+        kinds = collections.Counter(lesson.kind for lesson in lessons)
         if as_json:
             print(
                 json.dumps(
@@ -138,6 +139,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
                         "store": memory.where,
                         "by_status": dict(statuses),
                         "by_family": dict(families),
+                        "by_kind": dict(kinds),
                     }
                 )
             )
@@ -145,6 +147,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print(f"{len(lessons)} lessons in {memory.where}")
         print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
         print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
+        print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     return 0
 
 

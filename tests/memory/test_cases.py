@@ -81,6 +81,8 @@ def test_cases_are_listed_shown_retracted_exported_and_imported_like_lessons(
     where = ["--memory", str(tmp_path / "mem")]
     assert main(["memory", "list", *where]) == 0
     assert case.id in capsys.readouterr().out
+    assert main(["memory", "stats", *where]) == 0
+    assert "by kind: case 1" in capsys.readouterr().out
     assert main(["memory", "show", case.id, *where]) == 0
     shown = capsys.readouterr().out
     assert "case" in shown and "answer that passed" in shown and "1000" in shown
