@@ -41,6 +41,8 @@ class TransferStats:
     """Lesson id -> retrieved, helped, hurt on the test split."""
     lessons: dict[str, Lesson] = field(default_factory=dict)
     tokens: list[LessonTokens] = field(default_factory=list)
+    cases: dict[str, int] = field(default_factory=dict)
+    """Case id -> times shown on the test split (the real arms')."""
 
 
 def _reads_memory(s: StrategyStats) -> bool:
@@ -88,7 +90,10 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
             counts[event["event"]] += 1
     ids = [x.id for x in (found.curation.kept if found.curation else [])] + list(found.uses)
     stored = log.stored_ids(ids)  # the memory's lessons, not an episode's own diagnoses
-    found.lessons = {x.id: x for x in log.lessons(list(dict.fromkeys(ids))) if x.id in stored}
+    used = [x for x in log.lessons(list(dict.fromkeys(ids))) if x.id in stored]
+    found.lessons = {x.id: x for x in used if x.kind != "case"}
+    shown = {i: uses["retrieved"] for i, uses in found.uses.items()}
+    found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
     for s in stats.strategies:
         if _reads_memory(s):
             found.tokens.append(_lesson_tokens(log, stats.run_id, s.strategy, stored))
@@ -102,7 +107,8 @@ def _lesson_tokens(log: EpisodeLog, run_id: str, strategy: str, stored: set[str]
         for attempt in episode.attempts if episode else []:
             counted.attempts += 1
             counted.prompt_tokens += attempt.usage_by_role.get("actor", Usage()).prompt_tokens
-            texts = [x.text for x in log.lessons([i for i in attempt.lesson_ids if i in stored])]
+            given = log.lessons([i for i in attempt.lesson_ids if i in stored])
+            texts = [x.text for x in given if x.kind != "case"]  # a case is no lesson
             if texts:
                 block = estimated_tokens(prompts.render("lessons", lessons=texts))
                 counted.with_lessons += 1
@@ -244,7 +250,10 @@ def dropped_rows(transfer: TransferStats) -> Table:
 
 
 def token_lines(transfer: TransferStats) -> list[str]:
-    lines = []
+    shown = sum(transfer.cases.values())
+    lines = [f"Cases were shown as worked examples in {shown} attempts on the test split "
+             f"({len(transfer.cases)} distinct case(s))."]  # fmt: skip
+    lines = lines if transfer.cases else []
     for t in transfer.tokens:
         if not t.with_lessons:
             lines.append(f"No attempt of {t.strategy} was given a learned lesson.")
