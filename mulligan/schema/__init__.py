@@ -166,11 +166,11 @@ class LessonSource(Record):
 class Evidence(Record):
     """Counterfactual pairs: the same task with the lesson and without it, same settings."""
 
-    pairs: int = 0
-    helped: int = 0
+    pairs: int = Field(default=0, ge=0)
+    helped: int = Field(default=0, ge=0)
     """Pairs where the attempt with the lesson passed its visible checks and the one without
     failed them."""
-    hurt: int = 0
+    hurt: int = Field(default=0, ge=0)
     """Pairs where the attempt without the lesson passed and the one with it failed."""
     tasks: list[str] = Field(default_factory=list)
     """The tasks it was tried on, one per pair."""

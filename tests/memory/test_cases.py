@@ -5,6 +5,7 @@ imported as lessons are."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,17 @@ def test_cases_are_listed_shown_retracted_exported_and_imported_like_lessons(
         memory=Memory(tmp_path / "mem", HashEmbedding()),
     ).run_episode(units_tasks(2)[1])
     assert later.attempts[0].lesson_ids == []  # retracted: shown to no one
+
+
+def test_an_import_with_negative_evidence_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lesson = Lesson(id="x", text="Check the types.")
+    record = lesson.model_dump(mode="json")
+    record["validity"]["evidence"]["hurt"] = -2
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    argv = ["memory", "import", str(path), "--memory", str(tmp_path / "m"), "--trust"]
+    assert main([*argv, "--embedding", "hash"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1" in err and "validity.evidence.hurt" in err
