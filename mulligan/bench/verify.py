@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mulligan import strategies
 from mulligan.bench.runner import episode_id, run_tasks
 from mulligan.loop import Loop
 from mulligan.memory import Memory
@@ -26,8 +27,7 @@ from mulligan.memory.validity import GENERAL, apply_evidence
 from mulligan.schema import Episode, Lesson, Task, tells_nothing
 
 log = logging.getLogger("mulligan")
-WITHOUT, WITH = "react", "memory-frozen"
-"""One attempt without memory; one with the store's place in the prompt (`Loop.shown`)."""
+WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
 
 MakeLoop = Callable[[str], Loop]
 """A one-trial loop for a strategy, over the study's model, settings and memory."""

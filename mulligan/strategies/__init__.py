@@ -21,6 +21,9 @@ NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
 LEARNER = REFLEXION_MEMORY.name
 """What the learning phase of a transfer study (bench --learn-on) runs over the training tasks."""
+VERIFY_WITH, VERIFY_WITHOUT = MEMORY_FROZEN.name, REACT.name
+"""Verification's pair (bench/verify.py): one attempt with the store's place in the prompt
+showing the lesson tried (`Loop.shown`), one with no memory; each makes one trial."""
 TRANSFER_STUDY: tuple[str, ...] = (REACT.name, REFLEXION.name, MEMORY_FROZEN.name)
 """Its test phase by default: without the memory (react's trial 1 is reflexion's), and with it
 frozen; with --keep-learning the memory arm is the learner itself."""
@@ -56,6 +59,8 @@ __all__ = [
     "DEFAULT_STUDY",
     "LEARNER",
     "TRANSFER_STUDY",
+    "VERIFY_WITH",
+    "VERIFY_WITHOUT",
     "NAMES",
     "REGISTRY",
     "STOP_RULES",
