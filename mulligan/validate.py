@@ -60,6 +60,8 @@ FLAG_BOUNDS: dict[str, Bound] = {
     "concurrency": Bound(1, MAX_CONCURRENCY),
     "validate_after": POSITIVE_INT,
     "refute_after": POSITIVE_INT,
+    "retrieved_cases": NON_NEGATIVE_INT,
+    "verify_pairs": POSITIVE_INT,
     "lesson_ttl_days": Bound(0, 36500, "a number of days", above_minimum=True),
     "compress_at": POSITIVE_INT,
     "keep_recent": NON_NEGATIVE_INT,
