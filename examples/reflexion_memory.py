@@ -1,5 +1,6 @@
 """Reflexion with a persistent lesson memory, from Python: up to three tries at a question;
-the lesson it learns stays in the memory directory for the next run (and other tasks).
+the lesson it learns stays in the memory directory, a candidate until `mulligan memory verify`
+finds it helps (MULLIGAN_SHOW_CANDIDATES=1 shows it to the next run at once, marked).
 
     OPENAI_BASE_URL=http://127.0.0.1:8011/v1 python examples/reflexion_memory.py [MEMORY_DIR]
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 from mulligan import prompts
 from mulligan.defaults import Carry
 from mulligan.evaluator.code import last_code_block
-from mulligan.schema import Episode, Lesson, PythonTestsCheck, Task
+from mulligan.schema import CaseRecord, Episode, Lesson, PythonTestsCheck, Task
 from mulligan.text_cut import head
 
 ANSWER_CHARS = 4000
@@ -27,19 +27,39 @@ def carried_answer(task: Task, answer: str) -> tuple[str, bool]:
     return head(answer or "(no answer)", ANSWER_CHARS), False
 
 
+UNVERIFIED = "(unverified) "
+"""Marks a stored lesson shown before verification validated it (`show_candidates`)."""
+
+
+def case_block(task: Task, case: Lesson) -> str:
+    """A case as the actor sees it (prompts/case.md): a worked example, quoted as data."""
+    body = case.case or CaseRecord(answer="")
+    _, code = carried_answer(task, body.answer)
+    return prompts.render(
+        "case", prompt=case.text, answer=body.answer, code=code, feedback=body.feedback
+    )
+
+
 def carry_over(
     task: Task, episode: Episode, lessons: list[Lesson], carry: Carry
 ) -> tuple[list[str], str]:
-    """(texts for the lessons block, the previous-attempt block) for the next attempt.
+    """(texts for the lessons block, the block pinned before it) for the next attempt.
 
-    With `full`, this episode's own reflections move into the previous-attempt block next to
-    the answer and feedback they explain; lessons from the store stay in the lessons block.
+    Cases come first in the pinned block, as worked examples. With `full`, this episode's own
+    reflections go there too, next to the previous answer and feedback they explain; lessons
+    from the store stay in the lessons block, a candidate's marked as unverified.
     """
-    if carry == "lessons" or not episode.attempts:
-        return [lesson.text for lesson in lessons], ""
     own = set(episode.lessons_written)
+    examples = "\n\n".join(case_block(task, x) for x in lessons if x.kind == "case")
+    lessons = [lesson for lesson in lessons if lesson.kind != "case"]
+    texts = [
+        UNVERIFIED + x.text if x.id not in own and x.validity.status == "candidate" else x.text
+        for x in lessons
+    ]
+    if carry == "lessons" or not episode.attempts:
+        return texts, examples
     reflections = [lesson.text for lesson in lessons if lesson.id in own]
-    others = [lesson.text for lesson in lessons if lesson.id not in own]
+    others = [text for x, text in zip(lessons, texts, strict=True) if x.id not in own]
     answer, code = carried_answer(task, episode.attempts[-1].answer or "")
     block = prompts.render(
         "carry",
@@ -48,7 +68,7 @@ def carry_over(
         feedback=episode.verdicts[-1].feedback,  # built from feedback-visible checks only
         reflections=reflections,
     )
-    return others, block
+    return others, "\n\n".join(part for part in (examples, block) if part)
 
 
 def normal(text: str) -> str:

@@ -106,7 +106,8 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
         found[setting] = (value, line, written)
 
     for key, value in data.items():
-        if key in LEGACY_KEYS:
+        if key in LEGACY_KEYS and not (key in SECTIONS and isinstance(value, dict)):
+            # `memory = "DIR"` is run.memory (as before sections); `[memory]` is the section
             keep(LEGACY_KEYS[key], value, _line_of(text, key), repr(key))
         elif key in SECTIONS and not isinstance(value, dict):
             raise UserError(

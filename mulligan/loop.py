@@ -20,22 +20,23 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
 from mulligan.carry import unseen
+from mulligan.cases import case_of
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import LoopSection
+from mulligan.run_config import LoopSection, MemorySection
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
 
 
-class LoopSettings(LoopSection):
-    """The run configuration's [loop] section, with the strategy and what a command adds:
-    extra tools, and where each attempt works (default: a scratch directory laid out from
-    the task)."""
+class LoopSettings(LoopSection, MemorySection):
+    """The run configuration's [loop] and [memory] sections, with the strategy and what a
+    command adds: extra tools, and where each attempt works (default: a scratch directory
+    laid out from the task)."""
 
     model_config = ConfigDict(extra="forbid", frozen=False, arbitrary_types_allowed=True)
 
@@ -76,6 +77,8 @@ class Loop:
     policy: sandbox.Policy = field(default_factory=sandbox.Policy)
     """What the box hides from the code attempts and checks run (the suite's answers, the
     config files); the memory's directory is added."""
+    shown: Callable[[Task], list[Lesson]] | None = None
+    """What the store's place in the prompt shows instead of retrieval (verification's pairs)."""
 
     def __post_init__(self) -> None:
         self.strategy = strategies.for_loop(self.settings.strategy)
@@ -119,6 +122,7 @@ class Loop:
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
             reflections += self._after(task, episode, lessons, last=trial == trials)
+            self._keep_case(task, episode)  # after the reflection: a resume redoes that
         if self.memory:
             self.memory.finish_episode(episode)
         return episode
@@ -176,19 +180,29 @@ class Loop:
     # ------------------------------------------------------------ what differs
 
     def _retriever(self, task: Task, episode: Episode) -> strategies.base.Retrieve:
-        """General lessons from the store for this task, none already in play."""
+        """General lessons (and cases) from the store for this task, none already in play."""
 
         def retrieve(known: set[str]) -> list[Lesson]:
-            if not self.memory:
-                return []
+            if not self.memory or self.shown:
+                return self.shown(task) if self.shown else []
             s = self.settings
             known = known | set(episode.lessons_written)
             trial = len(episode.attempts) + 1
+            lessons, cases = self.strategy.wants(s.retrieved_lessons, s.retrieved_cases)
             return self.memory.retrieve(
-                task, s.retrieved_lessons, known, episode.id, trial, min_similarity=s.min_similarity
-            )
+                task, lessons, known, episode.id, trial, min_similarity=s.min_similarity,
+                candidates=s.show_candidates, cases=cases, shuffled=self.strategy.shuffles,
+            )  # fmt: skip
 
         return retrieve
+
+    def _keep_case(self, task: Task, episode: Episode) -> None:
+        """A strategy that writes the store keeps an attempt whose visible checks passed as a
+        case (mulligan/cases.py)."""
+        if self.memory and self.strategy.writes_store and not self.memory.frozen:
+            case = case_of(task, episode.attempts[-1], episode.verdicts[-1], episode.id)
+            if case:
+                self.memory.keep(case, persistent=True)
 
     def _after(self, task: Task, episode: Episode, given: list[Lesson], last: bool) -> list[Lesson]:
         """After an attempt the stop rule did not accept (and not after the last trial), a

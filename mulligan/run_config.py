@@ -6,6 +6,7 @@
     compression  folding old steps (`CompressionSettings`)
     loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
     validity     when a lesson is validated, refuted, expires (`ValidityRules`)
+    memory       what a memory arm is shown (candidates, cases), verification's pairs
     run          the memory, its embedding, MCP servers, concurrency
     local        the local model's server: slots, threads (`--model local`)
 
@@ -44,6 +45,7 @@ from mulligan.settings_sections import (
     EndpointSettings,
     LocalSection,
     LoopSection,
+    MemorySection,
     ReflectorSettings,
     RunSection,
     Section,
@@ -59,9 +61,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
     "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
-    "EndpointSettings", "LocalSection", "LoopSection", "ReflectorSettings", "RunConfig",
-    "RunSection", "Section",
-    "ValidityRules",
+    "EndpointSettings", "LocalSection", "LoopSection", "MemorySection", "ReflectorSettings",
+    "RunConfig", "RunSection", "Section", "ValidityRules",
 ]  # fmt: skip
 
 
@@ -75,6 +76,7 @@ class RunConfig(BaseModel):
     compression: CompressionSettings = Field(default_factory=CompressionSettings)
     loop: LoopSection = Field(default_factory=LoopSection)
     validity: ValidityRules = Field(default_factory=ValidityRules)
+    memory: MemorySection = Field(default_factory=MemorySection)
     run: RunSection = Field(default_factory=RunSection)
     local: LocalSection = Field(default_factory=LocalSection)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -122,8 +124,13 @@ class RunConfig(BaseModel):
         extra tools or where attempts work)."""
         from mulligan.loop import LoopSettings
 
-        more = {"concurrency": self.run.concurrency, **more}  # a selection's candidates at once
-        return LoopSettings(strategy=strategy, **self.loop.model_dump(), **more)
+        chosen = {
+            **self.loop.model_dump(),
+            **self.memory.model_dump(),  # what a memory arm is shown
+            "concurrency": self.run.concurrency,  # a selection's candidates at once
+            **more,
+        }
+        return LoopSettings(strategy=strategy, **chosen)
 
     def local_server(self) -> ServerSettings:
         """The local server's shape: a slot per task run at once unless `[local] slots` says

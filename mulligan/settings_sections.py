@@ -252,10 +252,14 @@ class ValidityRules(Section):
     """When a lesson is validated, refuted, or expires."""
 
     validate_after: int = Field(
-        default=2, ge=1, description="helps (with more help than harm) that validate a lesson"
+        default=1,
+        ge=1,
+        description="verified pairs a lesson helped in (and more than it hurt in) that validate it",
     )
     refute_after: int = Field(
-        default=3, ge=1, description="hurts (with more harm than help) that refute a lesson"
+        default=1,
+        ge=1,
+        description="verified pairs a lesson hurt in (and more than it helped in) that refute it",
     )
     ttl_days: float | None = Field(
         default=None,
@@ -264,6 +268,25 @@ class ValidityRules(Section):
         allow_inf_nan=False,
         description="new lessons expire after this many days (default: never)",
         json_schema_extra=FLAG("lesson-ttl-days"),
+    )
+
+
+class MemorySection(Section):
+    """What a memory arm is shown, and how a lesson is verified (docs/memory.md)."""
+
+    show_candidates: bool = Field(
+        default=False,
+        description="lessons not yet verified reach the actor too, marked unverified",
+    )
+    retrieved_cases: int = Field(
+        default=1,
+        ge=0,
+        description="cases (worked examples) a case-reading arm sees: the most similar",
+    )
+    verify_pairs: int = Field(
+        default=3,
+        ge=1,
+        description="tasks (one pair each: with the lesson, without) a candidate is verified on",
     )
 
 

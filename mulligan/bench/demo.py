@@ -5,15 +5,18 @@ matters, and the counts follow from the script alone:
 
   easy   (3)  answered right at once.
   flaky  (3)  answered right on the model's second try at the task, lessons or not
-              (a stand-in for sampling at temperature above 0).
+              (a stand-in for sampling at temperature above 0; a carried previous
+              attempt says a try was made, on whichever endpoint).
   units  (4)  answered right only when a lesson about converting units is in the
               messages; the scripted reflector writes that lesson after a failure
               (and, asked for an insight after a success, the same lesson again).
 
 With 3 trials: react solves 3, retry 6, reflexion 10 (the units tasks at trial 2),
 and reflexion-memory 10, six of them at trial 1 (later units tasks find the general
-lesson that the first one wrote). The study is paired: react makes trial 1 once per
-task, retry and reflexion continue from it, so their endpoints count it as a try made.
+lesson that the first one wrote: the demo shows unverified lessons, marked so; by default
+only verified ones reach the actor, docs/memory.md). The study is paired: react makes
+trial 1 once per task, retry and reflexion continue from it, so their endpoints count it as
+a try made.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ UNITS_DIAGNOSIS = (
 FLAKY_LESSON = "Read the question twice and answer with the name only."
 FLAKY_DIAGNOSIS = "The answer named the wrong thing; read the question again before naming it."
 RIGHT_WHEN = "multiply the km by 1000"
+PREVIOUS = "Your previous attempt at this task failed"
+"""In the messages from trial 2 on: a try at the task made, whichever endpoint made it."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,7 @@ class DemoPolicy:
             tries = self.tries[task.id]
         right = (
             task.kind == "easy"
-            or (task.kind == "flaky" and tries >= 2)
+            or (task.kind == "flaky" and (tries >= 2 or PREVIOUS in text))
             or (task.kind == "units" and RIGHT_WHEN in text.lower())
         )
         return FakeReply(content=task.answer if right else task.wrong)
@@ -186,6 +191,7 @@ def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
             "endpoint": {"model": DEMO_MODEL, "temperature": REPEATED_TEMPERATURE},
             "budget": {"max_steps": 4},
             "loop": {"trials": 3},
+            "memory": {"show_candidates": True},  # it learns online: nothing is verified
         }
     )
     return Study(

@@ -70,6 +70,8 @@ class StrategyStats:
     """Trials after the first."""
     repeated_answers: int = 0
     """Later trials whose answer was the previous trial's answer again, whitespace aside."""
+    shown_first: set[str] = field(default_factory=set)
+    """Tasks whose trial 1 was shown something from the store (lessons or cases)."""
     self_tested: SelfTestCounts = field(default_factory=lambda: SelfTestCounts())
     """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
     selections: list[Selection] = field(default_factory=list)
@@ -181,6 +183,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         stats.any_passed[episode.task_id] = [b.any_passed for b in budget]
         stats.spent[episode.task_id] = [b.tokens for b in budget]
         stats.solved_at[episode.task_id] = budget[-1].trial if budget[-1].passed else None
+        if episode.attempts and episode.attempts[0].lesson_ids:  # trial 1: the store's only
+            stats.shown_first.add(episode.task_id)
         for verdict in episode.verdicts:
             stats.self_tested.count(verdict)
             stats.hidden_unrun += int(bool(verdict.hidden_unrun))

@@ -123,9 +123,8 @@ class Study:
                 self.memory.log, first_run, writer, self.config.loop.self_tests
             )
         for run_pass in range(1, self.passes + 1):
-            for strategy in self.strategies:
-                shared = source and shares_first_attempt(strategy)
-                shared = shared and (strategy != source or self.first_from is not None)
+            for strategy in self.strategies:  # a memory arm shown nothing shares it too
+                shared = source and (strategy != source or self.first_from is not None)
 
                 def report(
                     task: Task, episode: Episode, strategy: str = strategy, run_pass: int = run_pass
@@ -190,8 +189,10 @@ class Study:
 
         return first
 
-    def _loop(self, strategy: str, run_id: str) -> Loop:
+    def _loop(self, strategy: str, run_id: str, trials: int | None = None) -> Loop:
+        """`trials`: fewer than the settings say (verification makes one attempt a task)."""
+        fewer: dict[str, Any] = {"trials": trials} if trials else {}
         return loop_for(
             self.config, self.model_for(strategy), strategy, self.memory, run_id,
-            policy=self.policy, reflector=self.reflector, extra_tools=self.extra_tools,
+            policy=self.policy, reflector=self.reflector, extra_tools=self.extra_tools, **fewer,
         )  # fmt: skip

@@ -37,9 +37,10 @@ LATER_NOTE = (
     "that repeats the one before cannot rescue anything."
 )
 FIRST_NOTE = (
-    "Trial 1 of a strategy that starts empty against trial 1 of reflexion-memory, which "
-    "starts with lessons retrieved from other tasks: only A counts tasks the lessons hurt, "
-    "only B tasks they helped."
+    "Trial 1 of a strategy that starts empty against trial 1 of a strategy with the memory, "
+    "on the tasks the memory showed something (lessons retrieved from other tasks, or a "
+    "case): only A counts tasks it hurt, only B tasks it helped. On the other tasks the "
+    "memory arm's trial 1 is the one without memory (shared in a paired study)."
 )
 
 
@@ -277,18 +278,26 @@ def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def shown_only(passed: dict[str, bool], shown: set[str]) -> dict[str, bool]:
+    """The tasks whose trial 1 the memory showed something: on the others the memory arm's
+    trial 1 is the no-memory one (shared in a paired study), equal by construction."""
+    return {task: value for task, value in passed.items() if task in shown}
+
+
 def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    """Trial 1 without memory against trial 1 with it: where retrieved lessons hurt or help."""
+    """Trial 1 without memory against trial 1 with it, on the tasks the memory showed
+    something: where retrieved lessons hurt or help."""
     seed = int(stats.manifest.get("seed") or 0)
     memory = [s for s in stats.strategies if not _shares_first(s)]
     plain = next((s for s in stats.strategies if _shares_first(s)), None)
     rows = []
     for b in memory if plain else []:
         assert plain is not None
-        if not _share_tasks(plain, b):
+        if not _share_tasks(plain, b) or not b.shown_first:
             continue
-        cells, _, _ = paired_cells(submitted_passed(plain, 1), submitted_passed(b, 1), seed)
-        rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1", *cells])
+        mine = shown_only(submitted_passed(b, 1), b.shown_first)
+        cells, _, _ = paired_cells(submitted_passed(plain, 1), mine, seed)
+        rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
     return PAIRED_HEADER, rows
 
 

@@ -3,9 +3,10 @@ another.
 
 The learning phase runs the learner (reflexion-memory) over the training tasks as a run of
 its own, `RUN_ID-learn`, in the same log, so it resumes as any run does; the curator makes
-what it stored a playbook (once: a resume finds the curation in the log); the test phase is
-the ordinary paired study over the test tasks, with the memory frozen unless
-`keep_learning`. Training and test tasks never overlap.
+what it stored a playbook (once: a resume finds the curation in the log); each of its
+candidate lessons is verified, paired on the training tasks it is retrieved for (bench/
+verify.py, run `RUN_ID-verify`); the test phase is the ordinary paired study over the test
+tasks, with the memory frozen unless `keep_learning`. Training and test tasks never overlap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from mulligan import strategies as registry
 from mulligan.bench.study import Study
+from mulligan.bench.verify import Verification, verify, verify_run_id
 from mulligan.errors import UserError
 from mulligan.lifecycle import lifecycle
 from mulligan.llm.base import ChatModel
@@ -167,6 +169,7 @@ class TransferStudy:
         with lifecycle(log, learning, learner.manifest(), resume=log.run(learning) is not None):
             learner.run(learning, on_episode)
         self.curate(run_id)
+        self.verify(run_id)
         if not self.transfer.keep_learning:
             self.memory.freeze()
         self.learned = True
@@ -176,6 +179,22 @@ class TransferStudy:
         if not self.learned:
             self.learn(run_id)
         self.study.run(run_id, on_episode)
+
+    def verify(self, run_id: str) -> Verification:
+        """The playbook's candidates, each paired on the training tasks it is retrieved for
+        (bench/verify.py): only what helped there reaches the test tasks."""
+        curation = curation_of(self.memory.log, curation_tag(run_id))
+        kept = self.memory.lessons([x.id for x in curation.kept]) if curation else []
+        study, checking = self.study, verify_run_id(run_id)
+        settings = study.config.loop_settings(registry.LEARNER)
+        log, wanted = self.memory.log, {**self.manifest(), "phase": "verification"}
+        with lifecycle(log, checking, wanted, resume=log.run(checking) is not None):
+            return verify(
+                self.memory, kept, self.transfer.tasks,
+                lambda strategy: study._loop(strategy, checking, trials=1), checking,
+                k=settings.retrieved_lessons, min_similarity=settings.min_similarity,
+                pairs=study.config.memory.verify_pairs, concurrency=study.config.run.concurrency,
+            )  # fmt: skip
 
     def curate(self, run_id: str) -> None:
         tag = curation_tag(run_id)

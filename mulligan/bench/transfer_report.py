@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from mulligan import prompts, strategies
 from mulligan.bench.stats import RunStats, StrategyStats, collect
-from mulligan.bench.tables import PAIRED_HEADER, paired_cells, pct, submitted_passed
+from mulligan.bench.tables import PAIRED_HEADER, paired_cells, pct, shown_only, submitted_passed
 from mulligan.bench.transfer import curation_tag, learn_run_id
+from mulligan.bench.verify import verify_run_id
 from mulligan.memory.curator import Curation, curation_of, estimated_tokens
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Lesson, Usage
@@ -40,11 +41,33 @@ class TransferStats:
     """Lesson id -> retrieved, helped, hurt on the test split."""
     lessons: dict[str, Lesson] = field(default_factory=dict)
     tokens: list[LessonTokens] = field(default_factory=list)
+    cases: dict[str, int] = field(default_factory=dict)
+    """Case id -> times shown on the test split (the real arms')."""
 
 
 def _reads_memory(s: StrategyStats) -> bool:
     strategy = strategies.known(s.strategy)
     return strategy is not None and strategy.uses_store
+
+
+def _twin_of(twin: StrategyStats, stats: RunStats) -> StrategyStats | None:
+    """The arm a faithfulness twin is set against: same items, same store use, no twin."""
+    mine = strategies.known(twin.strategy)
+    if mine is None or mine.twin is None:
+        return None
+    for s in stats.strategies:
+        real = strategies.known(s.strategy)
+        same = real is not None and (real.items, real.writes_store, real.uses_store) == (
+            mine.items, mine.writes_store, True
+        )  # fmt: skip
+        if same and real is not None and real.twin is None and s.run_pass == twin.run_pass:
+            return s
+    return None
+
+
+def _is_twin(name: str) -> bool:
+    strategy = strategies.known(name)
+    return strategy is not None and strategy.twin is not None
 
 
 def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
@@ -58,14 +81,19 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
         curation_of(log, curation_tag(stats.run_id)),
         bool(stats.manifest.get("keep_learning")),
     )
-    episodes = {e["id"]: e["strategy"] for e in log.episodes(stats.run_id)}
+    episodes = {  # a twin's uses are of what it disguised: not the lessons' own
+        e["id"]: e["strategy"] for e in log.episodes(stats.run_id) if not _is_twin(e["strategy"])
+    }
     for event in log.lesson_events():
         if event["episode_id"] in episodes and event["event"] in USES:
             counts = found.uses.setdefault(event["lesson_id"], dict.fromkeys(USES, 0))
             counts[event["event"]] += 1
     ids = [x.id for x in (found.curation.kept if found.curation else [])] + list(found.uses)
     stored = log.stored_ids(ids)  # the memory's lessons, not an episode's own diagnoses
-    found.lessons = {x.id: x for x in log.lessons(list(dict.fromkeys(ids))) if x.id in stored}
+    used = [x for x in log.lessons(list(dict.fromkeys(ids))) if x.id in stored]
+    found.lessons = {x.id: x for x in used if x.kind != "case"}
+    shown = {i: uses["retrieved"] for i, uses in found.uses.items()}
+    found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
     for s in stats.strategies:
         if _reads_memory(s):
             found.tokens.append(_lesson_tokens(log, stats.run_id, s.strategy, stored))
@@ -79,7 +107,8 @@ def _lesson_tokens(log: EpisodeLog, run_id: str, strategy: str, stored: set[str]
         for attempt in episode.attempts if episode else []:
             counted.attempts += 1
             counted.prompt_tokens += attempt.usage_by_role.get("actor", Usage()).prompt_tokens
-            texts = [x.text for x in log.lessons([i for i in attempt.lesson_ids if i in stored])]
+            given = log.lessons([i for i in attempt.lesson_ids if i in stored])
+            texts = [x.text for x in given if x.kind != "case"]  # a case is no lesson
             if texts:
                 block = estimated_tokens(prompts.render("lessons", lessons=texts))
                 counted.with_lessons += 1
@@ -90,9 +119,18 @@ def _lesson_tokens(log: EpisodeLog, run_id: str, strategy: str, stored: set[str]
 
 TRANSFER_NOTE = (
     "The learning phase ran {learner} over the training tasks (run `{learning}`); the curator "
-    "made what it stored into a playbook; the test phase ran the test tasks without the memory "
-    "and with it, {mode}. Paired task by task as in the paired comparison below: only A "
-    "counts test tasks the learned memory hurt, only B tasks it helped."
+    "made what it stored into a playbook, and each of its lessons was verified on the "
+    "training tasks it is retrieved for, with it and without it (run `{learning_verify}`): "
+    "only validated lessons reach a test task unless --show-candidates. The test phase ran "
+    "the test tasks without the memory and with it, {mode}. Paired task by task as in the "
+    "paired comparison below: only A counts test tasks the learned memory hurt, only B tasks "
+    "it helped; a trial-1 row counts only the tasks the memory showed something (on the "
+    "others the memory arm's trial 1 is the one without it)."
+)
+TWINS_NOTE = (
+    "The real memory against its faithfulness twins (its retrieved items emptied, shuffled "
+    "from another family, or each lesson negated): a twin as good as the real memory says "
+    "the actor does not use what the memory holds."
 )
 FROZEN = "frozen (lessons retrieved and their use logged; nothing written, no counter changed)"
 LEARNING = "still learning (--keep-learning: the test tasks' own lessons reach later ones)"
@@ -107,7 +145,10 @@ def title(stats: RunStats) -> str:
 def note(stats: RunStats, transfer: TransferStats) -> str:
     mode = LEARNING if transfer.keep_learning else FROZEN
     return TRANSFER_NOTE.format(
-        learner=strategies.LEARNER, learning=learn_run_id(stats.run_id), mode=mode
+        learner=strategies.LEARNER,
+        learning=learn_run_id(stats.run_id),
+        learning_verify=verify_run_id(stats.run_id),
+        mode=mode,
     )
 
 
@@ -138,8 +179,33 @@ def with_and_without_rows(stats: RunStats) -> Table:
             cells, _, _ = paired_cells(submitted_passed(a), submitted_passed(b), seed)
             rows.append([a.label, b.label, *cells])
     for b in memory if plain else []:
-        cells, _, _ = paired_cells(submitted_passed(plain[0], 1), submitted_passed(b, 1), seed)
-        rows.append([f"{plain[0].label}, trial 1", f"{b.label}, trial 1", *cells])
+        if not b.shown_first:
+            continue  # shown nothing: its trial 1 is the one without memory
+        mine = shown_only(submitted_passed(b, 1), b.shown_first)
+        cells, _, _ = paired_cells(submitted_passed(plain[0], 1), mine, seed)
+        rows.append([f"{plain[0].label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
+    return PAIRED_HEADER, rows
+
+
+def twin_rows(stats: RunStats) -> Table:
+    """The real memory (A) against each faithfulness twin (B): submitted answer, then trial 1
+    on the tasks both were shown something. A twin that does as well as the real memory says
+    the actor does not use what the memory holds."""
+    seed = int(stats.manifest.get("seed") or 0)
+    rows = []
+    for twin in stats.strategies:
+        real = _twin_of(twin, stats)
+        if real is None:
+            continue
+        cells, _, _ = paired_cells(submitted_passed(real), submitted_passed(twin), seed)
+        rows.append([real.label, twin.label, *cells])
+        shown = real.shown_first & twin.shown_first
+        if shown:
+            a, b = (shown_only(submitted_passed(s, 1), shown) for s in (real, twin))
+            cells, _, _ = paired_cells(a, b, seed)
+            rows.append(
+                [f"{real.label}, trial 1 (shown)", f"{twin.label}, trial 1 (shown)", *cells]
+            )
     return PAIRED_HEADER, rows
 
 
@@ -156,14 +222,17 @@ def playbook_rows(transfer: TransferStats) -> Table:
 
 def use_rows(transfer: TransferStats) -> Table:
     """Every lesson of the playbook, and any other the test split retrieved."""
-    header = ["lesson", "from task", "retrieved (test)", "helped (test)", "hurt (test)"]
+    header = ["lesson", "from task", "shown (test)", "then passed (test)", "then failed (test)"]
+    header += ["verified pairs", "helped (verified)", "hurt (verified)", "status"]
     header += ["in the playbook"]
     kept = {x.id for x in transfer.curation.kept} if transfer.curation else set()
     rows = []
     for lesson_id, lesson in transfer.lessons.items():
         uses = transfer.uses.get(lesson_id, dict.fromkeys(USES, 0))
+        e = lesson.validity.evidence
         rows.append(
             [lesson.text, lesson.source.task_id, *(str(uses[k]) for k in USES)]
+            + [str(e.pairs), str(e.helped), str(e.hurt), lesson.validity.status]
             + ["yes" if lesson_id in kept else "no (written in the test phase)"]
         )
     return header, rows
@@ -181,7 +250,10 @@ def dropped_rows(transfer: TransferStats) -> Table:
 
 
 def token_lines(transfer: TransferStats) -> list[str]:
-    lines = []
+    shown = sum(transfer.cases.values())
+    lines = [f"Cases were shown as worked examples in {shown} attempts on the test split "
+             f"({len(transfer.cases)} distinct case(s))."]  # fmt: skip
+    lines = lines if transfer.cases else []
     for t in transfer.tokens:
         if not t.with_lessons:
             lines.append(f"No attempt of {t.strategy} was given a learned lesson.")
@@ -201,6 +273,9 @@ def blocks(stats: RunStats, transfer: TransferStats) -> list[str | Table]:
     found: list[str | Table] = [note(stats, transfer)]
     for table in (learning_rows(transfer), with_and_without_rows(stats)):
         found += [table] if table[1] else []
+    twins = twin_rows(stats)
+    if twins[1]:
+        found += [TWINS_NOTE, twins]
     found += token_lines(transfer)
     found += ["The playbook the curator made, and each lesson's use on the test split:"]
     for table in (playbook_rows(transfer), use_rows(transfer), dropped_rows(transfer)):

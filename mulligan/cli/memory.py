@@ -20,7 +20,7 @@ from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.schema import Lesson
 
-EMBEDDING_ACTIONS = ("search", "import")
+EMBEDDING_ACTIONS = ("search", "import", "verify")
 """The only memory actions that embed text; the others read or update what is stored."""
 
 
@@ -39,10 +39,11 @@ def _memory(args: argparse.Namespace, *, existing: bool = True) -> Memory:
 
 
 def lesson_line(lesson: Lesson) -> str:
-    v = lesson.validity
+    v, e = lesson.validity, lesson.validity.evidence
     return (
         f"{lesson.id}  {lesson.kind:<7} {v.status:<10} conf {v.confidence:.2f}  "
-        f"+{v.helped}/-{v.hurt} used {v.retrieved}  [{lesson.scope.family}] {lesson.text}"
+        f"verified +{e.helped}/-{e.hurt} of {e.pairs}  shown {v.retrieved} "
+        f"(then passed {v.helped}, failed {v.hurt})  [{lesson.scope.family}] {lesson.text}"
     )
 
 
@@ -54,14 +55,16 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
             print(json.dumps(record if score is None else record | {"similarity": score}))
         return
     scored = any(score is not None for _, score in found)
-    header = [*(["score"] if scored else []), "id", "kind", "status", "conf", "+/-", "used"]
+    header = [*(["score"] if scored else []), "id", "kind", "status", "conf", "verified +/-"]
+    header += ["shown (then passed/failed)"]
     rows, plain = [], []
     for lesson, score in found:
         v = lesson.validity
         shown = [f"{score:.3f}"] if score is not None else []
         rows.append(
             [*shown, lesson.id, lesson.kind, v.status, f"{v.confidence:.2f}",
-             f"+{v.helped}/-{v.hurt}", str(v.retrieved), lesson.scope.family or "-", lesson.text]
+             f"+{v.evidence.helped}/-{v.evidence.hurt} of {v.evidence.pairs}",
+             f"{v.retrieved} ({v.helped}/{v.hurt})", lesson.scope.family or "-", lesson.text]
         )  # fmt: skip
         plain.append(f"{score:.3f}  {lesson_line(lesson)}" if scored else lesson_line(lesson))
     table([*header, "family", "lesson"], rows, plain, sys.stdout)
@@ -77,7 +80,19 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
     print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
     print(f"  {lesson.text}")
     print(f"  scope: family {lesson.scope.family or '-'}, task {lesson.scope.task_id or '-'}")
-    print(f"  counters: retrieved {v.retrieved}, helped {v.helped}, hurt {v.hurt}")
+    print(f"  online: shown {v.retrieved}, then passed {v.helped}, then failed {v.hurt}")
+    e = v.evidence
+    print(f"  verified: {e.pairs} pairs, helped {e.helped}, hurt {e.hurt}"
+          + (f" (on {', '.join(e.tasks)})" if e.tasks else ""))  # fmt: skip
+    if lesson.case:
+        print(
+            "  answer that passed:\n"
+            + "\n".join("    " + x for x in lesson.case.answer.splitlines())
+        )
+        print(
+            "  what its checks said:\n"
+            + "\n".join("    " + x for x in lesson.case.feedback.splitlines())
+        )
     print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
           f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
     for e in events:
@@ -109,10 +124,15 @@ def cmd_memory(args: argparse.Namespace) -> int:
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
+    elif action == "verify":
+        from mulligan.cli.verify import cmd_verify
+
+        return cmd_verify(args, memory)
     elif action == "stats":
         lessons = memory.store.all()
         statuses = collections.Counter(lesson.validity.status for lesson in lessons)
         families = collections.Counter(lesson.scope.family for lesson in lessons)
+        kinds = collections.Counter(lesson.kind for lesson in lessons)
         if as_json:
             print(
                 json.dumps(
@@ -121,6 +141,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
                         "store": memory.where,
                         "by_status": dict(statuses),
                         "by_family": dict(families),
+                        "by_kind": dict(kinds),
                     }
                 )
             )
@@ -128,6 +149,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print(f"{len(lessons)} lessons in {memory.where}")
         print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
         print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
+        print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     return 0
 
 

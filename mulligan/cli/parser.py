@@ -132,10 +132,17 @@ def add_tasks(commands: Commands) -> None:
 def add_memory(commands: Commands) -> None:
     memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
     memory.add_argument(
-        "action", choices=["list", "search", "show", "retract", "export", "import", "stats"]
+        "action",
+        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify"],
     )
-    memory.add_argument("query", nargs="?", help="text (search), lesson id, or file (import)")
+    memory.add_argument("query", nargs="?", help="text, lesson id, file (import), tasks (verify)")
     add_command_flag(memory, "k")
+    verifying = memory.add_argument_group("verify: each candidate paired with and without it")
+    verifying.add_argument("--ids", help="comma-separated task ids")
+    verifying.add_argument("--data", help="the dataset file for mbpp or hotpotqa")
+    for name in ("limit", "sample", "seed"):
+        add_command_flag(verifying, name)
+    add_setting_flags(memory, "memory")
     memory.add_argument("--out", help="file for export (default: standard output)")
     memory.add_argument(
         "--trust",

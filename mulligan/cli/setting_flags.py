@@ -16,6 +16,8 @@ COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "doctor": ("endpoint.base_url", "endpoint.api_key", "endpoint.model", "run.memory",
                "run.embedding"),
     "solve": tuple(f"-{p}" for p in ("loop.self_tests",)),
+    "memory": ("endpoint", "budget", "memory.verify_pairs", "run.concurrency",
+               "loop.min_similarity"),  # memory verify
 }  # fmt: skip
 """The settings whose flags a command takes (`section` or `section.field`; `-path`: all
 but it). `run`, `bench` and `solve` take every setting's flag, so a new setting's flag

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from mulligan.errors import UserError
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
-from mulligan.memory.validity import ACTIVE, ValidityRules, apply_outcome
+from mulligan.memory.twins import stand_ins
+from mulligan.memory.validity import ACTIVE, VALIDATED, ValidityRules, apply_outcome
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
@@ -187,17 +188,27 @@ class Memory:
         trial: int = 0,
         *,
         min_similarity: float = 0.0,
+        candidates: bool = True,
+        cases: int = 0,
+        shuffled: bool = False,
     ) -> list[Lesson]:
-        """The top-k usable lessons, each counted `retrieved` once: a trial resumed after a
-        crash gets the lessons its first start got, and nothing is counted again."""
+        """The top-k usable general lessons (validated ones; with `candidates`, those not yet
+        verified too), then the top `cases` cases (a case is what passed, not a rule), each
+        counted `retrieved` once: a trial resumed after a crash gets what its first start
+        got, and nothing is counted again. `shuffled`: another family's stand in for them
+        (memory/twins.py)."""
+        statuses = ACTIVE if candidates else VALIDATED
         if episode_id:
             earlier = self.log.lessons_with("retrieved", episode_id, trial)
             if earlier:
                 self._stored_ids.update(earlier)
                 return self.log.lessons(earlier)
-        found = self.store.search(
-            task.prompt, k, family=task.family, exclude=exclude, min_similarity=min_similarity
-        )
+        text, family, floor = task.prompt, task.family, min_similarity
+        found = self.store.search(text, k, family, exclude, floor, statuses=statuses) if k else []
+        if cases:
+            found += self.store.search(text, cases, family, exclude, floor, kinds=("case",))
+        if shuffled:
+            found = stand_ins(self.store.all(), task, found)
         truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x, _ in found])}
         found = [
             (lesson, score)

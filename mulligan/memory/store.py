@@ -24,8 +24,8 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from mulligan.errors import UserError  # noqa: E402
 from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
 from mulligan.memory.records import lessons_from_jsonl, metadata_of  # noqa: E402
-from mulligan.memory.validity import ACTIVE, is_usable  # noqa: E402
-from mulligan.schema import Lesson  # noqa: E402
+from mulligan.memory.validity import ACTIVE, GENERAL, is_usable  # noqa: E402
+from mulligan.schema import Lesson, LessonStatus  # noqa: E402
 
 PREFIX = "lessons-"
 BATCH = 4000
@@ -309,19 +309,20 @@ class LessonStore:
         family: str | None = None,
         exclude: set[str] | None = None,
         min_similarity: float = 0.0,
+        *,
+        kinds: tuple[str, ...] = GENERAL,
+        statuses: tuple[LessonStatus, ...] = ACTIVE,
     ) -> list[tuple[Lesson, float]]:
-        """Usable general lessons at least `min_similarity` similar to `text`, ranked by
-        similarity weighted by confidence."""
-        exclude = exclude or set()
-        now = time.time()
-        wanted = k * 4 + len(exclude)
+        """Usable lessons of `kinds` (general ones; cases) in `statuses`, at least
+        `min_similarity` similar to `text`, ranked by similarity weighted by confidence."""
+        exclude, now, wanted = exclude or set(), time.time(), k * 4 + len(exclude or ())
         while True:
             pool = self.similar(text, wanted, family)
             ranked = [
                 (lesson, similarity * lesson.validity.confidence)
                 for lesson, similarity in pool
-                if is_usable(lesson, now) and lesson.id not in exclude
-                if similarity >= min_similarity and lesson.kind != "diagnosis"
+                if is_usable(lesson, now, statuses) and lesson.id not in exclude
+                if similarity >= min_similarity and lesson.kind in kinds
             ]
             if len(ranked) >= k or len(pool) < wanted or pool[-1][1] < min_similarity:
                 break  # (the pool runs most similar first: past the floor, no more to find)
@@ -347,6 +348,7 @@ class LessonStore:
         with self._locked(write=True):
             for twin, similarity in self._similar_unlocked(lesson.text, 3, lesson.scope.family):
                 same_kind = twin.kind == lesson.kind and twin.validity.status in ACTIVE
+                same_kind &= lesson.kind != "case" or twin.scope.task_id == lesson.scope.task_id
                 if same_kind and similarity >= self.duplicate_similarity:
                     return twin, False
             self._upsert_unlocked([lesson])
@@ -390,11 +392,9 @@ class LessonStore:
                 index.upsert(**record)
 
     def export_jsonl(self) -> Iterator[str]:
-        for lesson in self.all():
-            yield lesson.model_dump_json()
+        yield from (lesson.model_dump_json() for lesson in self.all())
 
     def import_jsonl(self, lines: list[str], trust: bool = True) -> list[Lesson]:
         """Store exported lessons; untrusted ones as fresh candidates (counters reset)."""
-        lessons = lessons_from_jsonl(lines, trust)
-        self.put(lessons)
+        self.put(lessons := lessons_from_jsonl(lines, trust))
         return lessons

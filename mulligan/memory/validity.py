@@ -1,4 +1,9 @@
-"""How a lesson's standing follows from what happened when it was used."""
+"""How a lesson's standing follows from what happened when it was used.
+
+Only verification moves a lesson's status (`apply_evidence`): the same task with the lesson
+and without it, paired, so a lesson is credited with what it changed. The online counters
+(`apply_outcome`) count what followed a lesson being shown; most tasks that pass with a
+lesson pass without one too, so they decide nothing."""
 
 from __future__ import annotations
 
@@ -7,31 +12,50 @@ import time
 from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus
 
-__all__ = ["ValidityRules", "apply_outcome", "is_usable"]
+__all__ = ["ValidityRules", "apply_evidence", "apply_outcome", "is_usable"]
 
 ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
+VALIDATED: tuple[LessonStatus, ...] = ("validated",)
+"""What reaches the actor by default: nothing is a rule until verified."""
+GENERAL = ("failure", "insight")
+"""The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
 def apply_outcome(lesson: Lesson, passed: bool, rules: ValidityRules) -> LessonStatus | None:
-    """Count one use of the lesson; returns the new status when it changed."""
+    """Count one use of the lesson online (`helped`: the attempt that saw it passed its
+    visible checks, `hurt`: it failed them). The status stays: returns None."""
     v = lesson.validity
     if passed:
         v.helped += 1
     else:
         v.hurt += 1
+    return None
+
+
+def apply_evidence(
+    lesson: Lesson, task_id: str, helped: bool, hurt: bool, rules: ValidityRules
+) -> LessonStatus | None:
+    """Add one verified pair; returns the new status when it changed. A candidate is
+    validated when it helped in more pairs than it hurt in, refuted when it hurt in more;
+    a validated lesson that no longer helped more than it hurt is a candidate again."""
+    v, e = lesson.validity, lesson.validity.evidence
+    e.pairs, e.helped, e.hurt = e.pairs + 1, e.helped + helped, e.hurt + hurt
+    e.tasks = [*e.tasks, task_id]
     before = v.status
     if v.status in ACTIVE:
-        if v.hurt >= rules.refute_after and v.hurt > v.helped:
+        if e.hurt >= rules.refute_after and e.hurt > e.helped:
             v.status = "refuted"
-        elif v.helped >= rules.validate_after and v.helped > v.hurt:
+        elif e.helped >= rules.validate_after and e.helped > e.hurt:
             v.status = "validated"
-        elif v.status == "validated" and v.hurt >= v.helped:
+        elif v.status == "validated":
             v.status = "candidate"
     return v.status if v.status != before else None
 
 
-def is_usable(lesson: Lesson, now: float | None = None) -> bool:
+def is_usable(
+    lesson: Lesson, now: float | None = None, statuses: tuple[LessonStatus, ...] = ACTIVE
+) -> bool:
     v = lesson.validity
-    if v.status not in ACTIVE:
+    if v.status not in statuses:
         return False
     return v.expires_at is None or v.expires_at > (now or time.time())

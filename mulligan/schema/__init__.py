@@ -175,6 +175,27 @@ class LessonSource(Record):
     failed_checks: list[str] = Field(default_factory=list)
 
 
+class Evidence(Record):
+    """Counterfactual pairs: the same task with the lesson and without it, same settings."""
+
+    pairs: int = Field(default=0, ge=0)
+    helped: int = Field(default=0, ge=0)
+    """Pairs where the attempt with the lesson passed its visible checks and the one without
+    failed them."""
+    hurt: int = Field(default=0, ge=0)
+    """Pairs where the attempt without the lesson passed and the one with it failed."""
+    tasks: list[str] = Field(default_factory=list)
+    """The tasks it was tried on, one per pair."""
+
+
+class CaseRecord(Record):
+    """A worked example: what a passing attempt submitted and what the visible checks said
+    (the task's prompt is the lesson's `text`). Nothing a hidden check holds."""
+
+    answer: str
+    feedback: str = ""
+
+
 class LessonValidity(Record):
     status: LessonStatus = "candidate"
     retrieved: int = 0
@@ -184,6 +205,10 @@ class LessonValidity(Record):
     """Times the reflector wrote this lesson again (its twin was folded into it)."""
     expires_at: float | None = None
     superseded_by: str | None = None
+    evidence: Evidence = Field(default_factory=lambda: Evidence())
+    """What verification measured (`mulligan memory verify`, a transfer study's learning
+    phase); `retrieved`, `helped` and `hurt` above are online counters: how often the lesson
+    was shown, and how often the attempt that saw it passed or failed its visible checks."""
 
     @property
     def confidence(self) -> float:
@@ -195,12 +220,14 @@ class LessonValidity(Record):
 class Lesson(Record):
     id: str
     text: str
-    kind: Literal["failure", "insight", "diagnosis"] = "failure"
+    kind: Literal["failure", "insight", "diagnosis", "case"] = "failure"
     """`diagnosis`: specific to one attempt, carried within its episode, never stored for
-    other tasks; `failure` and `insight` are general lessons."""
+    other tasks; `failure` and `insight` are general lessons; `case`: a worked example (its
+    `text` the task's prompt, `case` what passed)."""
     scope: LessonScope = Field(default_factory=LessonScope)
     source: LessonSource = Field(default_factory=LessonSource)
     validity: LessonValidity = Field(default_factory=LessonValidity)
+    case: CaseRecord | None = None
 
 
 class Episode(Record):
@@ -241,12 +268,14 @@ class Episode(Record):
 __all__ = [
     "Attempt",
     "BudgetOverrides",
+    "CaseRecord",
     "CallableCheck",
     "Check",
     "CheckBase",
     "CheckResult",
     "CommandCheck",
     "CompressionEvent",
+    "Evidence",
     "ContainsCheck",
     "Episode",
     "ExactMatchCheck",

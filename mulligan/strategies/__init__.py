@@ -6,7 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
-from mulligan.strategies.memory_frozen import MEMORY_FROZEN
+from mulligan.strategies.memory_frozen import MEMORY_FROZEN, VARIANTS
 from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
@@ -18,12 +18,25 @@ from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
 
 REGISTRY: dict[str, Strategy] = {
     s.name: s
-    for s in (REACT, RETRY, REFLEXION, REFLEXION_MEMORY, REPAIR, MEMORY_FROZEN, SELECT, PATCH)
+    for s in (
+        REACT,
+        RETRY,
+        REFLEXION,
+        REFLEXION_MEMORY,
+        REPAIR,
+        MEMORY_FROZEN,
+        *VARIANTS,
+        SELECT,
+        PATCH,
+    )
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in_default_study)
 LEARNER = REFLEXION_MEMORY.name
 """What the learning phase of a transfer study (bench --learn-on) runs over the training tasks."""
+VERIFY_WITH, VERIFY_WITHOUT = MEMORY_FROZEN.name, REACT.name
+"""Verification's pair (bench/verify.py): one attempt with the store's place in the prompt
+showing the lesson tried (`Loop.shown`), one with no memory; each makes one trial."""
 TRANSFER_STUDY: tuple[str, ...] = (REACT.name, REFLEXION.name, MEMORY_FROZEN.name)
 """Its test phase by default: without the memory (react's trial 1 is reflexion's), and with it
 frozen; with --keep-learning the memory arm is the learner itself."""
@@ -95,6 +108,8 @@ __all__ = [
     "DEFAULT_STUDY",
     "LEARNER",
     "TRANSFER_STUDY",
+    "VERIFY_WITH",
+    "VERIFY_WITHOUT",
     "NAMES",
     "REGISTRY",
     "STOP_RULES",

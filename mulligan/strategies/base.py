@@ -45,6 +45,11 @@ class Strategy:
     outside_loop: bool = False
     """It is not a way of running the loop but a pipeline of its own (`solve`'s repair
     pipeline): only `solve` runs it, and the loop refuses it."""
+    items: str = "lessons"
+    """What it reads from the store: `lessons`, `cases` (worked examples) or `both`."""
+    twin: str | None = None
+    """A faithfulness twin shows what it retrieved `empty`, `shuffled` or `corrupted`
+    (memory/twins.py); the report sets it against the arm with the same items and none."""
 
     @property
     def shares_first_attempt(self) -> bool:
@@ -53,6 +58,15 @@ class Strategy:
 
     def trials(self, budget: int) -> int:
         return budget if self.repeats else 1
+
+    def wants(self, lessons: int, cases: int) -> tuple[int, int]:
+        """How many general lessons and cases it retrieves, of the numbers the settings give."""
+        return (lessons if self.items != "cases" else 0, cases if self.items != "lessons" else 0)
+
+    @property
+    def shuffles(self) -> bool:
+        """Its retrieved items are stood in for by another family's."""
+        return self.twin == "shuffled"
 
     def lessons_for(
         self, reflections: list[Lesson], carried: int, retrieve: Retrieve
@@ -64,7 +78,10 @@ class Strategy:
             usable = [r for r in reflections if r.validity.status in ("candidate", "validated")]
             lessons = [r for r in usable if r.kind == "diagnosis"][-carried:]
         if self.uses_store:
-            lessons = retrieve({lesson.id for lesson in lessons}) + lessons
+            from mulligan.memory.twins import disguise
+
+            found = retrieve({lesson.id for lesson in lessons})
+            lessons = disguise(found, self.twin, set()) + lessons
         return lessons
 
     def carry_over(

@@ -132,4 +132,4 @@ def test_reflexion_with_memory_from_python(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "trial 1: FAIL 'Sydney'" in done.stdout and "trial 2: PASS 'Canberra'" in done.stdout
     stored = Memory(tmp_path / "mem", HashEmbedding()).store.all()
-    assert [s.text for s in stored] == [lesson]
+    assert [s.text for s in stored if s.kind != "case"] == [lesson]  # and trial 2, a case

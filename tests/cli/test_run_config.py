@@ -211,7 +211,7 @@ def test_run_bench_and_solve_refuse_a_resume_with_another_setting(
         main([*solve, *endpoint, "--trials", "1"])
         solve_id = _run_id(tmp_path / "solve-memory" / "episodes.db")
         assert re.search(
-            r"config.validity.refute_after is 9 here but 3",
+            r"config.validity.refute_after is 9 here but 1",
             refused(
                 [*solve, *endpoint, "--trials", "1", "--refute-after", "9", "--resume", solve_id]
             ),

@@ -123,11 +123,12 @@ def test_lessons_persist_across_processes_for_the_memory_strategy(tmp_path: Path
         assert done.returncode == 0, done.stderr
         start = len(server.requests)
         later = run_process(
-            server, mem, "run", str(related), "--strategy", "reflexion-memory", "--json"
-        )
+            server, mem, "run", str(related), "--strategy", "reflexion-memory", "--json",
+            "--show-candidates",
+        )  # fmt: skip
         assert later.returncode == 0, later.stderr
         retrieved = json.dumps(server.requests[start]["messages"])
-        assert GENERAL in retrieved  # the general lesson, retrieved up front
+        assert f"(unverified) {GENERAL}" in retrieved  # the general lesson, retrieved up front
         assert LESSON not in retrieved  # the first task's diagnosis stays in its episode
         assert json.loads(later.stdout)["attempts"][0]["verdict"]["passed"]
         start = len(server.requests)
@@ -148,7 +149,11 @@ def plant(memory: Memory, text: str, family: str = "capitals") -> Lesson:
     return memory.keep(lesson, persistent=True)
 
 
-def test_a_lesson_that_keeps_hurting_is_refuted_and_no_longer_retrieved(tmp_path: Path) -> None:
+def test_a_lesson_that_keeps_hurting_online_is_counted_and_only_verification_moves_it(
+    tmp_path: Path,
+) -> None:
+    """The online counters count what followed a lesson being shown; they refute nothing
+    (tests/memory/test_verification.py: a verified pair that hurts refutes it)."""
     memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(refute_after=3))
     plant(
         memory, "For questions about the capital city of Australia, answer with the largest city."
@@ -161,18 +166,16 @@ def test_a_lesson_that_keeps_hurting_is_refuted_and_no_longer_retrieved(tmp_path
     loop = Loop(
         actor=Actor(model),
         evaluator=Evaluator(),
-        settings=LoopSettings(strategy="reflexion-memory", trials=5),
+        settings=LoopSettings(strategy="reflexion-memory", trials=5, show_candidates=True),
         memory=memory,
     )
     episode = loop.run_episode(task)
-    given = [bool(a.lesson_ids) for a in episode.attempts]
-    assert given == [True, True, True, False, False]
+    assert [bool(a.lesson_ids) for a in episode.attempts] == [True] * 5
     planted = memory.store.get(["planted1"])[0]
-    assert planted.validity.status == "refuted"
-    assert planted.validity.hurt == 3 and planted.validity.retrieved == 3
-    assert memory.store.search(task.prompt, 5, family="capitals") == []
+    assert planted.validity.status == "candidate"
+    assert planted.validity.hurt == 5 and planted.validity.retrieved == 5
     events = [e["event"] for e in memory.log.lesson_events("planted1")]
-    assert "status:refuted" in events
+    assert not [e for e in events if e.startswith("status:")]
 
 
 def test_export_then_import_round_trips_every_field(

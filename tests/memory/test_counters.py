@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
-from mulligan.memory.validity import apply_outcome
+from mulligan.memory.validity import apply_evidence, apply_outcome
 from mulligan.schema import (
     Attempt,
     Episode,
@@ -53,6 +53,20 @@ def outcome(memory: Memory, given: list[Lesson], passed: bool, episode_id: str) 
     memory.finish_attempt(episode, attempt, seen(passed), given)
 
 
+def verified_pair(
+    memory: Memory, lesson: Lesson, *, helped: bool, hurt: bool, episode_id: str
+) -> None:
+    """What verification does with one pair: the evidence, where counters live."""
+
+    def add(fresh: Lesson) -> list[str]:
+        if fresh.validity.status not in ("candidate", "validated"):
+            return []
+        status = apply_evidence(fresh, "t", helped, hurt, memory.rules)
+        return [f"status:{status}"] if status else []
+
+    memory.change([lesson], "verified", add, episode_id=episode_id, trial=1, once=True)
+
+
 HAMMER = """
 import sys
 from mulligan.memory import HashEmbedding, Memory
@@ -90,11 +104,11 @@ def assert_every_update_counted(memory: Memory, updates: int) -> None:
     assert hurts.validity.hurt == updates and hurts.validity.helped == 0
     assert helps.validity.helped == updates and helps.validity.hurt == 0
     assert mixed.validity.helped + mixed.validity.hurt == updates
-    assert hurts.validity.status == "refuted"
-    assert helps.validity.status == "validated"
-    assert mixed.validity.status == replayed_status(memory, "mixed")
+    # online counters decide nothing: only verification moves a status
+    assert hurts.validity.status == helps.validity.status == "candidate"
+    assert mixed.validity.status == replayed_status(memory, "mixed") == "candidate"
     events = [e["event"] for e in memory.log.lesson_events("hurts")]
-    assert events.count("hurt") == updates and events.count("status:refuted") == 1
+    assert events.count("hurt") == updates and events.count("status:refuted") == 0
     # the store's copy (a cache) says the same as the log
     cached = {lesson.id: lesson.validity for lesson in memory.store.get(list(TEXTS))}
     for lesson in (hurts, helps, mixed):
@@ -138,13 +152,14 @@ def test_four_threads_in_one_process_lose_no_counter_update(tmp_path: Path) -> N
 def test_a_refuted_lesson_never_comes_back(tmp_path: Path) -> None:
     memory = seeded(tmp_path / "mem")
     stale = memory.lessons(["hurts"])[0]  # a copy taken while it was still a candidate
-    for n in range(3):
-        outcome(memory, memory.lessons(["hurts"]), False, f"f{n}")
+    verified_pair(memory, memory.lessons(["hurts"])[0], helped=False, hurt=True, episode_id="v0")
     assert memory.lessons(["hurts"])[0].validity.status == "refuted"
-    for n in range(5):  # helps counted on an old copy cannot revive it
+    for n in range(5):  # helps counted, or verified, on an old copy cannot revive it
         outcome(memory, [stale], True, f"p{n}")
+        verified_pair(memory, stale, helped=True, hurt=False, episode_id=f"v{n + 1}")
     lesson = memory.lessons(["hurts"])[0]
     assert lesson.validity.status == "refuted" and lesson.validity.helped == 5
+    assert lesson.validity.evidence.hurt == 1 and lesson.validity.evidence.helped == 0
     assert memory.store.get(["hurts"])[0].validity.status == "refuted"
     task = Task(id="q", family="capitals", prompt=TEXTS["hurts"], checks=[])
     assert "hurts" not in [found.id for found in memory.retrieve(task, 3)]

@@ -271,8 +271,11 @@ def test_a_better_lesson_supersedes_the_one_it_replaces_and_a_success_leaves_an_
     loop = Loop(
         Actor(model),
         Evaluator(),
-        # the hash embedding cannot measure relatedness: no similarity floor here
-        LoopSettings(strategy="reflexion-memory", trials=3, min_similarity=0.0),
+        # the hash embedding cannot measure relatedness: no similarity floor here; the planted
+        # lesson is unverified, shown as such
+        LoopSettings(
+            strategy="reflexion-memory", trials=3, min_similarity=0.0, show_candidates=True
+        ),
         Reflector(model),
         memory,
     )

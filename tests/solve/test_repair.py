@@ -12,6 +12,7 @@ import pytest
 
 from mulligan.solve.copies import ChangeRecordingEvaluator
 from mulligan.solve.diffs import unified_diff
+from tests.helpers.solving import files_of, one_line_error, passes_in, solve
 from tests.solve.projects import (
     AREA,
     CHECK,
@@ -23,7 +24,6 @@ from tests.solve.projects import (
     prompts_sent,
     replying,
 )
-from tests.helpers.solving import files_of, one_line_error, passes_in, solve
 from tests.solve.test_solve import make_project
 
 FIXED = AREA.replace("width + height", "width * height")

@@ -173,7 +173,8 @@ def test_a_prose_reflection_is_kept_as_the_diagnosis(tmp_path: Path) -> None:
     written = memory.lessons(episode.lessons_written)
     assert [(lesson.kind, lesson.text) for lesson in written] == [("diagnosis", prose)]
     assert "> Next time give the capital, Canberra." in pinned(model.calls[2].messages)
-    assert memory.store.count() == 0  # prose is no general lesson: nothing for other tasks
+    # prose is no general lesson: nothing for other tasks (the passing attempt is a case)
+    assert [x.kind for x in memory.store.all()] == ["case"]
 
 
 def test_only_the_general_lesson_reaches_the_store_and_no_text_is_kept_twice(
@@ -217,7 +218,9 @@ def test_another_task_retrieves_general_lessons_above_the_similarity_floor(
     assert similarity["far"] < MIN_SIMILARITY <= similarity["near"]
     assert {lesson.id for lesson in memory.retrieve(task, 3)} == {"near", "far"}  # no floor
     model = ScriptedModel(policy=lambda messages, tools: "Wellington")
-    loop = reflexion_loop(model, memory, strategy="reflexion-memory")  # the default floor
+    loop = reflexion_loop(  # the default floor; the planted lessons are unverified
+        model, memory, strategy="reflexion-memory", show_candidates=True
+    )
     episode = loop.run_episode(task)
     assert episode.attempts[0].lesson_ids == ["near"]
     assert "i = 5" not in json.dumps(model.calls[0].messages)

@@ -82,10 +82,11 @@ def bench(
 ) -> tuple[int, str, dict[str, list[int]]]:
     """A bench in this process on a fresh copy of the demo script."""
     with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        # reflexion-memory learns online here: its lessons are unverified, shown marked
         argv = [
             "bench", str(tasks), "--strategies", strategies, "--trials", "3",
             "--temperature", "0.7", "--base-url", server.base_url, "--out", str(out),
-            "--embedding", "hash", "--seed", "7", *extra,
+            "--embedding", "hash", "--seed", "7", "--show-candidates", *extra,
         ]  # fmt: skip
         code = main(argv)
         assert server.violations == []

@@ -19,7 +19,7 @@ from mulligan.cli import main
 from mulligan.lifecycle import check_resume
 from mulligan.llm.base import ChatResponse
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.run_config import LoopSection, MemorySection, RunConfig
 from mulligan.schema import Attempt, CheckResult, ExactMatchCheck, Task, Usage, Verdict
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.helpers.logged_runs import log_run
@@ -135,7 +135,10 @@ TASKS = [Task(id=f"t{i}", family="f", prompt=f"Task {i}: please say yes now.",
 
 
 def study(directory: Path, model: ScriptedModel, strategies: list[str], trials: int = 2) -> Study:
-    config = RunConfig(loop=LoopSection(trials=trials, min_similarity=0.0))
+    config = RunConfig(  # reflexion-memory learns online: its lessons are unverified
+        loop=LoopSection(trials=trials, min_similarity=0.0),
+        memory=MemorySection(show_candidates=True),
+    )
     return Study(tasks=TASKS, strategies=strategies, model_for=lambda s: model,
                  memory=Memory(directory, HashEmbedding()), config=config)  # fmt: skip
 

@@ -1,0 +1,143 @@
+"""Verification: nothing is a rule until it changed an outcome.
+
+Each candidate lesson is tried on up to `pairs` tasks it is retrieved for (tasks other than
+the one it was written on, in the order given), one pair per task: one attempt with the
+lesson shown (alone, as a validated lesson would be) and one without any (the same model
+and sampling settings, made once per task and shared by every lesson tried there). A pair
+helped when only the attempt with the lesson passed its feedback-visible checks, hurt when
+only the one without did; the hidden checks decide nothing. The evidence goes into the
+lesson's validity (memory/validity.py `apply_evidence`: validated when it helped in more
+pairs than it hurt in, refuted when it hurt in more), one `verified` event per pair.
+
+The attempts are episodes of a run of their own (`RUN_ID-verify`) in the same log, so they
+resume as any run does and a resumed verification counts no pair twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mulligan import strategies
+from mulligan.bench.runner import episode_id, run_tasks
+from mulligan.loop import Loop
+from mulligan.memory import Memory
+from mulligan.memory.validity import GENERAL, apply_evidence
+from mulligan.schema import Episode, Lesson, Task, tells_nothing
+
+log = logging.getLogger("mulligan")
+WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
+
+MakeLoop = Callable[[str], Loop]
+"""A one-trial loop for a strategy, over the study's model, settings and memory."""
+
+
+def verify_run_id(run_id: str) -> str:
+    return f"{run_id}-verify"
+
+
+@dataclass
+class Verification:
+    """What one verification found, lesson by lesson."""
+
+    tried: dict[str, list[str]] = field(default_factory=dict)
+    """Lesson id -> the tasks it was paired on."""
+    changed: dict[str, str] = field(default_factory=dict)
+    """Lesson id -> the status verification gave it."""
+
+
+def retrieved_for(
+    memory: Memory, lessons: list[Lesson], tasks: list[Task], k: int, floor: float, pairs: int
+) -> dict[str, list[Task]]:
+    """Per candidate, the tasks (up to `pairs`) whose top-k retrieval, unverified lessons
+    included, holds it: not the task it was written on."""
+    wanted = {lesson.id: lesson for lesson in lessons if lesson.kind in GENERAL}
+    found: dict[str, list[Task]] = {i: [] for i in wanted}
+    for task in tasks:
+        ranked = memory.store.search(task.prompt, k, task.family, min_similarity=floor)
+        for lesson, _ in ranked:
+            chosen = found.get(lesson.id)
+            own = chosen is None or task.id == wanted[lesson.id].source.task_id
+            if chosen is not None and not own and len(chosen) < pairs:
+                chosen.append(task)
+    return {i: chosen for i, chosen in found.items() if chosen}
+
+
+def verify(
+    memory: Memory,
+    lessons: list[Lesson],
+    tasks: list[Task],
+    make_loop: MakeLoop,
+    run_id: str,
+    *,
+    k: int,
+    min_similarity: float,
+    pairs: int,
+    concurrency: int = 1,
+) -> Verification:
+    """Pair every candidate of `lessons` on the tasks it is retrieved for (see the module)."""
+    candidates = [x for x in lessons if x.validity.status == "candidate" and x.kind in GENERAL]
+    plan = retrieved_for(memory, candidates, tasks, k, min_similarity, pairs)
+    result = Verification({i: [t.id for t in chosen] for i, chosen in plan.items()})
+    if not plan:
+        return result
+    needed = list({t.id: t for chosen in plan.values() for t in chosen}.values())
+
+    def run(make: Callable[[], Loop], chosen: list[Task], arm: str) -> list[Episode]:
+        return run_tasks(
+            make, chosen, run_id=run_id, strategy=arm, memory=memory, concurrency=concurrency
+        )
+
+    without = {e.task_id: e for e in run(lambda: make_loop(WITHOUT), needed, WITHOUT)}
+    by_id = {x.id: x for x in candidates}
+    for lesson_id, chosen in plan.items():
+        arm = f"with-{lesson_id}"
+        shown = by_id[lesson_id].model_copy(deep=True)
+        shown.validity.status = "validated"  # shown as it would be once verified: unmarked
+
+        def loop(shown: Lesson = shown) -> Loop:
+            made = make_loop(WITH)
+            made.shown = lambda task: [shown]
+            return made
+
+        withs = run(loop, chosen, arm)
+        for task, with_episode in zip(chosen, withs, strict=True):
+            status = _count_pair(memory, by_id[lesson_id], task, with_episode, without[task.id])
+            if status:
+                result.changed[lesson_id] = status
+    return result
+
+
+def _count_pair(
+    memory: Memory, lesson: Lesson, task: Task, with_: Episode, without: Episode
+) -> str | None:
+    """One pair's evidence on the lesson; None when either attempt tells nothing."""
+    passed = [_visible(e) for e in (with_, without)]
+    if None in passed:
+        return None
+    helped, hurt = passed[0] and not passed[1], passed[1] and not passed[0]
+    changed: list[str] = []
+
+    def add(fresh: Lesson) -> list[str]:  # a status verification does not give stays
+        status = apply_evidence(fresh, task.id, bool(helped), bool(hurt), memory.rules)
+        changed.extend([status] if status else [])
+        return [f"status:{status}"] if status else []
+
+    outcome = "helped" if helped else "hurt" if hurt else "same"
+    detail = f"{task.id}: {outcome} (with {passed[0]}, without {passed[1]})"
+    memory.change([lesson], "verified", add, episode_id=with_.id, trial=1, once=True,
+                  details=[detail])  # fmt: skip
+    return changed[-1] if changed else None
+
+
+def _visible(episode: Episode) -> bool | None:
+    if not episode.attempts:
+        return None
+    attempt, verdict = episode.attempts[0], episode.verdicts[0]
+    return None if tells_nothing(attempt, verdict) else verdict.visible_passed
+
+
+def pair_ids(run_id: str, lesson_id: str, task_id: str) -> tuple[str, str]:
+    """The episodes of one pair: with the lesson, without it."""
+    return episode_id(run_id, f"with-{lesson_id}", task_id), episode_id(run_id, WITHOUT, task_id)

@@ -1,0 +1,61 @@
+"""`mulligan memory verify TASKS`: each candidate lesson paired, with it and without it, on
+the given tasks it is retrieved for (mulligan/bench/verify.py); what each pair showed is
+printed and kept in the lesson's validity."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mulligan.bench.verify import verify
+from mulligan.build import loop_for
+from mulligan.cli.pipeline import connect_models, running
+from mulligan.config import load_config
+from mulligan.errors import UserError
+from mulligan.lifecycle import manifest, new_run_id
+from mulligan.loop import Loop
+from mulligan.memory import Memory
+from mulligan.tasks.suites import load_suite, select
+
+
+def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
+    config = load_config(vars(args))
+    if not args.query:
+        raise UserError("usage: mulligan memory verify TASKS (a suite or task file) [--ids ...]")
+    suite = load_suite(args.query, data=args.data, feedback="em")
+    ids = [i.strip() for i in args.ids.split(",")] if args.ids else None
+    suite.tasks = select(suite.tasks, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
+    lessons = [x for x in memory.store.all() if x.validity.status == "candidate"]
+    if not lessons:
+        print(f"no candidate lesson in {memory.where}: nothing to verify")
+        return 0
+    model, reflector = connect_models(config)
+    run_id = f"verify-{new_run_id(None)}"
+    wanted = manifest(
+        config, command="memory verify", suite=args.query, tasks=[t.id for t in suite.tasks]
+    )
+    policy = suite.hidden(config.policy())
+
+    def make_loop(strategy: str) -> Loop:
+        return loop_for(
+            config, model, strategy, memory, run_id,
+            policy=policy, reflector=reflector, extra_tools=suite.tools, trials=1,
+        )  # fmt: skip
+
+    with running(memory.log, run_id, wanted, resume=False):
+        print(f"run id: {run_id}", file=sys.stderr)
+        found = verify(
+            memory, lessons, suite.tasks, make_loop, run_id,
+            k=config.loop_settings("react").retrieved_lessons,
+            min_similarity=config.loop.min_similarity, pairs=config.memory.verify_pairs,
+            concurrency=config.run.concurrency,
+        )  # fmt: skip
+    for lesson in memory.lessons([x.id for x in lessons]):
+        e = lesson.validity.evidence
+        tried = found.tried.get(lesson.id)
+        where = f"on {', '.join(tried)}" if tried else "retrieved for none of these tasks"
+        print(
+            f"{lesson.id}  {lesson.validity.status:<10} pairs {e.pairs}, helped {e.helped}, "
+            f"hurt {e.hurt} ({where})  {lesson.text}"
+        )
+    return 0

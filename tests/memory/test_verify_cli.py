@@ -1,0 +1,46 @@
+"""`mulligan memory verify TASKS`: every candidate in the memory is paired, with it and
+without it, on the given tasks it is retrieved for, against a real endpoint (here the
+package's fake one); the evidence is printed and kept, and `memory show` says it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.memory.helpers import RIGHT, plant
+
+TASKS = "\n".join(
+    f"- id: units-{n}\n  family: units\n  prompt: 'A path is {n} km long. How long is it in "
+    f"metres?'\n  checks: [{{type: exact_match, answer: '{n * 1000}'}}]"
+    for n in (1, 2)
+)
+
+
+def metres_when_told(body: dict[str, Any]) -> FakeReply:
+    text = json.dumps(body["messages"])
+    km = int(text.split("A path is ")[1].split(" km")[0])
+    return FakeReply(content=str(km * 1000) if RIGHT in text else str(km))
+
+
+def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mem = tmp_path / "mem"
+    plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(TASKS)
+    where = ["--memory", str(mem), "--embedding", "hash"]
+    with FakeOpenAIServer(policy=metres_when_told) as server:
+        argv = ["memory", "verify", str(tasks), *where, "--base-url", server.base_url]
+        assert main([*argv, "--min-similarity", "0", "--verify-pairs", "2"]) == 0
+        assert len(server.requests) == 4  # two tasks, with it and without
+    out = capsys.readouterr().out
+    assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
+    assert main(["memory", "show", "rule", "--memory", str(mem)]) == 0
+    assert "verified: 2 pairs, helped 2, hurt 0 (on units-1, units-2)" in capsys.readouterr().out
