@@ -72,7 +72,9 @@ def code_policy(body: dict[str, Any]) -> FakeReply:
     return FakeReply(content=CODE)
 
 
-@pytest.mark.parametrize("name", strategies.NAMES)
+@pytest.mark.parametrize(
+    "name", [s.name for s in strategies.REGISTRY.values() if not s.outside_loop]
+)  # solve's repair pipeline is not the loop's: tests/solve pins down its stopping
 @pytest.mark.parametrize("stop", ["honest", "oracle"])
 def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
     tmp_path: Path, name: str, stop: str
