@@ -254,19 +254,13 @@ class Loop:
     # ------------------------------------------------------------ plumbing
 
     def _resumed(self, task: Task, episode_id: str | None, position: int) -> Episode:
-        if self.memory and episode_id:
-            found = self.memory.resume_episode(episode_id)
-            if found:
-                return found
-        episode = Episode(
-            id=episode_id or uuid.uuid4().hex[:12],
-            run_id=self.run_id,
-            task_id=task.id,
-            strategy=self.settings.strategy,
-        )
+        strategy = self.settings.strategy
         if self.memory:
-            self.memory.start_episode(episode, position)
-        return episode
+            return self.memory.episode_for(
+                episode_id or "", self.run_id, task.id, strategy, position
+            )
+        eid = episode_id or uuid.uuid4().hex[:12]
+        return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
     def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
         return self.memory.step_logger(episode_id, trial) if self.memory else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,20 @@ class Memory:
 
     def load_episode(self, episode_id: str) -> Episode | None:
         return self.log.episode(episode_id)
+
+    def episode_for(
+        self, episode_id: str, run_id: str, task_id: str, strategy: str, position: int = 0
+    ) -> Episode:
+        """The episode of that id from the log to go on with, else a new one, started."""
+        found = self.resume_episode(episode_id) if episode_id else None
+        if found:
+            return found
+        episode = Episode(
+            id=episode_id or uuid.uuid4().hex[:12], run_id=run_id, task_id=task_id,
+            strategy=strategy,
+        )  # fmt: skip
+        self.start_episode(episode, position)
+        return episode
 
     def resume_episode(self, episode_id: str) -> Episode | None:
         """An episode from the log to go on with; help or harm a crash left uncounted is counted."""

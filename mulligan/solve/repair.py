@@ -206,19 +206,11 @@ class RepairPipeline:
     # ------------------------------------------------------------ memory and the log
 
     def _episode(self, task: Task, episode_id: str) -> Episode:
-        if self.memory and episode_id:
-            found = self.memory.resume_episode(episode_id)
-            if found:
-                return found
-        episode = Episode(
-            id=episode_id or uuid.uuid4().hex[:12],
-            run_id=self.run_id,
-            task_id=task.id,
-            strategy=strategies.PATCH.name,
-        )
+        strategy = strategies.PATCH.name
         if self.memory:
-            self.memory.start_episode(episode)
-        return episode
+            return self.memory.episode_for(episode_id, self.run_id, task.id, strategy)
+        eid = episode_id or uuid.uuid4().hex[:12]
+        return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
     def _lessons(self, task: Task, episode: Episode) -> list[Lesson]:
         if not self.memory or not self.settings.retrieved_lessons:
