@@ -21,7 +21,7 @@ from mulligan.bench.transfer import (
     training_split,
 )
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import selected, selection_of
+from mulligan.cli.common import feedback_of, selected, selection_of
 from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
 from mulligan.cli.progress import Progress
 from mulligan.config import load_config
@@ -113,7 +113,7 @@ def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
     ):
         if given:
             raise UserError(f"--learn-on: {flag} is not for a transfer study; drop it")
-    suite = load_suite(args.suite, data=args.data, feedback=args.feedback).tasks
+    suite = load_suite(args.suite, data=args.data, feedback=feedback_of(args)).tasks
     train = training_split(args.learn_on, suite, test, args.seed)
     defaults = registry.TRANSFER_STUDY
     if args.keep_learning:

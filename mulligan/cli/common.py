@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from mulligan.actor.tools import Approver
+from mulligan.errors import UserError
 from mulligan.schema import Role, ToolCall, Usage
 from mulligan.tasks.suites import Suite, load_suite, select
 
@@ -25,12 +26,22 @@ def cli_approver(approve_all: bool) -> Approver:
 
 
 def selected(args: argparse.Namespace) -> Suite:
-    suite = load_suite(args.suite, data=args.data, feedback=args.feedback)
+    suite = load_suite(args.suite, data=args.data, feedback=feedback_of(args))
     ids = [i.strip() for i in args.ids.split(",")] if args.ids else None
     suite.tasks = select(suite.tasks, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
     if getattr(args, "network", False):
         suite.tasks = [task.model_copy(update={"network": True}) for task in suite.tasks]
     return suite
+
+
+def feedback_of(args: argparse.Namespace) -> Literal["em", "hidden"]:
+    """How hotpotqa shows its answer check (`--feedback`); refused for another suite."""
+    if args.feedback is not None and args.suite != "hotpotqa":
+        raise UserError(
+            f"--feedback {args.feedback}: only hotpotqa has this setting, not {args.suite}; "
+            "drop --feedback"
+        )
+    return args.feedback or "em"
 
 
 def selection_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -39,7 +50,7 @@ def selection_of(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "suite": args.suite,
         "data": args.data,
-        "feedback": args.feedback,
+        "feedback": feedback_of(args) if args.suite == "hotpotqa" else None,
         "network": bool(args.network),
         "seed": args.seed,
     }

@@ -47,7 +47,11 @@ def add_network_flag(parser: argparse.ArgumentParser) -> None:
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", help="humaneval, mbpp, hotpotqa, examples, or a task file/dir")
     parser.add_argument("--data", help="the dataset file for mbpp or hotpotqa")
-    parser.add_argument("--feedback", choices=["em", "hidden"], default="em", help="hotpotqa")
+    parser.add_argument(
+        "--feedback",
+        choices=["em", "hidden"],
+        help="hotpotqa only: the answer check as feedback (em, the default) or hidden",
+    )
     add_command_flag(parser, "limit")
     parser.add_argument("--ids", help="comma-separated task ids")
     add_command_flag(parser, "sample")

@@ -78,7 +78,7 @@ def changed(action: argparse.Action, base: list[str], tmp: Path) -> list[str]:
         before = manifest_of(base)
         for other in [c for c in action.choices if c != now]:
             argv = replaced(base, action, [str(flag), str(other)])
-            if manifest_of(argv) != before:
+            if not same_manifest(argv, before):  # refused outright counts as different
                 return [str(flag), str(other)]
         return [str(flag), str(other)]
     special = {
@@ -162,3 +162,18 @@ def test_what_a_resume_may_change_is_a_short_documented_list() -> None:
     assert UNCOMPARED - {"help"} <= every
     assert len(UNCOMPARED - {"help"}) <= 16
     assert all(why.strip() for why in [*NOT_RECORDED.values(), *RESUME_MAY_CHANGE.values()])
+
+
+def test_a_run_recorded_before_hotpotqas_feedback_setting_resumes(tmp_path: Path) -> None:
+    """`--feedback` says how hotpotqa's answer check is shown; other suites do not record it,
+    so a run whose manifest predates the flag resumes with the same arguments."""
+    argv = baselines(tmp_path)["bench"]
+    now = manifest_of(argv)
+    older = {k: v for k, v in now.items() if k != "feedback"}
+    check_resume({"manifest": json.dumps(older)}, "r1", now, "log")
+
+
+def test_feedback_with_a_suite_other_than_hotpotqa_is_refused(tmp_path: Path) -> None:
+    argv = [*baselines(tmp_path)["bench"], "--feedback", "hidden"]
+    with pytest.raises(UserError, match="--feedback.*hotpotqa"):
+        manifest_of(argv)
