@@ -26,3 +26,13 @@ class ModelError(AgentRunError):
 
 class DeadlineExceeded(ModelError):
     """A model call was cut off because the attempt's time budget (`max_seconds`) ran out."""
+
+
+class EndpointUnreachable(AgentRunError):
+    """Nothing answered at the endpoint's address through every retry (the server is gone).
+    Not a `ModelError`: no attempt, self-test or reflection takes it as the model's answer,
+    so the run stops and a resume redoes that work once the server is back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.unmetered_calls = 0

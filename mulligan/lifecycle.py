@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mulligan import prompts
-from mulligan.errors import UserError
+from mulligan.errors import EndpointUnreachable, UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.run_config import RunConfig
 from mulligan.settings_fields import flag_of
@@ -184,6 +184,12 @@ def lifecycle(log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool
     except KeyboardInterrupt:
         log.end_run(run_id, "interrupted")
         raise
+    except EndpointUnreachable as exc:  # nothing was scored for what the server never answered
+        log.end_run(run_id, "failed")
+        raise EndpointUnreachable(
+            f"{exc}; the run stopped with what it finished kept: once the endpoint answers, "
+            f"continue it with --resume {run_id}"
+        ) from exc
     except BaseException:
         log.end_run(run_id, "failed")
         raise

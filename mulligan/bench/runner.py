@@ -85,8 +85,8 @@ def run_tasks(
         futures = [pool.submit(one, n, t) for n, t in enumerate(tasks)]
         try:
             return [f.result() for f in futures]
-        except KeyboardInterrupt:  # start no new task; those under way finish and are logged
-            for future in futures:
+        except BaseException:  # interrupted, or the endpoint gone: start no new task (those
+            for future in futures:  # under way finish and are logged)
                 future.cancel()
             raise
 

@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from mulligan.config import NO_ENDPOINT, endpoint_configured
-from mulligan.errors import ModelError, UserError
+from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
@@ -145,7 +145,7 @@ def connect_endpoint(
         raise UserError("no model name: pass --model NAME or set MULLIGAN_MODEL")
     try:
         served = model.list_models()
-    except ModelError as exc:
+    except (ModelError, EndpointUnreachable) as exc:
         raise UserError(
             f"endpoint {settings.base_url} cannot be reached ({exc}); is the server running?"
         ) from exc

@@ -39,6 +39,8 @@ class FakeReply:
     counts_per_chunk: bool = True
     """Streamed: send llama.cpp's per-token `timings` when asked (False: a server that
     reports its usage only at the end)."""
+    hang_up: bool = False
+    """Close the connection without a reply (a server killed mid-request)."""
 
 
 MALFORMED_BODIES = {
@@ -275,6 +277,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
             planned = server.next_reply(body)
+            if planned.hang_up:
+                self.close_connection = True
+                return
             if planned.delay:
                 time.sleep(planned.delay)
             plain = planned.raw_body is None and planned.malformed is None

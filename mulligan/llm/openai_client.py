@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import openai
 
-from mulligan.errors import DeadlineExceeded, ModelError
+from mulligan.errors import DeadlineExceeded, EndpointUnreachable, ModelError
 from mulligan.llm.base import ChatResponse, Message
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
 from mulligan.llm.hosts import self_hosted
@@ -268,10 +268,11 @@ class OpenAIChatModel:
                         "the model call was cut off: the attempt's time budget ran out"
                     ) from exc
                 if attempt == self.max_retries:
-                    kind = "timed out" if timed_out else "unreachable"
-                    raise ModelError(
-                        f"endpoint {self.base_url} {kind} after {attempt + 1} tries: {exc}"
-                    ) from exc
+                    tries = f"after {attempt + 1} tries: {exc}"
+                    if timed_out:
+                        raise ModelError(f"endpoint {self.base_url} timed out {tries}") from exc
+                    said = f"endpoint {self.base_url} unreachable {tries}"
+                    raise EndpointUnreachable(said) from exc
                 wait = self.backoff * 2**attempt
                 failure = "timed out" if timed_out else "unreachable"
             except (MalformedReply, json.JSONDecodeError, openai.APIResponseValidationError) as exc:

@@ -11,7 +11,7 @@ import pytest
 from mulligan import display
 from mulligan.actor import Actor
 from mulligan.cli import main
-from mulligan.errors import ModelError
+from mulligan.errors import EndpointUnreachable, ModelError
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
@@ -43,7 +43,7 @@ def test_a_call_that_never_answers_says_how_many_tries_went_unmetered() -> None:
 def test_an_unreachable_endpoint_is_not_unmetered() -> None:
     """Nothing was sent, so nothing can have been spent."""
     model = OpenAIChatModel("m", base_url="http://127.0.0.1:9/v1", max_retries=1, backoff=0.0)
-    with pytest.raises(ModelError) as caught:
+    with pytest.raises(EndpointUnreachable) as caught:
         model.chat([{"role": "user", "content": "hi"}])
     assert caught.value.unmetered_calls == 0
 
