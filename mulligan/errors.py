@@ -33,6 +33,7 @@ class EndpointUnreachable(AgentRunError):
     Not a `ModelError`: no attempt, self-test or reflection takes it as the model's answer,
     so the run stops and a resume redoes that work once the server is back."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, unmetered_calls: int = 0) -> None:
         super().__init__(message)
-        self.unmetered_calls = 0
+        self.unmetered_calls = unmetered_calls
+        """Earlier tries that timed out after the request was sent (as for `ModelError`)."""

@@ -96,7 +96,7 @@ class OpenAIChatModel:
                 reply, tally.timed_out = read.completion, tally.timed_out + (not read.metered)
             else:
                 reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
-        except ModelError as exc:
+        except (ModelError, EndpointUnreachable) as exc:
             exc.unmetered_calls = tally.timed_out
             raise
         response = self._response(reply, time.perf_counter() - started)

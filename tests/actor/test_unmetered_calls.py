@@ -48,6 +48,13 @@ def test_an_unreachable_endpoint_is_not_unmetered() -> None:
     assert caught.value.unmetered_calls == 0
 
 
+def test_a_server_gone_after_a_try_that_timed_out_still_counts_that_try() -> None:
+    hung_up = FakeReply(hang_up=True)
+    with FakeOpenAIServer([SLOW, hung_up]) as server, pytest.raises(EndpointUnreachable) as caught:
+        _model(server, retries=1).chat([{"role": "user", "content": "hi"}])
+    assert caught.value.unmetered_calls == 1
+
+
 def test_the_attempt_keeps_the_count_when_the_endpoint_gives_up() -> None:
     with FakeOpenAIServer([SLOW] * 2) as server:
         attempt = Actor(_model(server, retries=1)).run("t", "What is 2 + 2?", [])
