@@ -150,25 +150,34 @@ class Loop:
     def _draw_and_select(
         self, task: Task, episode: Episode, trials: int, first: tuple[Attempt, Verdict] | None
     ) -> Episode:
-        """Independent candidates (trial 1 may be the shared one), then the selector's pick:
-        the episode's score is that candidate's hidden verdict."""
+        """Independent candidates (trial 1 may be the shared one), drawn in waves at once until
+        no further one could change the pick (all N with `draw_all`), then the selector's
+        pick: the episode's score is that candidate's hidden verdict."""
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             if first and trial == 1:
                 return first[0].shared(), first[1].model_copy(deep=True)
             return self._attempt(task, episode, trial, [], [], "")
 
-        missing = range(len(episode.attempts) + 1, trials + 1)
-        with ThreadPoolExecutor(max(1, min(self.settings.concurrency, len(missing)))) as pool:
-            for attempt, verdict in pool.map(draw, missing):
-                episode.attempts.append(attempt)
-                episode.verdicts.append(verdict)
-                if self.memory:
-                    self.memory.finish_attempt(episode, attempt, verdict, [])
         selector = self.selector or Selector(self.actor.model, self.settings.separate)
+        probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
+        found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
+        while (left := trials - len(episode.attempts)) > 0:
+            wave = selector.to_draw(found, episode.verdicts, left)
+            wave = left if self.settings.draw_all else wave
+            if not wave:
+                break  # decided: the rest could not change the pick
+            drawn = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
+            with ThreadPoolExecutor(max(1, min(self.settings.concurrency, wave))) as pool:
+                for attempt, verdict in pool.map(draw, drawn):
+                    episode.attempts.append(attempt)
+                    episode.verdicts.append(verdict)
+                    found.append(selector.evidence(attempt, verdict, probes, self.policy))
+                    if self.memory:
+                        self.memory.finish_attempt(episode, attempt, verdict, [])
         last = episode.attempts[-1]
         last.selection, spent = selector.select(
-            task, episode.attempts, episode.verdicts, self.policy
+            task, episode.attempts, episode.verdicts, self.policy, probes, found
         )
         last.charge("selector", spent)
         episode.passed = episode.verdicts[episode.submitted].passed

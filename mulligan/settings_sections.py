@@ -246,6 +246,12 @@ class LoopSection(Section):
         default=False,
         description="select: two tied finalists are told apart by an input the model writes (S*)",
     )
+    draw_all: bool = Field(
+        default=False,
+        description="select: draw all N candidates, even once the first ones decide the pick "
+        "(default: stop drawing when no further candidate could change it; the pick is the "
+        "same, all N show what a larger budget would have drawn)",
+    )
 
 
 class ValidityRules(Section):

@@ -13,6 +13,11 @@ code: its normalised final answer). Candidates that behave the same, on both, fo
 - A candidate that ran on no input at all (it has no code, does not load, crashes or times
   out on every probe and passes no test) is never chosen over one that runs.
 
+- Decided early: candidates are drawn until no further one, however it behaves, could
+  change the pick (`to_draw`): the best cluster's score is above what any other cluster, or a
+  new one, could reach with every candidate still to come. The pick is the one drawing all N
+  would make; only the tokens differ.
+
 Nothing here sees a hidden check: `evidence` keeps the feedback-visible results only.
 """
 
@@ -68,11 +73,8 @@ def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
         raise ValueError("no candidate to choose from")
     crashed = [c.trial for c in candidates if not c.runs]
     running = [c for c in candidates if c.runs] or candidates
-    groups: dict[tuple[frozenset[str], tuple[str, ...]], list[Evidence]] = {}
-    for candidate in running:
-        groups.setdefault((candidate.passed, candidate.behaviour), []).append(candidate)
     scored = []
-    for (passed, _), members in groups.items():
+    for passed, members in _groups(running):
         score = float(len(passed) * len(members) if tests else len(members))
         scored.append((score, len(members), -members[0].trial, [m.trial for m in members]))
     scored.sort(reverse=True)
@@ -87,3 +89,57 @@ def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
 def picks(candidates: list[Evidence], tests: int, code: bool = True) -> list[int]:
     """For budgets of 1..N candidates, the trial submitted among the first k."""
     return [choose(candidates[:k], tests, code).trial for k in range(1, len(candidates) + 1)]
+
+
+def _groups(candidates: list[Evidence]) -> list[tuple[frozenset[str], list[Evidence]]]:
+    """Candidates that behave the same (visible checks passed, outputs), in order of arrival."""
+    groups: dict[tuple[frozenset[str], tuple[str, ...]], list[Evidence]] = {}
+    for candidate in candidates:
+        groups.setdefault((candidate.passed, candidate.behaviour), []).append(candidate)
+    return [(passed, members) for (passed, _), members in groups.items()]
+
+
+def decided(candidates: list[Evidence], tests: int, remaining: int) -> bool:
+    """No `remaining` further candidates, however they behave, can change the pick among
+    these: the best running cluster scores strictly more than any other cluster could with
+    all of them joining it, and more than a new cluster of all of them could (a tie is
+    never called early). With no test and no output to compare, the first candidate is
+    submitted whatever follows."""
+    if remaining <= 0:
+        return True
+    if not candidates:
+        return False
+    if not tests and not any(c.behaviour for c in candidates):
+        return True  # nothing can ever tell them apart: the first is submitted
+    running = [c for c in candidates if c.runs]
+    if not running:
+        return False  # a later candidate that runs would be chosen over all of these
+
+    def worth(passed: frozenset[str]) -> int:
+        return len(passed) if tests else 1
+
+    groups = _groups(running)
+    scores = [worth(passed) * len(members) for passed, members in groups]
+    best = max(range(len(groups)), key=lambda i: (scores[i], len(groups[i][1])))
+    reach = [worth(p) * (len(m) + remaining) for i, (p, m) in enumerate(groups) if i != best]
+    reach.append((tests if tests else 1) * remaining)
+    return scores[best] > max(reach)
+
+
+def to_draw(candidates: list[Evidence], tests: int, remaining: int) -> int:
+    """How many more candidates to draw at once: 0 when the pick is decided, else the fewest
+    that could decide it if they all behaved like the best so far (with none yet, like one
+    that passes every test), so that a wave is never smaller than it has to be."""
+    if decided(candidates, tests, remaining):
+        return 0
+    running = [c for c in candidates if c.runs]
+    if not running:
+        return remaining if candidates else remaining // 2 + 1
+    best = choose(candidates, tests).clusters[0][0]
+    like = next(c for c in candidates if c.trial == best)
+    last = max(c.trial for c in candidates)
+    for wave in range(1, remaining):
+        more = [Evidence(last + k, like.passed, like.behaviour, True) for k in range(1, wave + 1)]
+        if decided(candidates + more, tests, remaining - wave):
+            return wave
+    return remaining

@@ -1,19 +1,37 @@
 """A selection strategy's submission: the candidates' evidence gathered (probe inputs run on
 each, the feedback-visible checks' results), one chosen by agreement (agreement.py) and, when
-set, two tied finalists separated (separate.py). The model that writes the inputs may be a
-stronger one than the actor's (`--reflector-model`)."""
+set, two tied finalists separated (separate.py). The probe inputs are written before the
+candidates are drawn, so the loop can stop drawing once the pick is decided. The model that
+writes the inputs may be a stronger one than the actor's (`--reflector-model`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from mulligan import sandbox
-from mulligan.evaluator.agreement import choose, evidence, picks, tests_of
+from mulligan.evaluator.agreement import (
+    Evidence,
+    choose,
+    evidence,
+    picks,
+    tests_of,
+    to_draw,
+)
 from mulligan.evaluator.normalize import normalize_answer
-from mulligan.evaluator.probe import CRASH, outputs, write_inputs
+from mulligan.evaluator.probe import CRASH, Inputs, outputs, write_inputs
 from mulligan.evaluator.separate import separate
 from mulligan.llm.base import ChatModel
-from mulligan.schema import Attempt, Selection, Task, Usage, Verdict
+from mulligan.schema import Attempt, CodeTarget, Selection, Task, Usage, Verdict
+
+
+@dataclass(frozen=True)
+class Probes:
+    """The inputs the model wrote from a code task's prompt (none for a task that is not
+    code), and what writing them cost."""
+
+    target: CodeTarget | None
+    inputs: Inputs
+    usage: Usage
 
 
 @dataclass
@@ -23,25 +41,44 @@ class Selector:
     separate: bool = False
     """When the two best clusters tie, separate their first candidates (S*)."""
 
+    def probes(self, task: Task) -> Probes:
+        """The inputs every candidate runs on, written once per task from the prompt alone."""
+        target = task.code_target()
+        if target is None:
+            return Probes(None, [], Usage())
+        inputs, usage = write_inputs(self.model, task, target)
+        return Probes(target, inputs, usage)
+
+    def evidence(
+        self, attempt: Attempt, verdict: Verdict, probes: Probes, policy: sandbox.Policy | None
+    ) -> Evidence:
+        """One candidate's evidence: its visible results and what it did on the probes."""
+        if probes.target is None:
+            return evidence(attempt.trial, verdict, [answer_of(attempt)])
+        behaviour = outputs(attempt.answer or "", probes.target, probes.inputs, policy)
+        return evidence(attempt.trial, verdict, behaviour)
+
+    def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
+        """How many more candidates to draw at once (0: the pick is decided)."""
+        return to_draw(found, tests_of(verdicts), remaining)
+
     def select(
         self,
         task: Task,
         attempts: list[Attempt],
         verdicts: list[Verdict],
         policy: sandbox.Policy | None = None,
+        probes: Probes | None = None,
+        found: list[Evidence] | None = None,
     ) -> tuple[Selection, Usage]:
-        """Which candidate to submit, and the usage of the calls that decided it. Only the
-        prompt, the candidates' answers and feedback-visible results are looked at."""
-        target = task.code_target()
-        usage, inputs = Usage(), list[list[object]]()
-        if target is not None:
-            inputs, usage = write_inputs(self.model, task, target)
-            behaviours = [outputs(a.answer or "", target, inputs, policy) for a in attempts]
-        else:
-            behaviours = [[answer_of(a)] for a in attempts]
-        found = [
-            evidence(a.trial, v, b) for a, v, b in zip(attempts, verdicts, behaviours, strict=True)
-        ]
+        """Which candidate to submit, and the usage of the calls that decided it (the
+        probes' included). Only the prompt, the candidates' answers and feedback-visible
+        results are looked at. `probes` and `found`: evidence gathered while drawing."""
+        probes = probes or self.probes(task)
+        target, usage = probes.target, probes.usage
+        if found is None:
+            pairs = zip(attempts, verdicts, strict=True)
+            found = [self.evidence(a, v, probes, policy) for a, v in pairs]
         tests = tests_of(verdicts)
         choice = choose(found, tests, code=target is not None)
         chosen, rule, separation = picks(found, tests, target is not None), choice.rule, ""
@@ -55,7 +92,7 @@ class Selector:
                 chosen[-1], rule = winner, "separation"
         selection = Selection(
             picks=chosen, rule=rule, clusters=choice.clusters, scores=choice.scores,
-            crashed=choice.crashed, probes=len(inputs), separation=separation,
+            crashed=choice.crashed, probes=len(probes.inputs), separation=separation,
         )  # fmt: skip
         return selection, usage
 

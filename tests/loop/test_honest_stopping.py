@@ -88,7 +88,9 @@ def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
         requests = json.dumps(server.requests)
     assert not episode.passed  # scored by the hidden tests
     assert episode.verdicts[0].visible_passed is True
-    expected = 3 if (stop == "oracle" and strategy.repeats) or strategy.draws_candidates else 1
+    expected = 3 if stop == "oracle" and strategy.repeats else 1
+    if strategy.draws_candidates:  # two that agree decide among three: the third is not drawn
+        expected = 2
     assert len(episode.attempts) == expected
     assert HIDDEN_MARKER not in requests and "hidden tests" not in requests
     assert "100, 1" not in requests  # nor the hidden test's text, nor its result

@@ -59,10 +59,10 @@ def test_dual_agreement_picks_the_cluster_a_hand_count_picks() -> None:
     2 and 3 pass both and agree everywhere. By hand: {2, 3} scores 2 tests x 2 = 4, {1} scores
     2 x 1 = 2, so trial 2 is submitted, where the first visible pass would be trial 1."""
     replies = [
+        inputs(1, 2, 3),  # written from the prompt alone, before any candidate
         code("return 2 * x if x < 3 else -1"),
         code("return x + x"),
         code("return x * 2"),
-        inputs(1, 2, 3),
     ]
     episode, _ = run(replies, task("assert f(1) == 2", "assert f(2) == 4"))
     selection = episode.selection
@@ -74,7 +74,7 @@ def test_dual_agreement_picks_the_cluster_a_hand_count_picks() -> None:
 
 
 def test_with_no_test_output_agreement_decides() -> None:
-    replies = [code("return x + 1"), code("return 2 * x"), code("return x + x"), inputs(0, 5)]
+    replies = [inputs(0, 5), code("return x + 1"), code("return 2 * x"), code("return x + x")]
     episode, _ = run(replies, task())
     assert episode.selection is not None and episode.selection.rule == "output agreement"
     assert episode.selection.clusters == [[2, 3], [1]]
@@ -85,10 +85,10 @@ def test_a_candidate_that_crashes_on_every_input_is_never_picked() -> None:
     """Trials 1 and 2 raise on every probe (they agree with each other: a cluster of two);
     trial 3, alone, returns values: it is submitted."""
     replies = [
+        inputs(1, 2),
         code("raise ValueError('no')"),
         code("raise ValueError('never')"),
         code("return x * 2"),
-        inputs(1, 2),
     ]
     episode, _ = run(replies, task())
     assert episode.selection is not None and episode.selection.crashed == [1, 2]
@@ -96,7 +96,7 @@ def test_a_candidate_that_crashes_on_every_input_is_never_picked() -> None:
 
 
 def test_when_every_candidate_crashes_the_first_is_submitted() -> None:
-    replies = [code("raise ValueError"), "no code at all", code("return 1 / 0"), inputs(1)]
+    replies = [inputs(1), code("raise ValueError"), "no code at all", code("return 1 / 0")]
     episode, _ = run(replies, task())
     assert episode.selection is not None and episode.selection.rule == "first"
     assert episode.submitted == 0 and not episode.passed
@@ -118,7 +118,7 @@ def test_a_task_that_is_not_code_goes_by_the_majority_of_normalised_answers() ->
 def test_tied_finalists_are_separated_by_the_input_the_model_writes() -> None:
     """Two candidates that disagree (a tie of one each): without separation the first is
     submitted; with it, the one that returns the value the model says the task implies."""
-    replies = [code("return x + 1"), code("return x * 2"), inputs(5)]
+    replies = [inputs(5), code("return x + 1"), code("return x * 2")]
     episode, _ = run(replies, task(), trials=2)
     assert episode.submitted == 0 and not episode.passed
     separating = json.dumps({"input": [3], "output": 6})
@@ -134,7 +134,7 @@ def test_no_hidden_result_changes_the_selection() -> None:
     """The same candidates and visible results with the hidden verdicts flipped: the same
     selection (the hidden checks score the submitted answer only)."""
     replies = [code("return x + 1"), code("return 2 * x"), code("return x + x")]
-    first, _ = run([*replies, inputs(0, 5)], task("assert f(0) == 0"))
+    first, _ = run([inputs(0, 5), *replies], task("assert f(0) == 0"))
     flipped = [v.model_copy(deep=True) for v in first.verdicts]
     for verdict in flipped:
         for check in verdict.checks:
@@ -147,7 +147,7 @@ def test_no_hidden_result_changes_the_selection() -> None:
 
 
 def test_the_selectors_calls_are_charged_to_their_own_role() -> None:
-    replies = [code("return x + 1"), code("return 2 * x"), inputs(0)]
+    replies = [inputs(0), code("return x + 1"), code("return 2 * x")]
     episode, _ = run(replies, task(), trials=2)
     assert episode.usage_by_role["selector"].total_tokens > 0
     assert set(episode.usage_by_role) == {"actor", "selector"}
@@ -160,9 +160,9 @@ def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
     selection submits among the first k, for each budget k."""
     replies = [
         code("return 2 * x if x < 3 else -1"),  # react's trial 1, select's candidate 1
+        inputs(1, 2, 3),
         code("return x + x"),
         code("return x * 2"),
-        inputs(1, 2, 3),
     ]
     model = ScriptedModel(replies)
     memory = Memory(tmp_path / "mem", HashEmbedding())
@@ -182,8 +182,8 @@ def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
 
 
 def test_the_candidates_are_drawn_at_once() -> None:
-    """Each actor call waits until all three candidates are in flight: drawn one after
-    another, the first would wait alone and its call would fail."""
+    """With `draw_all`, each actor call waits until all three candidates are in flight:
+    drawn one after another, the first would wait alone and its call would fail."""
     barrier = threading.Barrier(3, timeout=20)
 
     def policy(messages: list[Message], tools: object) -> str:
@@ -193,7 +193,7 @@ def test_the_candidates_are_drawn_at_once() -> None:
         return code("return x * 2")
 
     model = ScriptedModel(policy=policy)
-    settings = LoopSettings(strategy="select", trials=3, concurrency=3)
+    settings = LoopSettings(strategy="select", trials=3, concurrency=3, draw_all=True)
     episode = build_loop(model, settings).run_episode(task())
     assert [a.stop_reason for a in episode.attempts] == ["answered"] * 3
     assert [a.trial for a in episode.attempts] == [1, 2, 3] and episode.passed
@@ -202,14 +202,60 @@ def test_the_candidates_are_drawn_at_once() -> None:
 def test_a_resumed_episode_draws_only_the_missing_candidates(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     settings = LoopSettings(strategy="select", trials=3)
-    broken = ScriptedModel([code("return x + 1"), code("return x * 2"), RuntimeError("crash")])
+    broken = ScriptedModel(
+        [inputs(1, 5), code("return x + 1"), code("return x * 2"), RuntimeError("crash")]
+    )
     with contextlib.suppress(RuntimeError):
         build_loop(broken, settings, memory=memory).run_episode(task(), "e1")
     logged = memory.log.episode("e1")
     assert logged is not None and len(logged.attempts) == 2 and not memory.log.is_finished("e1")
-    again = ScriptedModel([code("return x * 2"), inputs(1, 5)])
+    again = ScriptedModel([inputs(1, 5), code("return x * 2")])
     episode = build_loop(again, settings, memory=memory).run_episode(task(), "e1")
     again.assert_done()
     assert [a.trial for a in episode.attempts] == [1, 2, 3]
     assert episode.selection is not None and episode.selection.clusters == [[2, 3], [1]]
     assert memory.log.is_finished("e1") and episode.passed
+
+
+def test_drawing_stops_once_no_further_candidate_could_change_the_pick() -> None:
+    """Two tests. Candidates 1 and 2 pass both and agree on every probe: {1, 2} scores 2 x 2
+    = 4; a third candidate could score at most 2 x 1 alone, or join them. So it is not
+    drawn, and the pick is the one drawing all three makes (the third disagrees: {1, 2}
+    still wins). The first wave is the two that could decide it, drawn at once."""
+    two = task("assert f(1) == 2", "assert f(2) == 4")
+    barrier = threading.Barrier(2, timeout=20)
+
+    def policy(messages: list[Message], tools: object) -> str:
+        if "to compare what they do" in str(messages[-1]["content"]):
+            return inputs(1, 2, 5)
+        barrier.wait()  # the first wave's two candidates are in flight together
+        return code("return x * 2")
+
+    model = ScriptedModel(policy=policy)
+    settings = LoopSettings(strategy="select", trials=3, concurrency=3)
+    episode = build_loop(model, settings).run_episode(two)
+    assert [a.trial for a in episode.attempts] == [1, 2]
+    assert episode.selection is not None and episode.selection.clusters == [[1, 2]]
+    assert episode.selection.picks == [1, 1] and episode.passed
+    every = [inputs(1, 2, 5), code("return x * 2"), code("return x + x"), code("return 0")]
+    full, _ = run_all(every, two)
+    assert [a.trial for a in full.attempts] == [1, 2, 3]
+    assert full.selection is not None and full.selection.clusters[0] == [1, 2]
+    assert full.submitted == episode.submitted == 0
+
+
+def test_a_close_race_draws_every_candidate() -> None:
+    """Candidates 1 and 2 disagree beyond the tests: either cluster could still win, so the
+    third is drawn and breaks the tie."""
+    replies = [inputs(1, 5), code("return x * 2"), code("return 2 * x if x < 3 else 0")]
+    episode, _ = run([*replies, code("return x + x")], task("assert f(1) == 2"))
+    assert [a.trial for a in episode.attempts] == [1, 2, 3]
+    assert episode.selection is not None and episode.selection.clusters == [[1, 3], [2]]
+
+
+def run_all(replies: list[str], the_task: Task) -> tuple[Episode, ScriptedModel]:
+    model = ScriptedModel(replies)
+    settings = LoopSettings(strategy="select", trials=len(replies) - 1, draw_all=True)
+    episode = build_loop(model, settings).run_episode(the_task)
+    model.assert_done()
+    return episode, model

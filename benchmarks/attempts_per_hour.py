@@ -1,0 +1,111 @@
+"""A study's attempts per hour on one model server: the same HumanEval tasks, strategy and
+settings at each `--concurrency`, and how many of them were solved.
+
+Runs `mulligan bench humaneval --sample N --seed S --strategies STRATEGY --trials T` once per
+concurrency level, each into a fresh directory (`--out`, one subdirectory per level), then
+reads each run's episode log and prints one line per level: attempts made, tasks solved,
+wall minutes and attempts per hour. Without `--base-url` the runs use the local model, which
+gets a parallel slot per concurrent task; with it, any server (llama-cpp-python's, which
+answers one request at a time, for the figure from before the prebuilt server). The model
+server's start-up is inside the local model's wall time and outside an external server's:
+compare lines at the same `--base-url`, or subtract the start-up the first line prints.
+
+    pip install -e ".[local]"
+    python benchmarks/attempts_per_hour.py [--concurrency 1,4] [--sample 12] [--base-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def bench_command(args: argparse.Namespace, concurrency: int, out: Path) -> list[str]:
+    command = [sys.executable, "-m", "mulligan.cli", "bench", "humaneval"]
+    command += ["--sample", str(args.sample), "--seed", str(args.seed)]
+    command += ["--strategies", args.strategy, "--trials", str(args.trials)]
+    command += ["--concurrency", str(concurrency), "--timeout", str(args.timeout)]
+    command += ["--out", str(out)]
+    if args.self_tests is not None:
+        command += ["--self-tests", str(args.self_tests)]
+    if args.base_url:
+        command += ["--base-url", args.base_url, "--model", args.model]
+    return command
+
+
+def figures(memory: Path) -> dict[str, float]:
+    """Attempts, solved tasks and wall seconds of the one run in this memory's log."""
+    uri = f"{(memory / 'episodes.db').resolve().as_uri()}?mode=ro"
+    with sqlite3.connect(uri, uri=True) as db:
+        run_id, started, ended, status = db.execute(
+            "select id, started_at, ended_at, status from runs order by started_at desc limit 1"
+        ).fetchone()
+        if status != "finished":
+            raise SystemExit(f"{memory}: run {run_id} ended {status!r}; its figures would mislead")
+        attempts = db.execute(
+            "select count(*) from attempts join episodes on episodes.id = attempts.episode_id"
+            " where episodes.run_id = ?",
+            [run_id],
+        ).fetchone()[0]
+        solved, tasks = db.execute(
+            "select coalesce(sum(passed), 0), count(*) from episodes where run_id = ?", [run_id]
+        ).fetchone()
+        tokens = db.execute(
+            "select coalesce(sum(prompt_tokens + completion_tokens), 0) from attempts"
+            " join episodes on episodes.id = attempts.episode_id where episodes.run_id = ?",
+            [run_id],
+        ).fetchone()[0]
+    return {
+        "attempts": attempts,
+        "solved": solved,
+        "tasks": tasks,
+        "seconds": ended - started,
+        "tokens": tokens,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,4", help="levels to run, in turn")
+    parser.add_argument("--sample", type=int, default=12, help="HumanEval tasks (seeded)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--strategy", default="retry")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--self-tests", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
+    parser.add_argument("--base-url", default=None, help="a running server (default: local)")
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="with --base-url")
+    parser.add_argument("--out", type=Path, default=Path("attempts-per-hour"))
+    args = parser.parse_args()
+    server = args.base_url or "the local model (a slot per concurrent task)"
+    print(f"HumanEval, {args.sample} tasks (seed {args.seed}), {args.strategy}, ", end="")
+    print(f"{args.trials} trials, on {server}", flush=True)
+    for concurrency in [int(n) for n in args.concurrency.split(",")]:
+        out = args.out / f"concurrency-{concurrency}"
+        if out.exists():
+            raise SystemExit(f"{out} exists: give another --out, nothing is overwritten")
+        started = time.perf_counter()
+        done = subprocess.run(bench_command(args, concurrency, out), capture_output=True)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr.decode()[-2000:])
+            raise SystemExit(f"the study at --concurrency {concurrency} failed")
+        got = figures(out / "memory")
+        per_hour = got["attempts"] / got["seconds"] * 3600
+        print(
+            f"  --concurrency {concurrency}: {got['attempts']} attempts, "
+            f"{got['solved']}/{got['tasks']} solved, {got['tokens']:,} tokens, "
+            f"run {got['seconds'] / 60:.1f} min (command {wall / 60:.1f} min), "
+            f"{per_hour:.0f} attempts/hour",
+            flush=True,
+        )
+        print("  " + json.dumps({"concurrency": concurrency, **got}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
