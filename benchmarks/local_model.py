@@ -8,8 +8,10 @@ per level: tokens generated per second of wall time over all requests (aggregate
 request's own rate after its first token (mean), time to its first token (mean), and how
 many of the prompt tokens the server took from its cache. The prompts share a long system
 prompt, as an agent's requests do. llama-cpp-python's Python server is measured the same way
-only if it is installed (`--old`); nothing builds it. On a machine shared with other work
-the figures are slower than idle: compare lines of one run, not runs.
+with `--old` (in this Python, or the one `--old-python` names); nothing builds it. Each level
+is sent a second time through mulligan's own client, to show what mulligan's side costs. On
+a machine shared with other work the figures are slower than idle: compare lines of one run,
+not runs.
 
     pip install -e ".[local]"
     python benchmarks/local_model.py [--model local:PATH.gguf] [--threads 1,2] [--levels 1,2,4]
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import socket
@@ -32,10 +33,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mulligan import prompts
 from mulligan.llm import local_model, local_server
+from mulligan.llm.base import Message
 from mulligan.llm.local_server import ServerSettings
+from mulligan.llm.openai_client import OpenAIChatModel
 
 TASKS = [
     "Write a Python function that returns the n-th Fibonacci number.",
@@ -83,7 +87,8 @@ def ask(base_url: str, model: str, task: str, reply_tokens: int) -> Reply:
         {"Content-Type": "application/json"},
     )
     started = time.perf_counter()
-    first, usage = 0.0, {}
+    first, pieces = 0.0, 0
+    usage: dict[str, Any] = {}
     with urllib.request.urlopen(request, timeout=1800) as stream:
         for raw in stream:
             line = raw.decode().strip()
@@ -91,14 +96,15 @@ def ask(base_url: str, model: str, task: str, reply_tokens: int) -> Reply:
                 continue
             chunk = json.loads(line.removeprefix("data:"))
             delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
-            if delta.get("content") and not first:
-                first = time.perf_counter() - started
+            if delta.get("content"):
+                first = first or time.perf_counter() - started
+                pieces += 1
             usage = chunk.get("usage") or usage
     details = usage.get("prompt_tokens_details") or {}
-    return Reply(
+    return Reply(  # a server that reports no usage in a stream: a token per content chunk
         first,
         time.perf_counter() - started,
-        int(usage.get("completion_tokens") or 0),
+        int(usage.get("completion_tokens") or pieces),
         int(usage.get("prompt_tokens") or 0),
         int(details.get("cached_tokens") or 0),
     )
@@ -132,10 +138,55 @@ def level(base_url: str, model: str, at_once: int, reply_tokens: int) -> str:
     )
 
 
-def measure(label: str, base_url: str, model: str, levels: list[int], reply_tokens: int) -> None:
+def through_mulligan(base_url: str, model: str, at_once: int, reply_tokens: int) -> str:
+    """The same requests through mulligan's own client (the openai SDK, streamed as a step
+    is): aggregate tokens/s and each request's rate after its first token, the figures to
+    set beside the bare server's line (the rate after the first token does not depend on
+    which of the two found the prompt in the cache)."""
+    client = OpenAIChatModel(model, base_url=base_url, timeout=1800, price=None)
+    rates: list[float] = []
+    tokens: list[int] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        messages: list[Message] = [
+            {"role": "system", "content": system_prompt()},
+            {"role": "user", "content": TASKS[index % len(TASKS)]},
+        ]
+        sent, first = time.perf_counter(), list[float]()
+
+        def until(text: str) -> bool:
+            if text and not first:
+                first.append(time.perf_counter())
+            return False
+
+        reply = client.chat(messages, max_tokens=reply_tokens, until=until)
+        own = reply.usage.completion_tokens / max(time.perf_counter() - (first or [sent])[0], 1e-9)
+        with lock:
+            tokens.append(reply.usage.completion_tokens)
+            rates.append(own)
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(at_once)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - started
+    return (
+        f"  {at_once} at once through mulligan: aggregate {sum(tokens) / wall:5.1f} tokens/s, "
+        f"per request {statistics.mean(rates):5.1f} tokens/s"
+    )
+
+
+def measure(
+    label: str, base_url: str, model: str, levels: list[int], reply_tokens: int, ours: bool
+) -> None:
     print(label, flush=True)
     for at_once in levels:
         print(level(base_url, model, at_once, reply_tokens), flush=True)
+        if ours:
+            print(through_mulligan(base_url, model, at_once, reply_tokens), flush=True)
 
 
 def free_port() -> int:
@@ -145,10 +196,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def old_server(path: Path, threads: int) -> Iterator[str]:
-    """llama-cpp-python's server (one request at a time), if it is installed."""
+def old_server(path: Path, threads: int, python: str) -> Iterator[str]:
+    """llama-cpp-python's server (one request at a time), run by `python`."""
     port = free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--port", str(port)]
+    command = [python, "-m", "llama_cpp.server", "--model", str(path), "--port", str(port)]
     command += ["--n_ctx", "8192", "--n_threads", str(threads), "--n_threads_batch", str(threads)]
     env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
     process = subprocess.Popen(
@@ -166,6 +217,11 @@ def old_server(path: Path, threads: int) -> Iterator[str]:
         process.wait(timeout=30)
 
 
+def has_llama_cpp(python: str) -> bool:
+    probe = [python, "-c", "import llama_cpp.server"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local", help="local or local:PATH.gguf")
@@ -174,6 +230,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=0, help="default: the largest level")
     parser.add_argument("--reply-tokens", type=int, default=64)
     parser.add_argument("--old", action="store_true", help="also llama-cpp-python's server")
+    parser.add_argument(
+        "--old-python", default=sys.executable, help="a Python that has llama-cpp-python[server]"
+    )
     args = parser.parse_args()
     levels = [int(n) for n in args.levels.split(",")]
     model = local_model.resolve(args.model)
@@ -187,12 +246,12 @@ def main() -> None:
             f"llama.cpp server (xllamacpp), {server.slots} slots, {threads} threads, "
             f"{server.context} ctx, started in {time.perf_counter() - started:.1f} s:"
         )
-        measure(label, server.base_url, model.alias, levels, args.reply_tokens)
+        measure(label, server.base_url, model.alias, levels, args.reply_tokens, ours=True)
         local_server.stop_all()
-        if args.old and importlib.util.find_spec("llama_cpp") is not None:
-            with old_server(model.path, threads) as url:
+        if args.old and has_llama_cpp(args.old_python):
+            with old_server(model.path, threads, args.old_python) as url:
                 label = f"llama-cpp-python server, 1 request at a time, {threads} threads:"
-                measure(label, url, model.alias, levels, args.reply_tokens)
+                measure(label, url, model.alias, levels, args.reply_tokens, ours=False)
         elif args.old:
             print("llama-cpp-python is not installed: its server is not measured")
 

@@ -199,10 +199,7 @@ class LocalServer:
         )  # fmt: skip
 
     def _said_address(self) -> str:
-        for line in self._log_text().splitlines():
-            if READY_MARK in line:  # llama.cpp may have left its own line unfinished
-                return line.partition(READY_MARK)[2].strip().rstrip("/")
-        return ""
+        return address_in(self._log_text())
 
     def _log_text(self) -> str:
         try:
@@ -285,3 +282,14 @@ def stop_all() -> None:
         for server in list(_servers.values()):
             server.stop()
         _servers.clear()
+
+
+def address_in(log_text: str) -> str:
+    """The address the child said it listens at: the URL after its mark (llama.cpp, which
+    shares the stream, may have left its own line unfinished before it or written after it
+    on the same line); "" until it has said it."""
+    for line in log_text.splitlines():
+        if READY_MARK in line:
+            said = line.partition(READY_MARK)[2].split()
+            return said[0].rstrip("/") if said else ""
+    return ""
