@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from mulligan.bench.stats import collect
+from mulligan.memory.log import EpisodeLog
 
 
 def bench_command(args: argparse.Namespace, concurrency: int, out: Path) -> list[str]:
@@ -39,33 +41,19 @@ def bench_command(args: argparse.Namespace, concurrency: int, out: Path) -> list
 
 
 def figures(memory: Path) -> dict[str, float]:
-    """Attempts, solved tasks and wall seconds of the one run in this memory's log."""
-    uri = f"{(memory / 'episodes.db').resolve().as_uri()}?mode=ro"
-    with sqlite3.connect(uri, uri=True) as db:
-        run_id, started, ended, status = db.execute(
-            "select id, started_at, ended_at, status from runs order by started_at desc limit 1"
-        ).fetchone()
-        if status != "finished":
-            raise SystemExit(f"{memory}: run {run_id} ended {status!r}; its figures would mislead")
-        attempts = db.execute(
-            "select count(*) from attempts join episodes on episodes.id = attempts.episode_id"
-            " where episodes.run_id = ?",
-            [run_id],
-        ).fetchone()[0]
-        solved, tasks = db.execute(
-            "select coalesce(sum(passed), 0), count(*) from episodes where run_id = ?", [run_id]
-        ).fetchone()
-        tokens = db.execute(
-            "select coalesce(sum(prompt_tokens + completion_tokens), 0) from attempts"
-            " join episodes on episodes.id = attempts.episode_id where episodes.run_id = ?",
-            [run_id],
-        ).fetchone()[0]
+    """Attempts, solved tasks, tokens and wall seconds of the newest run in this memory's
+    log, as the report counts them (every strategy of the run together)."""
+    log = EpisodeLog(memory / "episodes.db", read_only=True)
+    run = log.runs()[-1]
+    if run["status"] != "finished":
+        raise SystemExit(f"{memory}: run {run['id']} ended {run['status']!r}; its figures mislead")
+    stats = collect(log, run["id"])
     return {
-        "attempts": attempts,
-        "solved": solved,
-        "tasks": tasks,
-        "seconds": ended - started,
-        "tokens": tokens,
+        "attempts": sum(s.attempts for s in stats.strategies),
+        "solved": sum(s.solved_by_trial[-1] for s in stats.strategies if s.solved_by_trial),
+        "tasks": sum(s.tasks for s in stats.strategies),
+        "seconds": (stats.ended_at or stats.started_at) - stats.started_at,
+        "tokens": sum(s.prompt_tokens + s.completion_tokens for s in stats.strategies),
     }
 
 

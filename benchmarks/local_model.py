@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,17 @@ def ask(base_url: str, model: str, task: str, reply_tokens: int) -> Reply:
     )
 
 
+def all_at_once(one: Callable[[int], None], at_once: int) -> float:
+    """`one(0)` ... `one(at_once - 1)` on threads started together; the wall seconds."""
+    started = time.perf_counter()
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(at_once)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - started
+
+
 def level(base_url: str, model: str, at_once: int, reply_tokens: int) -> str:
     """`at_once` requests sent together; one line of figures."""
     replies: list[Reply] = []
@@ -120,13 +131,7 @@ def level(base_url: str, model: str, at_once: int, reply_tokens: int) -> str:
         with lock:
             replies.append(reply)
 
-    started = time.perf_counter()
-    workers = [threading.Thread(target=one, args=(i,)) for i in range(at_once)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    wall = time.perf_counter() - started
+    wall = all_at_once(one, at_once)
     tokens = sum(r.completion_tokens for r in replies)
     own = [r.completion_tokens / max(r.seconds - r.first_token_s, 1e-9) for r in replies]
     prompt, cached = sum(r.prompt_tokens for r in replies), sum(r.cached_tokens for r in replies)
@@ -166,13 +171,7 @@ def through_mulligan(base_url: str, model: str, at_once: int, reply_tokens: int)
             tokens.append(reply.usage.completion_tokens)
             rates.append(own)
 
-    started = time.perf_counter()
-    workers = [threading.Thread(target=one, args=(i,)) for i in range(at_once)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    wall = time.perf_counter() - started
+    wall = all_at_once(one, at_once)
     return (
         f"  {at_once} at once through mulligan: aggregate {sum(tokens) / wall:5.1f} tokens/s, "
         f"per request {statistics.mean(rates):5.1f} tokens/s"

@@ -163,8 +163,10 @@ class Loop:
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
         found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
         while (left := trials - len(episode.attempts)) > 0:
-            wave = selector.to_draw(found, episode.verdicts, left)
-            wave = left if self.settings.draw_all else wave
+            if self.settings.draw_all:
+                wave = left
+            else:
+                wave = selector.to_draw(found, episode.verdicts, left)
             if not wave:
                 break  # decided: the rest could not change the pick
             drawn = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)

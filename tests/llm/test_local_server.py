@@ -22,6 +22,7 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.llm import local_model, local_server
+from mulligan.llm.llama_child import READY_MARK
 from tests.helpers.terminal import ctrl_c_reaches_it
 
 STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
@@ -320,10 +321,10 @@ def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
 def test_the_ready_address_is_read_when_llama_cpp_writes_onto_the_same_line() -> None:
     """llama.cpp's own log shares the child's stderr; a write of its own can land on the
     line that says where the server listens, after the address."""
-    from mulligan.llm.llama_child import READY_MARK
-    from mulligan.llm.local_server import address_in
-
     log = f"load_tensors: ...\n{READY_MARK}http://127.0.0.1:40123 model loaded\nmain: ok\n"
-    assert address_in(log) == "http://127.0.0.1:40123"
-    assert address_in(f"{READY_MARK}http://127.0.0.1:40123/\n") == "http://127.0.0.1:40123"
-    assert address_in("no mark here\n") == ""
+    assert local_server.address_in(log) == "http://127.0.0.1:40123"
+    assert (
+        local_server.address_in(f"{READY_MARK}http://127.0.0.1:40123/\n")
+        == "http://127.0.0.1:40123"
+    )
+    assert local_server.address_in("no mark here\n") == ""
