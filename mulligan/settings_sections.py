@@ -333,6 +333,6 @@ class LocalSection(Section):
     )  # fmt: skip
     threads: int | None = Field(
         default=None, ge=1, le=512, json_schema_extra=FLAG("local_threads"),
-        description="CPU threads of the local model's server (default: one fewer than the "
-        "cores, at least 1)",
+        description="CPU threads of the local model's server (default: the cores this "
+        "process may use)",
     )  # fmt: skip

@@ -271,6 +271,18 @@ def add_view(commands: Commands) -> None:
     view.set_defaults(handler="mulligan.cli.view:cmd_view")
 
 
+def add_serve(commands: Commands) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the local model's server for other processes until Ctrl-C",
+        description="llama.cpp's server on 127.0.0.1, as --model local starts it, kept for "
+        "other processes to share (OPENAI_BASE_URL); it prints the base URL",
+    )
+    add_command_flag(serve, "port")
+    add_setting_flags(serve, "serve")
+    serve.set_defaults(handler="mulligan.cli.serve:cmd_serve")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mulligan", description="Reflexion-style agents: attempt, evaluate, reflect, remember."
@@ -278,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (
         add_attempt, add_run, add_solve, add_tasks, add_memory, add_bench,
-        add_doctor, add_data, add_config, add_view,
+        add_doctor, add_data, add_config, add_view, add_serve,
     ):  # fmt: skip
         add(commands)
     help_format.finish(parser)

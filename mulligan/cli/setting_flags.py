@@ -16,6 +16,8 @@ COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "doctor": ("endpoint.base_url", "endpoint.api_key", "endpoint.model", "run.memory",
                "run.embedding"),
     "solve": tuple(f"-{p}" for p in ("loop.self_tests",)),
+    "serve": ("endpoint.model", "local", "compression.threshold_tokens",
+              "budget.max_reply_tokens"),  # the model, its slots, threads and context
     "memory": ("endpoint", "budget", "memory.verify_pairs", "run.concurrency",
                "loop.min_similarity"),  # memory verify
 }  # fmt: skip

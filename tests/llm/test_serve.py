@@ -1,0 +1,87 @@
+"""`mulligan serve`: the local model's server kept for other processes, on the port asked for,
+until Ctrl-C or SIGTERM, and gone after. Runs the stand-in for `xllamacpp`
+(tests/helpers/standin_llama), as the other lifecycle tests do."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.terminal import ctrl_c_reaches_it
+from tests.llm.test_local_server import WAIT, gone_within, standin, started_servers
+
+__all__ = ["standin"]  # the fixture, used by name
+pytestmark = pytest.mark.timeout(900)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def serve(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mulligan.cli", "serve", "--model", f"local:{env['MODEL']}", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=ctrl_c_reaches_it,
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_answers_other_processes_until_stopped(
+    tmp_path: Path, standin: dict[str, str], sig: signal.Signals
+) -> None:
+    port = free_port()
+    process = serve(standin, "--port", str(port), "--local-slots", "2", "--local-threads", "1")
+    try:
+        assert process.stdout is not None
+        first, second = process.stdout.readline(), process.stdout.readline()
+        base_url = f"http://127.0.0.1:{port}/v1"
+        assert f" at {base_url} (2 slots, 1 threads, " in first, first
+        assert second.startswith(f"export OPENAI_BASE_URL={base_url} MULLIGAN_MODEL=standin")
+        body = json.dumps({"messages": [{"role": "user", "content": "2+2?"}]}).encode()
+        request = urllib.request.Request(
+            f"{base_url}/chat/completions", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:  # another process's call
+            assert json.loads(reply.read())["choices"][0]["message"]["content"] == "4"
+        (pid,) = started_servers(tmp_path)
+        process.send_signal(sig)
+        process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == (130 if sig == signal.SIGINT else 0)
+    assert gone_within(pid, 60), f"the server outlived `mulligan serve` ({sig.name})"
+
+
+def test_serve_refuses_a_port_in_use(standin: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = serve(standin, "--port", str(port))
+        _, err = done.communicate(timeout=WAIT)
+    assert done.returncode == 2
+    assert f"--port {port}: already in use on 127.0.0.1" in err
+
+
+def test_serve_runs_only_a_model_on_this_machine(standin: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mulligan.cli", "serve", "--model", "gpt-4o"],
+        capture_output=True, text=True, env=standin, timeout=WAIT,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--model gpt-4o: `mulligan serve` runs a model on this machine" in done.stderr
