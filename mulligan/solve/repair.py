@@ -3,7 +3,8 @@
 Each candidate asks the model, shown the failing test, its assertion, the check's output and
 the implicated functions with line numbers, for a search/replace edit; applies it to a fresh
 copy of the project, or refuses it (the SEARCH lines are not there, the file would not parse,
-it edits a test) and asks again with the reason, at no check run; then runs the checks in
+it edits a test, it is the same change as an earlier candidate's) and asks again with the
+reason, at no check run; then runs the checks in
 that copy. Candidates run `concurrency` at a time, a round; what a round's failed candidates
 did goes to the next round as feedback (with a reflector's diagnosis, whose general lesson
 goes to the project's memory as the agent loop's would). The episode ends at the first round
@@ -15,6 +16,7 @@ changes and verdicts.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -88,6 +90,9 @@ class RepairPipeline:
     memory: Memory | None = None
     reflector: Reflector | None = None
     run_id: str = ""
+    _tried: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict, init=False)
+    """Each edit checked (or being checked) in this process, and the trial that made it."""
+    _tried_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def run(self, task: Task, diagnosis: Diagnosis, request: str, episode_id: str) -> Outcome:
         """`request`: the user's task in their words; `task`: its checks and id."""
@@ -161,6 +166,7 @@ class RepairPipeline:
                     break
                 try:
                     plan = planned(parse_blocks(reply), _reader(workspace), shown)
+                    self._claim(plan.texts, trial)
                 except Refused as exc:
                     refused = attempt.steps[-1].feedback = exc.reason
                     again = prompts.render("repair_refused", reason=exc.reason)
@@ -181,6 +187,18 @@ class RepairPipeline:
         if self.evaluator.on_verdict:
             self.evaluator.on_verdict(attempt, verdict)
         return Candidate(attempt, verdict, refused=reason)
+
+    def _claim(self, texts: dict[str, str], trial: int) -> None:
+        """Keep this edit for `trial`, or refuse it as one an earlier candidate made: the
+        checks are deterministic, so checking it again would tell nothing new."""
+        key = tuple(sorted(texts.items()))
+        with self._tried_lock:
+            first = self._tried.setdefault(key, trial)
+        if first != trial:
+            raise Refused(
+                f"it is the same change as attempt {first}, whose checks have run or are "
+                "running; make a different edit"
+            )
 
     def _ask(self, attempt: Attempt, messages: list[Message]) -> str | None:
         """The model's reply, recorded as a step; None when the endpoint failed."""

@@ -125,6 +125,20 @@ def test_a_failed_round_is_feedback_to_the_next(
     assert "did not work" in second and "+    return width - height" in second
 
 
+def test_an_edit_already_checked_is_refused_and_costs_no_check_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], check_runs: list[int]
+) -> None:
+    """The checks are deterministic: a candidate whose edit is one an earlier candidate's
+    checks already failed is asked for a different one instead of being checked again."""
+    project = make_shapes(tmp_path / "shapes")
+    replies = replying(WRONG, WRONG, RIGHT)
+    code, server = solve(tmp_path, project, replies, "--trials", "2", check=CHECK)
+    assert code == 0, capsys.readouterr().err
+    assert check_runs == [1, 2]  # the repeat of attempt 1's edit was never checked
+    told = prompts_sent(server.requests)[2]
+    assert "the same change as attempt 1" in told and "make a different edit" in told
+
+
 def test_apply_writes_exactly_the_passing_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
