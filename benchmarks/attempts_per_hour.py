@@ -12,6 +12,7 @@ compare lines at the same `--base-url`, or subtract the start-up the first line 
 
     pip install -e ".[local]"
     python benchmarks/attempts_per_hour.py [--concurrency 1,4] [--sample 12] [--base-url URL]
+        [--threads N]                       # the local model's threads (the old default: 1)
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def bench_command(args: argparse.Namespace, concurrency: int, out: Path) -> list
         command += ["--self-tests", str(args.self_tests)]
     if args.base_url:
         command += ["--base-url", args.base_url, "--model", args.model]
+    elif args.threads:
+        command += ["--local-threads", str(args.threads)]
     return command
 
 
@@ -68,9 +71,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
     parser.add_argument("--base-url", default=None, help="a running server (default: local)")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="with --base-url")
+    parser.add_argument("--threads", type=int, help="the local model's threads (default: its own)")
     parser.add_argument("--out", type=Path, default=Path("attempts-per-hour"))
     args = parser.parse_args()
-    server = args.base_url or "the local model (a slot per concurrent task)"
+    server = args.base_url or "the local model (a slot per concurrent task" + (
+        f", {args.threads} threads)" if args.threads else ")"
+    )
     print(f"HumanEval, {args.sample} tasks (seed {args.seed}), {args.strategy}, ", end="")
     print(f"{args.trials} trials, on {server}", flush=True)
     for concurrency in [int(n) for n in args.concurrency.split(",")]:
