@@ -169,11 +169,10 @@ class RepairPipeline:
                     self._claim(plan.texts, trial)
                 except Refused as exc:
                     refused = attempt.steps[-1].feedback = exc.reason
+                    # a fresh prompt with the reason: shown its refused reply as its own
+                    # turn, a small model writes it again word for word
                     again = prompts.render("repair_refused", reason=exc.reason)
-                    messages += [
-                        {"role": "assistant", "content": reply},
-                        {"role": "user", "content": again},
-                    ]
+                    messages = [{"role": "user", "content": f"{prompt}\n\n{again}"}]
                     continue
                 attempt.steps[-1].feedback = "\n".join(f"not applied: {s}" for s in plan.skipped)
                 for path, text in plan.texts.items():

@@ -22,6 +22,7 @@ from tests.solve.projects import (
     block,
     make_shapes,
     prompts_sent,
+    reflecting,
     replying,
 )
 from tests.solve.test_solve import make_project
@@ -76,6 +77,21 @@ def test_a_block_that_does_not_match_is_refused_and_costs_no_check_run(
     assert "refused" in told and "'    return width + heigth'" in told and "lines 6-6" in told
     assert capsys.readouterr().out == unified_diff({"shapes/area.py": AREA.encode()},
                                                    {"shapes/area.py": FIXED.encode()})  # fmt: skip
+
+
+def test_a_refused_edit_is_asked_again_in_a_fresh_prompt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 1.5B model, shown its refused reply as its own turn, wrote it again word for word;
+    asked again, it gets the first prompt and the reason, not its own reply to copy."""
+    project = make_shapes(tmp_path / "shapes")
+    typo = block("    return width + heigth", "    return width * height")
+    code, server = solve(tmp_path, project, replying(typo, RIGHT), check=CHECK)
+    assert code == 0, capsys.readouterr().err
+    first, again = [b["messages"] for b in server.requests if not reflecting(b)][:2]
+    assert [m["role"] for m in again] == ["user"]
+    assert again[0]["content"].startswith(first[0]["content"])
+    assert "heigth" not in first[0]["content"] and "'    return width + heigth'" in again[0]["content"]
 
 
 def test_a_candidate_that_breaks_the_syntax_is_refused_before_the_checks(
