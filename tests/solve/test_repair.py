@@ -91,7 +91,8 @@ def test_a_refused_edit_is_asked_again_in_a_fresh_prompt(
     first, again = [b["messages"] for b in server.requests if not reflecting(b)][:2]
     assert [m["role"] for m in again] == ["user"]
     assert again[0]["content"].startswith(first[0]["content"])
-    assert "heigth" not in first[0]["content"] and "'    return width + heigth'" in again[0]["content"]
+    assert "heigth" not in first[0]["content"]
+    assert "'    return width + heigth'" in again[0]["content"]
 
 
 def test_a_candidate_that_breaks_the_syntax_is_refused_before_the_checks(
