@@ -12,6 +12,12 @@ submitted, as the report scores it).
 
 A run is named by its episode log and id, or by the outcomes.jsonl its `mulligan report`
 wrote (which outlives the log: keep it with a study's write-up).
+
+`--pool` joins runs over different tasks into one (a study extended by the next tasks of
+the same seeded sample, say): each strategy's tasks from every run, refused when two runs
+hold the same task; then one line per strategy (solved, tokens per task) and the table.
+
+    python benchmarks/compare_runs.py --pool FIRST40.outcomes.jsonl NEXT40.outcomes.jsonl
 """
 
 from __future__ import annotations
@@ -38,6 +44,38 @@ def strategies(spec: str) -> list[tuple[str, StrategyStats]]:
     return [(run_id, s) for s in collect(EpisodeLog(Path(path)), run_id).strategies if s.tasks]
 
 
+def pooled(found: list[tuple[str, StrategyStats]]) -> list[tuple[str, StrategyStats]]:
+    """One StrategyStats per strategy, holding its tasks from every run (disjoint)."""
+    joined: dict[str, tuple[list[str], StrategyStats]] = {}
+    for run, s in found:
+        if s.label not in joined:
+            joined[s.label] = ([run], StrategyStats(s.strategy, s.run_pass))
+        runs, into = joined[s.label]
+        if run not in runs:
+            runs.append(run)
+        twice = sorted(into.submitted.keys() & s.submitted.keys())
+        if twice:
+            raise UserError(
+                f"--pool: {s.label} has task(s) {', '.join(twice[:3])} in two runs; pool runs "
+                "over different tasks, or compare them without --pool"
+            )
+        into.submitted.update(s.submitted)
+        into.any_passed.update(s.any_passed)
+        into.spent.update(s.spent)
+        into.tasks = len(into.submitted)
+    return [("+".join(runs), into) for runs, into in joined.values()]
+
+
+def summary(s: StrategyStats) -> str:
+    solved = sum(passed[-1] for passed in s.submitted.values())
+    reached = sum(passed[-1] for passed in s.any_passed.values())
+    tokens = sum(spent[-1] for spent in s.spent.values()) / max(1, s.tasks)
+    return (
+        f"{s.label}: {solved}/{s.tasks} submitted answers passed, some attempt passed on "
+        f"{reached}, {tokens:,.0f} tokens a task"
+    )
+
+
 def row(
     a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str], seed: int
 ) -> str:
@@ -57,12 +95,17 @@ def main() -> int:
         help="the bootstrap's seed; a report "
         "seeds it with the run's --seed (default 1, as the studies ran)",
     )
+    parser.add_argument("--pool", action="store_true", help="join runs over different tasks")
     args = parser.parse_args()
     try:
         found = [found for spec in args.runs for found in strategies(spec)]
+        if args.pool:
+            found = pooled(found)
     except UserError as exc:
         print(f"compare_runs: {exc}", file=sys.stderr)
         return 2
+    if args.pool:
+        print("\n".join(summary(s) for _, s in found) + "\n")
     several = len({run for run, _ in found}) > 1
     header = [*PAIRED_HEADER[:2], "at", *PAIRED_HEADER[2:]]
     print(f"| {' | '.join(header)} |\n|{'---|' * len(header)}")
