@@ -5,6 +5,7 @@ until Ctrl-C or SIGTERM, and gone after. Runs the stand-in for `xllamacpp`
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -85,3 +86,20 @@ def test_serve_runs_only_a_model_on_this_machine(standin: dict[str, str]) -> Non
     )  # fmt: skip
     assert done.returncode == 2
     assert "--model gpt-4o: `mulligan serve` runs a model on this machine" in done.stderr
+
+
+def test_serve_says_so_when_the_server_stops_on_its_own(
+    tmp_path: Path, standin: dict[str, str]
+) -> None:
+    process = serve(standin, "--local-slots", "1")
+    try:
+        assert process.stdout is not None
+        assert " at http://127.0.0.1:" in process.stdout.readline()
+        (pid,) = started_servers(tmp_path)
+        os.kill(pid, signal.SIGKILL)
+        _, err = process.communicate(timeout=WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1
+    assert "the local server stopped on its own" in err
