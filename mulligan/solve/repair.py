@@ -3,11 +3,11 @@
 Each candidate asks the model, shown the failing test, its assertion, the check's output and
 the implicated functions with line numbers, for a search/replace edit; applies it to a fresh
 copy of the project, or refuses it (the SEARCH lines are not there, the file would not parse,
-it edits a test, it is the same change as an earlier candidate's) and asks again with the
-reason, at no check run; then runs the checks in
-that copy. Candidates run `concurrency` at a time, a round; what a round's failed candidates
-did goes to the next round as feedback (with a reflector's diagnosis, whose general lesson
-goes to the project's memory as the agent loop's would). The episode ends at the first round
+it edits a test, it is the same change as an earlier candidate's) and asks again in a fresh
+prompt with the reason, at no check run; then runs the checks in that copy. Candidates run
+`concurrency` at a time, a round; what a round's failed candidates did goes to the next round
+as feedback (with a reflector's diagnosis, whose general lesson goes to the project's memory
+as the agent loop's would). The episode ends at the first round
 with a candidate whose checks pass; of those, the one with the fewest changed lines (then the
 earliest) is selected. It is logged as the loop logs an episode: attempts with their steps,
 changes and verdicts.
@@ -91,7 +91,7 @@ class RepairPipeline:
     reflector: Reflector | None = None
     run_id: str = ""
     _tried: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict, init=False)
-    """Each edit checked (or being checked) in this process, and the trial that made it."""
+    """Each edit checked (or being checked) in this run, and the trial that made it."""
     _tried_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def run(self, task: Task, diagnosis: Diagnosis, request: str, episode_id: str) -> Outcome:

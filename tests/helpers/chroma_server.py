@@ -4,7 +4,6 @@ processes share one lesson store, as a study across machines would."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ports import free_port
+
 
 @pytest.fixture
 def chroma_server(tmp_path: Path) -> Iterator[str]:
@@ -21,9 +22,7 @@ def chroma_server(tmp_path: Path) -> Iterator[str]:
     beside = Path(sys.executable).parent / "chroma"  # the venv's, even when it is not on PATH
     chroma = str(beside) if beside.exists() else shutil.which("chroma")
     assert chroma, "chromadb installs the `chroma` command"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [chroma, "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1",
          "--port", str(port)],

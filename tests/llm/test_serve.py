@@ -15,18 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ports import free_port
 from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.llm.test_local_server import WAIT, gone_within, standin, started_servers
 
 __all__ = ["standin"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(900)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def serve(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
