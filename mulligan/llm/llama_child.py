@@ -79,7 +79,9 @@ def run_server(flags: list[str]) -> None:
     params.port = given.port
     params.cache_prompt = True
     server = xllamacpp.Server(params)  # returns once the model is loaded and it listens
-    print(f"{READY_MARK}{server.listening_address}", file=sys.stderr, flush=True)
+    # one write, newline included: print() writes the line and its end separately, and
+    # llama.cpp's own log, on the same stream, once landed between them ("...:38851I srv")
+    os.write(sys.stderr.fileno(), f"{READY_MARK}{server.listening_address}\n".encode())
     threading.Event().wait()  # serves from its own threads until a signal or the watchdog
 
 
