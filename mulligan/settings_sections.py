@@ -55,7 +55,7 @@ class EndpointSettings(Section):
     )
     model: str | None = Field(
         default=None,
-        description="model name; `local` or `local:PATH.gguf`: llama.cpp on this CPU",
+        description="model name; `local`, `local:0.5b` or `local:PATH.gguf`: llama.cpp on this CPU",
     )
     temperature: float | None = Field(
         default=None,
@@ -96,13 +96,14 @@ class EndpointSettings(Section):
 class ReflectorSettings(Section):
     """A feedback model of its own for the reflector, the self-test writer, a selection's
     input writer and the curator (unset: the actor's model); its base URL and key default to
-    the endpoint's. `local` or `local:PATH.gguf` runs it on this machine."""
+    the endpoint's. `local`, `local:0.5b` or `local:PATH.gguf` runs it on this machine."""
 
     model: str | None = Field(
         default=None,
         json_schema_extra=FLAG("reflector_model"),
         description="a model of its own for the reflector, self-tests, selection inputs and "
-        "curator (default: the actor's); `local` or `local:PATH.gguf` runs it on this CPU",
+        "curator (default: the actor's); `local`, `local:0.5b` or `local:PATH.gguf` runs it on "
+        "this CPU",
     )
     base_url: str | None = Field(
         default=None,

