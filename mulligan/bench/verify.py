@@ -6,8 +6,9 @@ lesson shown (alone, as a validated lesson would be) and one without any (the sa
 and sampling settings, made once per task and shared by every lesson tried there). A pair
 helped when only the attempt with the lesson passed its feedback-visible checks, hurt when
 only the one without did; the hidden checks decide nothing. The evidence goes into the
-lesson's validity (memory/validity.py `apply_evidence`: validated when it helped in more
-pairs than it hurt in, refuted when it hurt in more), one `verified` event per pair.
+lesson's validity, one `verified` event per pair; once its pairs are all counted, its status
+follows from them whatever their order (memory/validity.py `settle`: validated when it
+helped in more pairs than it hurt in, refuted when it hurt in more).
 
 The attempts are episodes of a run of their own (`RUN_ID-verify`) in the same log, so they
 resume as any run does and a resumed verification counts no pair twice.
@@ -23,7 +24,7 @@ from mulligan import strategies
 from mulligan.bench.runner import episode_id, run_tasks
 from mulligan.loop import Loop
 from mulligan.memory import Memory
-from mulligan.memory.validity import GENERAL, apply_evidence
+from mulligan.memory.validity import GENERAL, apply_evidence, settle
 from mulligan.schema import Episode, Lesson, Task, tells_nothing
 
 log = logging.getLogger("mulligan")
@@ -103,31 +104,49 @@ def verify(
 
         withs = run(loop, chosen, arm)
         for task, with_episode in zip(chosen, withs, strict=True):
-            status = _count_pair(memory, by_id[lesson_id], task, with_episode, without[task.id])
-            if status:
-                result.changed[lesson_id] = status
+            _count_pair(memory, by_id[lesson_id], task, with_episode, without[task.id])
+        status = _settle(memory, by_id[lesson_id], withs[-1])
+        if status:
+            result.changed[lesson_id] = status
     return result
 
 
 def _count_pair(
     memory: Memory, lesson: Lesson, task: Task, with_: Episode, without: Episode
-) -> str | None:
-    """One pair's evidence on the lesson; None when either attempt tells nothing."""
+) -> None:
+    """One pair's evidence on the lesson; none when either attempt tells nothing."""
     passed = [_visible(e) for e in (with_, without)]
     if None in passed:
-        return None
+        return
     helped, hurt = passed[0] and not passed[1], passed[1] and not passed[0]
-    changed: list[str] = []
 
-    def add(fresh: Lesson) -> list[str]:  # a status verification does not give stays
-        status = apply_evidence(fresh, task.id, bool(helped), bool(hurt), memory.rules)
-        changed.extend([status] if status else [])
-        return [f"status:{status}"] if status else []
+    def add(fresh: Lesson) -> list[str]:
+        apply_evidence(fresh, task.id, bool(helped), bool(hurt))
+        return []
 
     outcome = "helped" if helped else "hurt" if hurt else "same"
     detail = f"{task.id}: {outcome} (with {passed[0]}, without {passed[1]})"
     memory.change([lesson], "verified", add, episode_id=with_.id, trial=1, once=True,
                   details=[detail])  # fmt: skip
+
+
+def _settle(memory: Memory, lesson: Lesson, last: Episode) -> str | None:
+    """The status the lesson's pairs give it, decided once they are all counted (so their
+    order does not matter); logged against its last pair's episode when it changed."""
+    current = memory.lessons([lesson.id])[0].model_copy(deep=True)
+    if settle(current, memory.rules) is None:
+        return None
+    changed: list[str] = []
+
+    def decide(fresh: Lesson) -> list[str]:
+        status = settle(fresh, memory.rules)
+        changed.extend([status] if status else [])
+        return []
+
+    e = current.validity.evidence
+    detail = f"{e.pairs} pair(s): helped {e.helped}, hurt {e.hurt}"
+    memory.change([lesson], f"status:{current.validity.status}", decide,
+                  episode_id=last.id, trial=1, details=[detail])  # fmt: skip
     return changed[-1] if changed else None
 
 

@@ -1,7 +1,8 @@
 """How a lesson's standing follows from what happened when it was used.
 
-Only verification moves a lesson's status (`apply_evidence`): the same task with the lesson
-and without it, paired, so a lesson is credited with what it changed. The online counters
+Only verification moves a lesson's status (`apply_evidence` for each pair, then `settle`
+once over all of them): the same task with the lesson and without it, paired, so a lesson is
+credited with what it changed. The online counters
 (`apply_outcome`) count what followed a lesson being shown; most tasks that pass with a
 lesson pass without one too, so they decide nothing."""
 
@@ -12,7 +13,7 @@ import time
 from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus
 
-__all__ = ["ValidityRules", "apply_evidence", "apply_outcome", "is_usable"]
+__all__ = ["ValidityRules", "apply_evidence", "apply_outcome", "is_usable", "settle"]
 
 ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
 VALIDATED: tuple[LessonStatus, ...] = ("validated",)
@@ -32,15 +33,19 @@ def apply_outcome(lesson: Lesson, passed: bool, rules: ValidityRules) -> LessonS
     return None
 
 
-def apply_evidence(
-    lesson: Lesson, task_id: str, helped: bool, hurt: bool, rules: ValidityRules
-) -> LessonStatus | None:
-    """Add one verified pair; returns the new status when it changed. A candidate is
-    validated when it helped in more pairs than it hurt in, refuted when it hurt in more;
-    a validated lesson that no longer helped more than it hurt is a candidate again."""
-    v, e = lesson.validity, lesson.validity.evidence
+def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> None:
+    """Add one verified pair to the lesson's evidence; `settle` then decides its status."""
+    e = lesson.validity.evidence
     e.pairs, e.helped, e.hurt = e.pairs + 1, e.helped + helped, e.hurt + hurt
     e.tasks = [*e.tasks, task_id]
+
+
+def settle(lesson: Lesson, rules: ValidityRules) -> LessonStatus | None:
+    """The status all of a lesson's pairs give it, whatever their order; returns it when it
+    changed. A candidate is validated when it helped in more pairs than it hurt in, refuted
+    when it hurt in more; a validated lesson that no longer helped more than it hurt is a
+    candidate again. A refuted lesson stays refuted."""
+    v, e = lesson.validity, lesson.validity.evidence
     before = v.status
     if v.status in ACTIVE:
         if e.hurt >= rules.refute_after and e.hurt > e.helped:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
-from mulligan.memory.validity import apply_evidence, apply_outcome
+from mulligan.memory.validity import apply_evidence, apply_outcome, settle
 from mulligan.schema import (
     Attempt,
     Episode,
@@ -61,7 +61,8 @@ def verified_pair(
     def add(fresh: Lesson) -> list[str]:
         if fresh.validity.status not in ("candidate", "validated"):
             return []
-        status = apply_evidence(fresh, "t", helped, hurt, memory.rules)
+        apply_evidence(fresh, "t", helped, hurt)
+        status = settle(fresh, memory.rules)
         return [f"status:{status}"] if status else []
 
     memory.change([lesson], "verified", add, episode_id=episode_id, trial=1, once=True)

@@ -6,10 +6,23 @@ checks decide."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from mulligan.bench.verify import pair_ids, verify
 from mulligan.schema import ExactMatchCheck
-from tests.memory.helpers import RIGHT, WRONG, fresh, one_trial, plant, units_model, units_tasks
+from mulligan.testing import ScriptedModel
+from tests.memory.helpers import (
+    RIGHT,
+    WRONG,
+    fresh,
+    one_trial,
+    plant,
+    prompt_of,
+    units_model,
+    units_tasks,
+)
 
 
 def test_a_lesson_that_helps_in_its_pairs_is_validated_with_its_evidence(
@@ -93,3 +106,35 @@ def test_pairs_skip_the_lesson_s_own_task_and_only_visible_checks_decide(tmp_pat
     assert found.tried == {"rule": ["units-2"]}
     v = memory.lessons(["rule"])[0].validity  # the hidden check passed with it: no evidence
     assert (v.status, v.evidence.pairs) == ("candidate", 0)
+
+
+def _mixed_model(hurt_on: int) -> ScriptedModel:
+    """With the lesson ("Mixed advice."): right on every task but `hurt_on`; without it:
+    right on `hurt_on` only. So the lesson hurts in that pair and helps in the other."""
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        text = prompt_of(messages)
+        km = int(text.split("A path is ")[1].split(" km")[0])
+        right = (km != hurt_on) if "Mixed advice." in text else (km == hurt_on)
+        return str(km * 1000) if right else str(km)
+
+    return ScriptedModel(policy=policy)
+
+
+@pytest.mark.parametrize("hurt_on", [1, 2], ids=["hurt-first", "helped-first"])
+def test_the_status_follows_all_the_pairs_whatever_their_order(
+    tmp_path: Path, hurt_on: int
+) -> None:
+    """One pair hurt, one helped: a tie, so the lesson stays a candidate, whichever pair came
+    first (a first pair that hurt once refuted it for good, though the evidence was even)."""
+    memory = fresh(tmp_path)
+    lesson = plant(memory, "mixed", "Mixed advice.")
+    verify(
+        memory, [lesson], units_tasks(2), one_trial(_mixed_model(hurt_on), memory), "v1",
+        k=3, min_similarity=0.0, pairs=2,
+    )  # fmt: skip
+    v = memory.lessons(["mixed"])[0].validity
+    assert (v.evidence.pairs, v.evidence.helped, v.evidence.hurt) == (2, 1, 1)
+    assert v.status == "candidate"
+    events = [e["event"] for e in memory.log.lesson_events("mixed")]
+    assert not [e for e in events if e.startswith("status:")]
