@@ -1,0 +1,88 @@
+"""What a memory arm showed at trial 1, task by task, and what it changed there.
+
+For every task of a transfer study's test phase, against the arm without memory (react):
+the item the memory arm showed at trial 1 (a case or a lesson; its source task), its cosine
+similarity to the task's prompt under the run's embedding, and whether trial 1 passed the
+hidden checks with and without it. Then the tasks where something was shown, counted by
+similarity band: helped (only the arm with memory passed), hurt (only react passed), same.
+It reads the episode log only; nothing calls a model.
+
+    python benchmarks/shown_memory.py OUT/memory RUN_ID --arm memory-frozen-cases
+    python benchmarks/shown_memory.py OUT/memory RUN_ID --arm memory-frozen-cases --bands 0.5,0.6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from mulligan.memory.embeddings import make_embedder
+from mulligan.memory.log import EpisodeLog
+from mulligan.schema import Episode, Lesson
+from mulligan.tasks.suites import load_suite
+
+
+def trial_one(episode: Episode | None) -> bool | None:
+    return episode.verdicts[0].passed if episode and episode.verdicts else None
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)) or 1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("memory", type=Path, help="the study's memory directory")
+    parser.add_argument("run_id")
+    parser.add_argument("--arm", default="memory-frozen-cases", help="the memory arm")
+    parser.add_argument("--baseline", default="react", help="the arm without memory")
+    parser.add_argument("--bands", default="0.5,0.6,0.7", help="similarity band edges")
+    args = parser.parse_args()
+    log = EpisodeLog(args.memory / "episodes.db", read_only=True)
+    run = log.run(args.run_id)
+    if run is None:
+        raise SystemExit(f"{args.run_id}: no such run in {args.memory / 'episodes.db'}")
+    manifest = json.loads(run["manifest"])
+    embedder = make_embedder(str(manifest["config"]["run"]["embedding"]))
+    prompts = {t.id: t.prompt for t in load_suite(manifest["suite"], data=manifest["data"]).tasks}
+    edges = [float(x) for x in args.bands.split(",")]
+    rows: list[tuple[str, str, str, bool | None, bool | None]] = []
+    counts: dict[int, dict[str, int]] = {}
+    for task_id in manifest["task_order"]:
+        arm = log.episode(f"{args.run_id}:{args.arm}:{task_id}")
+        base = log.episode(f"{args.run_id}:{args.baseline}:{task_id}")
+        if arm is None or base is None or not arm.attempts:
+            continue
+        shown: list[Lesson] = log.lessons(arm.attempts[0].lesson_ids)
+        with_, without = trial_one(arm), trial_one(base)
+        if not shown:
+            rows.append((task_id, "-", "", with_, without))
+            continue
+        item = shown[0]
+        vectors = embedder.embed([prompts[task_id], item.text])
+        similarity = cosine(vectors[0], vectors[1])
+        rows.append((task_id, f"{item.kind} from {item.source.task_id}", f"{similarity:.2f}",
+                     with_, without))  # fmt: skip
+        band = sum(similarity >= edge for edge in edges)
+        outcome = "helped" if with_ and not without else "hurt" if without and not with_ else "same"
+        counts.setdefault(band, {"helped": 0, "hurt": 0, "same": 0})[outcome] += 1
+    print(f"| task | shown at trial 1 | similarity | {args.arm} | {args.baseline} |")
+    print("|---|---|---|---|---|")
+    for task_id, what, shown_similarity, with_, without in rows:
+        print(f"| {task_id} | {what} | {shown_similarity} | {with_} | {without} |")
+    print()
+    print("| similarity | shown | helped | hurt | same |")
+    print("|---|---|---|---|---|")
+    labels = [f"< {edges[0]}"] + [
+        f"{low}-{high}" for low, high in zip(edges, [*edges[1:], 1.0], strict=True)
+    ]
+    for band, label in enumerate(labels):
+        c = counts.get(band, {"helped": 0, "hurt": 0, "same": 0})
+        print(f"| {label} | {sum(c.values())} | {c['helped']} | {c['hurt']} | {c['same']} |")
+
+
+if __name__ == "__main__":
+    main()
