@@ -109,7 +109,10 @@ class Loop:
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
             lessons = strategy.lessons_for(
-                reflections, self.settings.carried_reflections, self._retriever(task, episode)
+                reflections,
+                self.settings.carried_reflections,
+                self._retriever(task, episode),
+                trial,
             )
             texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
             if first and trial == 1 and not lessons:

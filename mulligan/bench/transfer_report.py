@@ -51,15 +51,19 @@ def _reads_memory(s: StrategyStats) -> bool:
 
 
 def _twin_of(twin: StrategyStats, stats: RunStats) -> StrategyStats | None:
-    """The arm a faithfulness twin is set against: same items, same store use, no twin."""
+    """The arm a faithfulness twin is set against: same items, same store use from the same
+    trial, no twin."""
     mine = strategies.known(twin.strategy)
     if mine is None or mine.twin is None:
         return None
     for s in stats.strategies:
         real = strategies.known(s.strategy)
-        same = real is not None and (real.items, real.writes_store, real.uses_store) == (
-            mine.items, mine.writes_store, True
-        )  # fmt: skip
+        same = real is not None and (
+            real.items,
+            real.writes_store,
+            real.uses_store,
+            real.reads_from_trial,
+        ) == (mine.items, mine.writes_store, True, mine.reads_from_trial)
         if same and real is not None and real.twin is None and s.run_pass == twin.run_pass:
             return s
     return None

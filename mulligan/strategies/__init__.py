@@ -6,7 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
-from mulligan.strategies.memory_frozen import MEMORY_FROZEN, VARIANTS
+from mulligan.strategies.memory_frozen import MEMORY_FROZEN, ON_RETRY, VARIANTS
 from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
@@ -26,6 +26,7 @@ REGISTRY: dict[str, Strategy] = {
         REPAIR,
         MEMORY_FROZEN,
         *VARIANTS,
+        *ON_RETRY,
         SELECT,
         PATCH,
     )

@@ -50,11 +50,14 @@ class Strategy:
     twin: str | None = None
     """A faithfulness twin shows what it retrieved `empty`, `shuffled` or `corrupted`
     (memory/twins.py); the report sets it against the arm with the same items and none."""
+    reads_from_trial: int = 1
+    """The first trial shown what it reads from the store: 2 shows it only after a failed
+    attempt, so its trial 1 is the one without memory (shared in a paired study)."""
 
     @property
     def shares_first_attempt(self) -> bool:
         """It starts without lessons, so a paired study can give it the shared trial 1."""
-        return not self.uses_store
+        return not self.uses_store or self.reads_from_trial > 1
 
     def trials(self, budget: int) -> int:
         return budget if self.repeats else 1
@@ -69,15 +72,15 @@ class Strategy:
         return self.twin == "shuffled"
 
     def lessons_for(
-        self, reflections: list[Lesson], carried: int, retrieve: Retrieve
+        self, reflections: list[Lesson], carried: int, retrieve: Retrieve, trial: int = 1
     ) -> list[Lesson]:
-        """The lessons for the next attempt: the episode's last `carried` diagnoses, and with
-        the store, what it retrieves first."""
+        """The lessons for attempt `trial`: the episode's last `carried` diagnoses, and with
+        the store (from `reads_from_trial` on), what it retrieves first."""
         lessons: list[Lesson] = []
         if self.carries_reflections and carried > 0:
             usable = [r for r in reflections if r.validity.status in ("candidate", "validated")]
             lessons = [r for r in usable if r.kind == "diagnosis"][-carried:]
-        if self.uses_store:
+        if self.uses_store and trial >= self.reads_from_trial:
             from mulligan.memory.twins import disguise
 
             found = retrieve({lesson.id for lesson in lessons})

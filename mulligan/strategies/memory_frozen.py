@@ -1,6 +1,7 @@
 """memory-frozen, the test phase of a transfer study, and its variants: what it reads
-(lessons, cases or both) and the faithfulness twins (its retrieved items emptied, shuffled
-or corrupted: memory/twins.py)."""
+(lessons, cases or both), the faithfulness twins (its retrieved items emptied, shuffled
+or corrupted: memory/twins.py), and `-on-retry`: the memory shown only after a failed
+attempt, so that trial 1 is the one without memory."""
 
 from dataclasses import replace
 
@@ -38,6 +39,12 @@ def variant(base: Strategy, items: str, twin: str | None) -> Strategy:
     return replace(base, name=name, summary=summary, items=items, twin=twin)
 
 
+def on_retry(base: Strategy) -> Strategy:
+    """`base` shown its memory only from trial 2 on: `memory-frozen-cases-on-retry`, ..."""
+    summary = f"{base.summary}, only after a failed attempt (trial 1 without memory)"
+    return replace(base, name=f"{base.name}-on-retry", summary=summary, reads_from_trial=2)
+
+
 VARIANTS = tuple(
     variant(MEMORY_FROZEN, items, twin)
     for items in ITEMS
@@ -45,3 +52,5 @@ VARIANTS = tuple(
     if (items, twin) != ("lessons", None) and not (items == "cases" and twin == "corrupted")
 )
 """Every variant but memory-frozen itself; a case has no rule to corrupt."""
+ON_RETRY = tuple(on_retry(s) for s in (MEMORY_FROZEN, *VARIANTS) if s.twin is None)
+"""memory-frozen-on-retry, -cases-on-retry and -both-on-retry."""

@@ -82,3 +82,29 @@ def test_a_memory_arm_shown_something_makes_its_own_trial_1(tmp_path: Path) -> N
         assert mine is not None and mine.attempts[0].lesson_ids == ["rule"] and mine.passed
         react = run.memory.log.episode(f"r1:react:{task.id}")
         assert react is not None and not react.passed
+
+
+def test_an_on_retry_arm_shares_trial_1_and_shows_its_memory_after_a_failure(
+    tmp_path: Path,
+) -> None:
+    """`memory-frozen-on-retry`: a validated lesson that would change trial 1 is held back
+    until trial 1 has failed; trial 1 is react's own (one attempt, shared), trial 2 sees it."""
+    model = units_model()
+    config = RunConfig(loop=LoopSection(trials=2, min_similarity=0.0))
+    run = Study(
+        tasks=units_tasks(2), strategies=["react", "memory-frozen-on-retry"],
+        model_for=lambda strategy: model, memory=fresh(tmp_path), config=config,
+    )  # fmt: skip
+    plant(run.memory, "rule", RIGHT, status="validated")
+    run.memory.log.start_run("r1", run.manifest())
+    run.run("r1")
+    for task in units_tasks(2):
+        mine = run.memory.log.episode(f"r1:memory-frozen-on-retry:{task.id}")
+        react = run.memory.log.episode(f"r1:react:{task.id}")
+        assert mine is not None and react is not None and not react.passed
+        assert mine.attempts[0].lesson_ids == []
+        assert mine.attempts[0].answer == react.attempts[0].answer  # the very same attempt
+        assert "rule" in mine.attempts[1].lesson_ids and mine.passed
+    actor_calls = [c for c in model.calls if "You review" not in str(c.messages[0]["content"])]
+    shown = [c for c in actor_calls if RIGHT in prompt_of(c.messages)]
+    assert len(actor_calls) == 4 and len(shown) == 2  # 2 shared trial 1s, 2 trial 2s

@@ -60,5 +60,6 @@ def test_every_twin_names_its_real_arm_by_what_it_reads_not_by_name() -> None:
         (real,) = [
             s for s in strategies.REGISTRY.values()
             if s.uses_store and not s.writes_store and not s.twin and s.items == twin.items
+            and s.reads_from_trial == twin.reads_from_trial
         ]  # fmt: skip
         assert twin.name.startswith(real.name)
