@@ -43,11 +43,11 @@ def _validate(lesson: object) -> list[str]:
     return ["status:validated"]
 
 
-def study(tmp_path: Path) -> tuple[Study, ScriptedModel]:
+def study(tmp_path: Path, arm: str = "memory-frozen") -> tuple[Study, ScriptedModel]:
     model = units_model()
     config = RunConfig(loop=LoopSection(trials=2, min_similarity=0.0))
     found = Study(
-        tasks=units_tasks(2), strategies=["react", "memory-frozen"],
+        tasks=units_tasks(2), strategies=["react", arm],
         model_for=lambda strategy: model, memory=fresh(tmp_path), config=config,
     )  # fmt: skip
     return found, model
@@ -89,12 +89,7 @@ def test_an_on_retry_arm_shares_trial_1_and_shows_its_memory_after_a_failure(
 ) -> None:
     """`memory-frozen-on-retry`: a validated lesson that would change trial 1 is held back
     until trial 1 has failed; trial 1 is react's own (one attempt, shared), trial 2 sees it."""
-    model = units_model()
-    config = RunConfig(loop=LoopSection(trials=2, min_similarity=0.0))
-    run = Study(
-        tasks=units_tasks(2), strategies=["react", "memory-frozen-on-retry"],
-        model_for=lambda strategy: model, memory=fresh(tmp_path), config=config,
-    )  # fmt: skip
+    run, model = study(tmp_path, "memory-frozen-on-retry")
     plant(run.memory, "rule", RIGHT, status="validated")
     run.memory.log.start_run("r1", run.manifest())
     run.run("r1")
