@@ -1,14 +1,17 @@
-"""What a memory arm showed at trial 1, task by task, and what it changed there.
+"""What a memory arm showed at a trial (trial 1 by default), task by task, and what it changed.
 
-For every task of a transfer study's test phase, against the arm without memory (react):
-the item the memory arm showed at trial 1 (a case or a lesson; its source task), its cosine
-similarity to the task's prompt under the run's embedding, and whether trial 1 passed the
+For every task of a transfer study's test phase, against an arm without memory (react): the
+item the memory arm showed at that trial (a case or a lesson; its source task), its cosine
+similarity to the task's prompt under the run's embedding, and whether that trial passed the
 hidden checks with and without it. Then the tasks where something was shown, counted by
-similarity band: helped (only the arm with memory passed), hurt (only react passed), same.
-It reads the episode log only; nothing calls a model.
+similarity band: helped (only the arm with memory passed), hurt (only the other passed),
+same. A task either arm did not take to that trial (it had stopped) is left out. It reads
+the episode log only; nothing calls a model.
 
     python benchmarks/shown_memory.py OUT/memory RUN_ID --arm memory-frozen-cases
     python benchmarks/shown_memory.py OUT/memory RUN_ID --arm memory-frozen-cases --bands 0.5,0.6
+    python benchmarks/shown_memory.py OUT/memory RUN_ID --arm memory-frozen-cases-on-retry \
+        --baseline retry --trial 2      # a memory read only after a failure, against resampling
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from mulligan.schema import Episode, Lesson
 from mulligan.tasks.suites import load_suite
 
 
-def trial_one(episode: Episode | None) -> bool | None:
-    return episode.verdicts[0].passed if episode and episode.verdicts else None
+def passed_at(episode: Episode | None, trial: int) -> bool | None:
+    """The hidden verdict of the episode's attempt `trial` (None: it made no such attempt)."""
+    if episode is None or len(episode.verdicts) < trial:
+        return None
+    return episode.verdicts[trial - 1].passed
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -40,6 +46,7 @@ def main() -> None:
     parser.add_argument("--arm", default="memory-frozen-cases", help="the memory arm")
     parser.add_argument("--baseline", default="react", help="the arm without memory")
     parser.add_argument("--bands", default="0.5,0.6,0.7", help="similarity band edges")
+    parser.add_argument("--trial", type=int, default=1, help="the trial compared (default 1)")
     args = parser.parse_args()
     log = EpisodeLog(args.memory / "episodes.db", read_only=True)
     run = log.run(args.run_id)
@@ -54,10 +61,10 @@ def main() -> None:
     for task_id in manifest["task_order"]:
         arm = log.episode(f"{args.run_id}:{args.arm}:{task_id}")
         base = log.episode(f"{args.run_id}:{args.baseline}:{task_id}")
-        if arm is None or base is None or not arm.attempts:
+        with_, without = passed_at(arm, args.trial), passed_at(base, args.trial)
+        if arm is None or with_ is None or without is None:
             continue
-        shown: list[Lesson] = log.lessons(arm.attempts[0].lesson_ids)
-        with_, without = trial_one(arm), trial_one(base)
+        shown: list[Lesson] = log.lessons(arm.attempts[args.trial - 1].lesson_ids)
         if not shown:
             rows.append((task_id, "-", "", with_, without))
             continue
@@ -69,7 +76,7 @@ def main() -> None:
         band = sum(similarity >= edge for edge in edges)
         outcome = "helped" if with_ and not without else "hurt" if without and not with_ else "same"
         counts.setdefault(band, {"helped": 0, "hurt": 0, "same": 0})[outcome] += 1
-    print(f"| task | shown at trial 1 | similarity | {args.arm} | {args.baseline} |")
+    print(f"| task | shown at trial {args.trial} | similarity | {args.arm} | {args.baseline} |")
     print("|---|---|---|---|---|")
     for task_id, what, shown_similarity, with_, without in rows:
         print(f"| {task_id} | {what} | {shown_similarity} | {with_} | {without} |")
