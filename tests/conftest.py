@@ -1,13 +1,35 @@
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from mulligan.testing import ScriptedModel
 
 LOCAL = {"127.0.0.1", "::1", "localhost"}
+
+
+def private_temp_root() -> str:
+    """A temporary root this user owns, for pytest's `pytest-of-<user>` directory. pytest's
+    default, /tmp/pytest-of-<user>, is refused (every test errors) when another account made
+    it first, or when the user name in the environment is not the account running the tests;
+    a directory named for the uid, made here, or else a fresh one, cannot be."""
+    root = Path(tempfile.gettempdir()) / f"mulligan-tests-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        if root.stat().st_uid == os.getuid() and not root.is_symlink():
+            return str(root)
+    except OSError:
+        pass
+    return tempfile.mkdtemp(prefix="mulligan-tests-")
+
+
+# read by pytest when it first makes a temporary directory, after this file is loaded
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", private_temp_root())
 
 
 @pytest.fixture(autouse=True)
