@@ -39,6 +39,7 @@ from mulligan.solve import (
 from mulligan.solve.choose import choose, run_choice
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.repair import RepairPipeline, RepairSettings
+from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines
 
 PROJECT_TOOLS = ["read_file", "write_file", "list_files", "python", "shell"]
@@ -180,6 +181,8 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 return 0
             task = solve_task(args.task, project, family, checks, task.tools, args, before)
             choice = choose(args.strategy, before, project, run.config.loop.trials)
+            if choice.diagnosis is not None:
+                traced(choice.diagnosis, copies, task, run.policy)
             evaluator = ChangeRecordingEvaluator(copies, run.model, progress(run.memory))
             make_loop = run.make_loop(
                 choice.strategy.name,

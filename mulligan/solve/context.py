@@ -39,6 +39,8 @@ class Diagnosis:
     localisation: Localisation
     code: Code
     trials: int = 1
+    trace: str = ""
+    """What the shown functions did on the failing test, line by line (solve/trace.py)."""
 
     def shown_files(self, trial: int) -> dict[str, set[int]]:
         """The files candidate `trial` is shown, and their lines it is shown."""
@@ -131,5 +133,6 @@ def repair_prompt(
         functions=functions,
         lessons=lessons,
         earlier=earlier,
+        trace=diagnosis.trace,
         example_path=functions[0]["path"] if functions else "path/to/module.py",
     )

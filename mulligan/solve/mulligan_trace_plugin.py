@@ -1,0 +1,119 @@
+"""A pytest plugin that `solve` copies into a throwaway copy of the project: it runs the
+failing test alone and records what the implicated functions did, line by line.
+
+It imports nothing of mulligan: it runs under the project's own Python, in the box. What to
+trace comes in the environment variable MULLIGAN_TRACE (JSON):
+
+    {"test": "test_x[1]", "targets": [["pkg/mod.py", 10, 24], ...], "out": "PATH",
+     "events": 60, "chars": 80}
+
+`test`: the failing test's name (pytest's item name, or the end of its node id; "" for the
+first test that fails); `targets`: files and the line ranges of the functions to trace;
+`out`: where the record goes, written once, for the first traced test that fails. A record
+is a list of calls, each `{"path", "first_line", "events": [[kind, line, {name: repr}], ...]}`
+with kind `call` (the arguments), `line` (what changed since the line before ran, given at
+the next line), `return` (the value, under `return`) or `exception` (under `raise`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Generator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+SPEC: dict[str, Any] = json.loads(os.environ.get("MULLIGAN_TRACE") or "{}")
+LIMIT = int(SPEC.get("events", 60))
+CHARS = int(SPEC.get("chars", 80))
+_written = False
+
+
+def _short(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - a repr that raises says so
+        text = f"<repr failed: {type(exc).__name__}>"
+    return text if len(text) <= CHARS else text[: CHARS - 1] + "…"
+
+
+def _is_target(frame: FrameType) -> bool:
+    if frame.f_code.co_name.startswith("<"):  # a comprehension or lambda: its function's
+        return False
+    path = frame.f_code.co_filename.replace("\\", "/")
+    line = frame.f_code.co_firstlineno
+    for target, start, end in SPEC.get("targets", []):
+        if (path == target or path.endswith("/" + target)) and start <= line <= end:
+            return True
+    return False
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.count = 0
+
+    def global_trace(self, frame: FrameType, event: str, arg: object) -> Callable[..., Any] | None:
+        if event != "call" or self.count >= LIMIT or not _is_target(frame):
+            return None
+        path = frame.f_code.co_filename.replace("\\", "/")
+        call: dict[str, Any] = {
+            "path": path,
+            "function": frame.f_code.co_name,
+            "first_line": frame.f_code.co_firstlineno,
+            "events": [],
+        }
+        self.calls.append(call)
+        seen = {name: _short(value) for name, value in frame.f_locals.items()}
+        self._add(call, ["call", frame.f_lineno, dict(seen)])
+        last = frame.f_lineno
+
+        def local_trace(frame: FrameType, event: str, arg: object) -> Callable[..., Any] | None:
+            nonlocal seen, last
+            now = {name: _short(value) for name, value in frame.f_locals.items()}
+            changed = {k: v for k, v in now.items() if seen.get(k) != v}
+            seen = now
+            if event == "line":
+                self._add(call, ["line", last, changed])
+                last = frame.f_lineno
+            elif event == "return":
+                self._add(call, ["line", last, changed])
+                self._add(call, ["return", frame.f_lineno, {"return": _short(arg)}])
+            elif event == "exception" and isinstance(arg, tuple) and len(arg) >= 2:
+                self._add(call, ["exception", frame.f_lineno, {"raise": _short(arg[1])}])
+            return local_trace if self.count < LIMIT else None
+
+        return local_trace
+
+    def _add(self, call: dict[str, Any], event: list[Any]) -> None:
+        if self.count < LIMIT and (event[0] != "line" or event[2]):
+            call["events"].append(event)
+            self.count += 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Only the failing test runs, when its name is known and found."""
+    name = SPEC.get("test") or ""
+    keep = [i for i in items if name and (i.name == name or i.nodeid.endswith("::" + name))]
+    if keep:
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep[:1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    global _written
+    recorder = Recorder()
+    before = sys.gettrace()
+    sys.settrace(recorder.global_trace)
+    try:
+        outcome = yield
+    finally:
+        sys.settrace(before)
+    if outcome.excinfo is not None and not _written and SPEC.get("out"):
+        _written = True
+        with open(SPEC["out"], "w", encoding="utf-8") as out:
+            json.dump({"test": item.nodeid, "calls": recorder.calls}, out)

@@ -1,0 +1,112 @@
+"""The repair prompt shows what the implicated code did on the failing test: its arguments,
+the lines that ran with the values they made, and what it returned, recorded by running that
+test alone in a throwaway copy of the project. The project itself is never touched, and a
+check that is not pytest gets no trace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.solving import files_of, solve
+from tests.solve.projects import CHECK, RIGHT, make_shapes, prompts_sent, replying
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+MANY_STEPS = (
+    "def total(values):\n"
+    "    result = 0\n"
+    "    for value in values:\n"
+    "        result = result + value * 2\n"
+    "    return result\n"
+)
+"""total() doubles each value: the bug."""
+
+
+def pytest_shapes(root: Path, area: str | None = None) -> Path:
+    """The shapes project with test functions pytest collects, and no top-level calls."""
+    project = make_shapes(root) if area is None else make_shapes(root, area)
+    (project / "tests" / "test_area.py").write_text(
+        "from shapes.area import rect, square\n\n\n"
+        "def test_square():\n    assert square(3) == 9\n\n\n"
+        "def test_rect():\n    assert rect(2, 5) == 10\n"
+    )
+    return project
+
+
+def first_repair_prompt(tmp_path: Path, project: Path, check: str) -> str:
+    code, server = solve(tmp_path, project, replying(RIGHT), check=check)
+    assert code == 0
+    return prompts_sent(server.requests)[0]
+
+
+def test_the_first_repair_prompt_shows_what_the_failing_call_did(tmp_path: Path) -> None:
+    project = pytest_shapes(tmp_path / "shapes")
+    before = files_of(project)
+    prompt = first_repair_prompt(tmp_path, project, PYTEST)
+    assert "What that code did when the failing test ran it" in prompt
+    trace = prompt.split("What that code did when the failing test ran it", 1)[1]
+    assert "`rect` called with width = 2, height = 5" in trace
+    assert "returned 7" in trace
+    assert "square" not in trace.split("returned 7")[0]  # only the failing test ran
+    assert files_of(project) == before  # nothing of the plugin or its record is left behind
+
+
+def test_each_line_shows_the_values_it_made(tmp_path: Path) -> None:
+    area = MANY_STEPS
+    project = make_shapes(tmp_path / "sums", area)
+    (project / "tests" / "test_area.py").write_text(
+        "from shapes.area import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n"
+    )
+    fix = (
+        "shapes/area.py\n<<<<<<< SEARCH\n        result = result + value * 2\n=======\n"
+        "        result = result + value\n>>>>>>> REPLACE\n"
+    )
+    code, server = solve(tmp_path, project, replying(fix), check=PYTEST)
+    assert code == 0
+    trace = prompts_sent(server.requests)[0].split("failing test ran it", 1)[1]
+    assert "`total` called with values = [1, 2]" in trace
+    assert "result = 0    -> result = 0" in trace
+    assert "result = result + value * 2    -> result = 2" in trace
+    assert "result = result + value * 2    -> result = 6" in trace
+    assert "returned 6" in trace
+
+
+def test_a_check_that_is_not_pytest_gets_no_trace(tmp_path: Path) -> None:
+    project = make_shapes(tmp_path / "shapes")
+    prompt = first_repair_prompt(tmp_path, project, CHECK)
+    assert "failing test ran it" not in prompt
+
+
+def test_a_check_that_sets_its_own_pythonpath_is_still_traced(tmp_path: Path) -> None:
+    project = pytest_shapes(tmp_path / "shapes")
+    prompt = first_repair_prompt(
+        tmp_path, project, f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests"
+    )
+    assert "`rect` called with width = 2, height = 5" in prompt
+
+
+@pytest.mark.parametrize("value", ["'x' * 500", "Unprintable()"])
+def test_long_or_unprintable_values_are_cut_not_fatal(tmp_path: Path, value: str) -> None:
+    area = (
+        "class Unprintable:\n"
+        "    def __repr__(self):\n"
+        "        raise RuntimeError('no repr')\n"
+        "\n"
+        "\n"
+        "def square(side):\n"
+        "    return side * side\n"
+        "\n"
+        "\n"
+        "def rect(width, height):\n"
+        f"    junk = {value}\n"
+        "    return width + height\n"
+    )
+    project = pytest_shapes(tmp_path / "shapes", area)
+    prompt = first_repair_prompt(tmp_path, project, PYTEST)
+    trace = prompt.split("failing test ran it", 1)[1]
+    assert "returned 7" in trace
+    assert "x" * 200 not in trace
+    if value == "Unprintable()":
+        assert "<repr failed: RuntimeError>" in trace
