@@ -55,7 +55,12 @@ class Diagnosis:
         groups = self.localisation.shown(self.trials)
         shown = "; ".join(", ".join(map(str, g)) for g in groups if g) or "no function"
         how = {"traceback": "from the traceback", "calls": "by what the failing test calls"}
-        return f"localised {how[self.localisation.how]}: {shown}"
+        traced = (
+            f"; the failing test traced ({len(self.trace.splitlines())} lines)"
+            if self.trace
+            else ""
+        )
+        return f"localised {how[self.localisation.how]}: {shown}{traced}"
 
 
 def diagnose(before: list[CheckRun], project: Project, trials: int = 1) -> Diagnosis | None:

@@ -35,16 +35,23 @@ def pytest_shapes(root: Path, area: str | None = None) -> Path:
     return project
 
 
-def first_repair_prompt(tmp_path: Path, project: Path, check: str) -> str:
+def first_repair_prompt(
+    tmp_path: Path, project: Path, check: str, capsys: pytest.CaptureFixture[str]
+) -> str:
     code, server = solve(tmp_path, project, replying(RIGHT), check=check)
     assert code == 0
-    return prompts_sent(server.requests)[0]
+    prompt = prompts_sent(server.requests)[0]
+    traced = [line for line in capsys.readouterr().err.splitlines() if "test traced" in line]
+    assert bool(traced) == ("failing test ran it" in prompt)  # solve says when it traced
+    return prompt
 
 
-def test_the_first_repair_prompt_shows_what_the_failing_call_did(tmp_path: Path) -> None:
+def test_the_first_repair_prompt_shows_what_the_failing_call_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = pytest_shapes(tmp_path / "shapes")
     before = files_of(project)
-    prompt = first_repair_prompt(tmp_path, project, PYTEST)
+    prompt = first_repair_prompt(tmp_path, project, PYTEST, capsys)
     assert "What that code did when the failing test ran it" in prompt
     trace = prompt.split("What that code did when the failing test ran it", 1)[1]
     assert "`rect` called with width = 2, height = 5" in trace
@@ -73,22 +80,27 @@ def test_each_line_shows_the_values_it_made(tmp_path: Path) -> None:
     assert "returned 6" in trace
 
 
-def test_a_check_that_is_not_pytest_gets_no_trace(tmp_path: Path) -> None:
+def test_a_check_that_is_not_pytest_gets_no_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = make_shapes(tmp_path / "shapes")
-    prompt = first_repair_prompt(tmp_path, project, CHECK)
+    prompt = first_repair_prompt(tmp_path, project, CHECK, capsys)
     assert "failing test ran it" not in prompt
 
 
-def test_a_check_that_sets_its_own_pythonpath_is_still_traced(tmp_path: Path) -> None:
+def test_a_check_that_sets_its_own_pythonpath_is_still_traced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = pytest_shapes(tmp_path / "shapes")
-    prompt = first_repair_prompt(
-        tmp_path, project, f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests"
-    )
+    check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests"
+    prompt = first_repair_prompt(tmp_path, project, check, capsys)
     assert "`rect` called with width = 2, height = 5" in prompt
 
 
 @pytest.mark.parametrize("value", ["'x' * 500", "Unprintable()"])
-def test_long_or_unprintable_values_are_cut_not_fatal(tmp_path: Path, value: str) -> None:
+def test_long_or_unprintable_values_are_cut_not_fatal(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     area = (
         "class Unprintable:\n"
         "    def __repr__(self):\n"
@@ -104,7 +116,7 @@ def test_long_or_unprintable_values_are_cut_not_fatal(tmp_path: Path, value: str
         "    return width + height\n"
     )
     project = pytest_shapes(tmp_path / "shapes", area)
-    prompt = first_repair_prompt(tmp_path, project, PYTEST)
+    prompt = first_repair_prompt(tmp_path, project, PYTEST, capsys)
     trace = prompt.split("failing test ran it", 1)[1]
     assert "returned 7" in trace
     assert "x" * 200 not in trace
