@@ -11,8 +11,9 @@ trace comes in the environment variable MULLIGAN_TRACE (JSON):
 first test that fails); `targets`: files and the line ranges of the functions to trace;
 `out`: where the record goes, written once, for the first traced test that fails. A record
 is a list of calls, each `{"path", "first_line", "events": [[kind, line, {name: repr}], ...]}`
-with kind `call` (the arguments), `line` (what changed since the line before ran, given at
-the next line), `return` (the value, under `return`) or `exception` (under `raise`).
+with kind `call` (the arguments), `line` (each line that ran, in order, with the variables it
+changed, taken when the next line starts), `return` (the value, under `return`) or
+`exception` (under `raise`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Recorder:
         self.calls.append(call)
         seen = {name: _short(value) for name, value in frame.f_locals.items()}
         self._add(call, ["call", frame.f_lineno, dict(seen)])
-        last = frame.f_lineno
+        last = 0  # the line about to run; 0 before the first
 
         def local_trace(frame: FrameType, event: str, arg: object) -> Callable[..., Any] | None:
             nonlocal seen, last
@@ -77,10 +78,12 @@ class Recorder:
             changed = {k: v for k, v in now.items() if seen.get(k) != v}
             seen = now
             if event == "line":
-                self._add(call, ["line", last, changed])
+                if last:
+                    self._add(call, ["line", last, changed])
                 last = frame.f_lineno
             elif event == "return":
-                self._add(call, ["line", last, changed])
+                if last:
+                    self._add(call, ["line", last, changed])
                 self._add(call, ["return", frame.f_lineno, {"return": _short(arg)}])
             elif event == "exception" and isinstance(arg, tuple) and len(arg) >= 2:
                 self._add(call, ["exception", frame.f_lineno, {"raise": _short(arg[1])}])
@@ -89,7 +92,7 @@ class Recorder:
         return local_trace
 
     def _add(self, call: dict[str, Any], event: list[Any]) -> None:
-        if self.count < LIMIT and (event[0] != "line" or event[2]):
+        if self.count < LIMIT:
             call["events"].append(event)
             self.count += 1
 

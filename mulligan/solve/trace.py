@@ -101,7 +101,7 @@ def shown_trace(record: dict[str, Any], diagnosis: Diagnosis) -> str:
                 out.append(f"{function.path}, `{function.name}` called with {said or '()'}:")
             elif kind == "line":
                 code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-                out.append(f"  {number:>4} | {code}    -> {said}")
+                out.append(f"  {number:>4} | {code}" + (f"    -> {said}" if said else ""))
             elif kind == "return":
                 out.append(f"  returned {values.get('return', '')}")
             elif kind == "exception":

@@ -55,7 +55,7 @@ def test_the_first_repair_prompt_shows_what_the_failing_call_did(
     assert "What that code did when the failing test ran it" in prompt
     trace = prompt.split("What that code did when the failing test ran it", 1)[1]
     assert "`rect` called with width = 2, height = 5" in trace
-    assert "returned 7" in trace
+    assert "   6 | return width + height\n>   returned 7" in trace
     assert "square" not in trace.split("returned 7")[0]  # only the failing test ran
     assert files_of(project) == before  # nothing of the plugin or its record is left behind
 
@@ -75,6 +75,8 @@ def test_each_line_shows_the_values_it_made(tmp_path: Path) -> None:
     trace = prompts_sent(server.requests)[0].split("failing test ran it", 1)[1]
     assert "`total` called with values = [1, 2]" in trace
     assert "result = 0    -> result = 0" in trace
+    assert trace.count("   3 | for value in values:") == 3  # a line that changes nothing too
+    assert "   5 | return result\n>   returned 6" in trace
     assert "result = result + value * 2    -> result = 2" in trace
     assert "result = result + value * 2    -> result = 6" in trace
     assert "returned 6" in trace
