@@ -158,8 +158,9 @@ EXPORT_REPLACES = "write to standard output to replace it (mulligan memory expor
 
 def export(memory: Memory, out: str | None) -> None:
     """Every stored lesson as a JSON line, to standard output or a new file `out`."""
+    lines = (lesson.model_dump_json() for lesson in memory.store.all())
     if out is None:
-        for line in memory.store.export_jsonl():
+        for line in lines:
             sys.stdout.write(line + "\n")
         return
     try:
@@ -167,7 +168,7 @@ def export(memory: Memory, out: str | None) -> None:
     except FileExistsError as exc:  # made by someone else since it was checked
         raise UserError(f"--out {out}: appeared while the memory opened; it is kept") from exc
     with handle:
-        for line in memory.store.export_jsonl():
+        for line in lines:
             handle.write(line + "\n")
 
 

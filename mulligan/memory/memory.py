@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mulligan.errors import UserError
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
+from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValidityRules, apply_outcome
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
@@ -301,7 +302,7 @@ class Memory:
                 "imported: remove the lessons already here from the file, or give them new "
                 "ids to keep both"
             )
-        lessons = self.store.import_jsonl(lines, trust=trust)
+        self.store.put(lessons := lessons_from_jsonl(lines, trust))  # untrusted: counters reset
         self._stored_ids.update(lesson.id for lesson in lessons)
         for lesson in lessons:
             self.log.log_lesson(lesson, stored=True)

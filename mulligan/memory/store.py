@@ -23,7 +23,7 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 
 from mulligan.errors import UserError  # noqa: E402
 from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
-from mulligan.memory.records import lessons_from_jsonl, metadata_of  # noqa: E402
+from mulligan.memory.records import metadata_of  # noqa: E402
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable  # noqa: E402
 from mulligan.schema import Lesson, LessonStatus  # noqa: E402
 
@@ -71,14 +71,28 @@ class _NotGiven:
         raise UserError(f"open the lesson store through mulligan with {given}")
 
 
+def _indexed(read: Callable[[], Any], empty: Any) -> Any:
+    """A read of vectors. A chroma server says "Nothing found on disk" of a collection another
+    client just made and has not indexed yet: asked a moment later (its writer is mid-write)
+    it has an index, and if still not, it is empty."""
+    for pause in (0.05, 0.1, 0.2, 0.4, 0.8, 0.0):
+        try:
+            return read()
+        except chromadb.errors.InternalError as exc:
+            if "Nothing found on disk" not in str(exc):
+                raise
+        time.sleep(pause)
+    return empty
+
+
 def _query(collection: Any, vector: list[Any], k: int, include: list[str]) -> Any:
-    """A nearest-neighbour query; a collection a chroma server has not indexed yet is empty."""
-    try:
-        return collection.query(query_embeddings=vector, n_results=k, include=include)
-    except chromadb.errors.InternalError as exc:
-        if "Nothing found on disk" not in str(exc):
-            raise
-        return {"ids": [[]], "metadatas": [[]], "distances": [[]]}
+    query = lambda: collection.query(query_embeddings=vector, n_results=k, include=include)  # noqa: E731
+    return _indexed(query, {"ids": [[]], "metadatas": [[]], "distances": [[]]})
+
+
+def _with_vectors(collection: Any, **where: Any) -> Any:
+    get = lambda: collection.get(include=["embeddings", "documents", "metadatas"], **where)  # noqa: E731
+    return _indexed(get, {"ids": [], "embeddings": [], "documents": [], "metadatas": []})
 
 
 class LessonStore:
@@ -127,8 +141,6 @@ class LessonStore:
         self.embedder = embedder
         self._collections, self._listed = {}, False  # fetched again with this embedder
         self._index = None
-
-    # ------------------------------------------------------------ chroma plumbing
 
     def _open(self) -> None:
         self._collections = {}
@@ -181,7 +193,7 @@ class LessonStore:
             families = self._all_collections()
             if int(self._index.count()) < sum(int(c.count()) for c in families):
                 for collection in families:
-                    found = collection.get(include=["embeddings", "documents", "metadatas"])
+                    found = _with_vectors(collection)
                     for start in range(0, len(found["ids"]), BATCH):
                         part = slice(start, start + BATCH)
                         self._index.upsert(
@@ -241,8 +253,6 @@ class LessonStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    # ------------------------------------------------------------ reading
-
     def count(self) -> int:
         with self._locked():
             return sum(int(c.count()) for c in self._all_collections())
@@ -273,7 +283,7 @@ class LessonStore:
         found: dict[str, list[float]] = {}
         with self._locked():
             for collection in self._all_collections() if ids else []:
-                got = collection.get(ids=ids, include=["embeddings"])
+                got = _with_vectors(collection, ids=ids)
                 vectors = got["embeddings"] if got["embeddings"] is not None else []
                 found.update(
                     (i, [float(x) for x in v]) for i, v in zip(got["ids"], vectors, strict=False)
@@ -329,8 +339,6 @@ class LessonStore:
             wanted *= 4  # many unusable neighbours: look further
         ranked.sort(key=lambda pair: pair[1], reverse=True)
         return ranked[:k]
-
-    # ------------------------------------------------------------ writing
 
     def put(self, lessons: list[Lesson]) -> None:
         """Insert or replace whole records (embeds every text: for new lessons)."""
@@ -390,11 +398,3 @@ class LessonStore:
                 }
                 collection.upsert(**record)
                 index.upsert(**record)
-
-    def export_jsonl(self) -> Iterator[str]:
-        yield from (lesson.model_dump_json() for lesson in self.all())
-
-    def import_jsonl(self, lines: list[str], trust: bool = True) -> list[Lesson]:
-        """Store exported lessons; untrusted ones as fresh candidates (counters reset)."""
-        self.put(lessons := lessons_from_jsonl(lines, trust))
-        return lessons
