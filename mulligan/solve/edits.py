@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from mulligan.solve.diffs import lines_of
 from mulligan.solve.localise import is_test_file
+from mulligan.solve.trace import COPIED_VALUES
 
 BLOCK = re.compile(
     r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(?P<search>.*?)^[ \t]*={5,9}[ \t]*\n"
@@ -67,8 +68,9 @@ def parse_blocks(reply: str) -> list[Block]:
 
 
 def _unnumbered(text: str) -> list[str]:
-    """The block's lines, without the line numbers it was shown with (when every line has one)."""
-    lines = lines_of(text)
+    """The block's lines, without the line numbers it was shown with (when every line has one)
+    and the values that follow a line copied from the trace."""
+    lines = [COPIED_VALUES.sub("", x) for x in lines_of(text)]
     filled = [x for x in lines if x.strip()]
     if filled and all(NUMBERED.match(x) for x in filled):
         return [NUMBERED.sub("", x, count=1) for x in lines]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ EVENTS = 60
 """Events recorded at most (calls, lines that changed something, returns)."""
 SHOWN_LINES = 40
 """Lines of the trace the prompt shows at most."""
+ARROW = "    -> "
+"""Between a line that ran and the values it made: `   6 | total = a + b    -> total = 7`."""
+COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
+"""A trace line's values, copied back with the line into an edit."""
 
 
 def pytest_test_name(diagnosis: Diagnosis) -> str | None:
@@ -101,7 +106,7 @@ def shown_trace(record: dict[str, Any], diagnosis: Diagnosis) -> str:
                 out.append(f"{function.path}, `{function.name}` called with {said or '()'}:")
             elif kind == "line":
                 code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
-                out.append(f"  {number:>4} | {code}" + (f"    -> {said}" if said else ""))
+                out.append(f"  {number:>4} | {code}" + (f"{ARROW}{said}" if said else ""))
             elif kind == "return":
                 out.append(f"  returned {values.get('return', '')}")
             elif kind == "exception":

@@ -37,6 +37,17 @@ def test_copied_line_numbers_and_another_indentation_are_tolerated() -> None:
     assert apply(block("width + height", "width * height")) == expected  # part of a line
 
 
+def test_a_line_copied_from_the_trace_is_tolerated() -> None:
+    """The trace shows a line as `   6 | return width + height    -> total = 7`; the 1.5B model
+    copied such lines, values and all, into its SEARCH part."""
+    traced = block("   6 | return width + height    -> total = 7", "   6 | return width * height")
+    expected = {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert apply(traced) == expected
+    assert (
+        apply(block("return width + height    -> total = 7", "return width * height")) == expected
+    )
+
+
 def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
     twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
     files = {"shapes/area.py": twice}
