@@ -119,6 +119,8 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
             replace = [_reindented(x, wrote, have) for x in replace]
     if len(found) > 1 and near:
         found = [i for i in found if i + 1 in near] or found
+    if not found and (plain := _unwrapped(block)) is not None:
+        return replace_once(path, text, plain, near)
     if not found:
         within = _within_a_line(lines, search, replace, near)
         if within is not None:
@@ -132,6 +134,27 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
         )
     start = found[0]
     return "".join(lines[:start] + replace + lines[start + len(search) :])
+
+
+def _unwrapped(block: Block) -> Block | None:
+    """The block without parentheses round each of its lines (`(return x + 1)`), as a small
+    model writes them after a form with placeholders in parentheses; None if a line has none."""
+    parts = []
+    for text in (block.search, block.replace):
+        lines = lines_of(text)
+        if not all(_wrapped(x) for x in lines if x.strip()):
+            return None
+        parts.append("".join(_inside(x) if x.strip() else x for x in lines))
+    return Block(block.path, parts[0], parts[1]) if block.search.strip() else None
+
+
+def _wrapped(line: str) -> bool:
+    return line.strip().startswith("(") and line.strip().endswith(")")
+
+
+def _inside(line: str) -> str:
+    start, end = line.index("("), line.rindex(")")
+    return line[:start] + line[start + 1 : end] + line[end + 1 :]
 
 
 def _within_a_line(

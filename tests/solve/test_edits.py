@@ -48,6 +48,14 @@ def test_a_line_copied_from_the_trace_is_tolerated() -> None:
     )
 
 
+def test_lines_wrapped_in_the_forms_parentheses_are_read_without_them() -> None:
+    """The prompt's form once read `(the line to change, ...)`; the 1.5B model wrapped its
+    own lines the same way, `(return width + height)`, and the edit was refused."""
+    expected = {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert apply(block("(    return width + height)", "(    return width * height)")) == expected
+    assert apply(block("(return width + height)", "(return width * height)")) == expected
+
+
 def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
     twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
     files = {"shapes/area.py": twice}
