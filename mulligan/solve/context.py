@@ -4,7 +4,7 @@ output cut to the part that matters, and the implicated functions with line numb
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mulligan import prompts
 from mulligan.solve.copies import CheckRun, Project
@@ -26,6 +26,8 @@ OUTPUT_CHARS = 1200
 FUNCTION_LINES = 40
 """A longer function is shown as this many lines around the line the traceback names."""
 TEST_LINES = 30
+TRACE_LINES = 40
+"""Lines of the failing test's trace a candidate is shown at most."""
 PYTEST_FAILURES = re.compile(r"^_{3,} .* _{3,}$", re.MULTILINE)
 PYTEST_SUMMARY = re.compile(r"^=+ short test summary info =+$", re.MULTILINE)
 
@@ -39,8 +41,9 @@ class Diagnosis:
     localisation: Localisation
     code: Code
     trials: int = 1
-    trace: str = ""
-    """What the shown functions did on the failing test, line by line (solve/trace.py)."""
+    trace: list[tuple[Function, list[str]]] = field(default_factory=list)
+    """What the shown functions did on the failing test: each call, in the order called, as
+    the prompt shows it (solve/trace.py)."""
 
     def shown_files(self, trial: int) -> dict[str, set[int]]:
         """The files candidate `trial` is shown, and their lines it is shown."""
@@ -55,12 +58,17 @@ class Diagnosis:
         groups = self.localisation.shown(self.trials)
         shown = "; ".join(", ".join(map(str, g)) for g in groups if g) or "no function"
         how = {"traceback": "from the traceback", "calls": "by what the failing test calls"}
-        traced = (
-            f"; the failing test traced ({len(self.trace.splitlines())} lines)"
-            if self.trace
-            else ""
-        )
-        return f"localised {how[self.localisation.how]}: {shown}{traced}"
+        functions = {function for function, _ in self.trace}
+        traced = f"; the failing test traced: {len(self.trace)} calls of {len(functions)} functions"
+        return f"localised {how[self.localisation.how]}: {shown}{traced if self.trace else ''}"
+
+    def trace_shown(self, trial: int) -> str:
+        """The calls of the functions candidate `trial` is shown, at most TRACE_LINES lines."""
+        group = self.localisation.group(trial)
+        lines = [line for function, call in self.trace if function in group for line in call]
+        if len(lines) > TRACE_LINES:
+            lines = lines[:TRACE_LINES] + [f"  ... ({len(lines) - TRACE_LINES} more lines)"]
+        return "\n".join(lines)
 
 
 def diagnose(before: list[CheckRun], project: Project, trials: int = 1) -> Diagnosis | None:
@@ -138,6 +146,6 @@ def repair_prompt(
         functions=functions,
         lessons=lessons,
         earlier=earlier,
-        trace=diagnosis.trace,
+        trace=diagnosis.trace_shown(trial),
         example_path=functions[0]["path"] if functions else "path/to/module.py",
     )

@@ -10,7 +10,8 @@ trace comes in the environment variable MULLIGAN_TRACE (JSON):
 `test`: the failing test's name (pytest's item name, or the end of its node id; "" for the
 first test that fails); `targets`: files and the line ranges of the functions to trace;
 `out`: where the record goes, written once, for the first traced test that fails. A record
-is a list of calls, each `{"path", "first_line", "events": [[kind, line, {name: repr}], ...]}`
+is a list of calls, each `{"path", "first_line", "target", "events": [[kind, line, {name: repr}],
+...]}` (`target`: the index of its function in `targets`; `events` at most so many per target)
 with kind `call` (the arguments), `line` (each line that ran, in order, with the variables it
 changed, taken when the next line starts), `return` (the value, under `return`) or
 `exception` (under `raise`).
@@ -41,30 +42,36 @@ def _short(value: object) -> str:
     return text if len(text) <= CHARS else text[: CHARS - 1] + "…"
 
 
-def _is_target(frame: FrameType) -> bool:
+def _target(frame: FrameType) -> int | None:
+    """Which of the targets the frame runs (its index); None for none of them."""
     if frame.f_code.co_name.startswith("<"):  # a comprehension or lambda: its function's
-        return False
+        return None
     path = frame.f_code.co_filename.replace("\\", "/")
     line = frame.f_code.co_firstlineno
-    for target, start, end in SPEC.get("targets", []):
+    for index, (target, start, end) in enumerate(SPEC.get("targets", [])):
         if (path == target or path.endswith("/" + target)) and start <= line <= end:
-            return True
-    return False
+            return index
+    return None
 
 
 class Recorder:
+    """Each target's calls, up to LIMIT events per target (a loop in one does not crowd
+    out the others)."""
+
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
-        self.count = 0
+        self.counts: dict[int, int] = {}
 
     def global_trace(self, frame: FrameType, event: str, arg: object) -> Callable[..., Any] | None:
-        if event != "call" or self.count >= LIMIT or not _is_target(frame):
+        target = _target(frame) if event == "call" else None
+        if target is None or self.counts.get(target, 0) >= LIMIT:
             return None
         path = frame.f_code.co_filename.replace("\\", "/")
         call: dict[str, Any] = {
             "path": path,
             "function": frame.f_code.co_name,
             "first_line": frame.f_code.co_firstlineno,
+            "target": target,
             "events": [],
         }
         self.calls.append(call)
@@ -87,14 +94,15 @@ class Recorder:
                 self._add(call, ["return", frame.f_lineno, {"return": _short(arg)}])
             elif event == "exception" and isinstance(arg, tuple) and len(arg) >= 2:
                 self._add(call, ["exception", frame.f_lineno, {"raise": _short(arg[1])}])
-            return local_trace if self.count < LIMIT else None
+            return local_trace if self.counts[target] < LIMIT else None
 
         return local_trace
 
     def _add(self, call: dict[str, Any], event: list[Any]) -> None:
-        if self.count < LIMIT:
+        target = call["target"]
+        if self.counts.get(target, 0) < LIMIT:
             call["events"].append(event)
-            self.count += 1
+            self.counts[target] = self.counts.get(target, 0) + 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

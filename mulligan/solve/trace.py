@@ -28,10 +28,8 @@ from mulligan.solve.localise import Function
 log = logging.getLogger("mulligan")
 PLUGIN = Path(__file__).with_name("mulligan_trace_plugin.py")
 RECORD = ".mulligan-trace.json"
-EVENTS = 60
-"""Events recorded at most (calls, lines that changed something, returns)."""
-SHOWN_LINES = 40
-"""Lines of the trace the prompt shows at most."""
+EVENTS = 40
+"""Events recorded at most per function (its calls, the lines that ran, its returns)."""
 ARROW = "    -> "
 """Between a line that ran and the values it made: `   6 | total = a + b    -> total = 7`."""
 COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
@@ -64,7 +62,7 @@ def record_trace(
 ) -> dict[str, Any] | None:
     """The plugin's record of the failing test in a fresh copy; None when there is none."""
     name = pytest_test_name(diagnosis)
-    functions = diagnosis.localisation.functions[:4]
+    functions = traced_functions(diagnosis)
     if name is None or not functions:
         return None
     with copies(task) as workspace:
@@ -90,16 +88,26 @@ def record_trace(
     return found if found.get("calls") else None
 
 
-def shown_trace(record: dict[str, Any], diagnosis: Diagnosis) -> str:
-    """The record as the prompt shows it: per call, its arguments, then each line that ran
-    (with its source) and what it changed, then what it returned."""
-    sources = diagnosis.code.sources
-    out: list[str] = []
+def traced_functions(diagnosis: Diagnosis) -> list[Function]:
+    """Every function some candidate is shown, in the order of the ranking."""
+    groups = diagnosis.localisation.shown(diagnosis.trials)
+    return list(dict.fromkeys(function for group in groups for function in group))
+
+
+def rendered_calls(
+    record: dict[str, Any], diagnosis: Diagnosis
+) -> list[tuple[Function, list[str]]]:
+    """Each recorded call as the prompt shows it: its arguments, then each line that ran
+    (with its source) and what it changed, then what it returned; in the order called."""
+    functions = traced_functions(diagnosis)
+    rendered = []
     for call in record.get("calls", []):
-        function = _function_of(call, diagnosis.localisation.functions)
-        if function is None:
+        index = call.get("target")
+        if not isinstance(index, int) or not 0 <= index < len(functions):
             continue
-        lines = sources.get(function.path, "").splitlines()
+        function = functions[index]
+        lines = diagnosis.code.sources.get(function.path, "").splitlines()
+        out = []
         for kind, number, values in call["events"]:
             said = ", ".join(f"{k} = {v}" for k, v in values.items())
             if kind == "call":
@@ -111,19 +119,8 @@ def shown_trace(record: dict[str, Any], diagnosis: Diagnosis) -> str:
                 out.append(f"  returned {values.get('return', '')}")
             elif kind == "exception":
                 out.append(f"  line {number} raised {values.get('raise', '')}")
-    if len(out) > SHOWN_LINES:
-        out = out[:SHOWN_LINES] + [f"  ... ({len(out) - SHOWN_LINES} more lines not shown)"]
-    return "\n".join(out)
-
-
-def _function_of(call: dict[str, Any], functions: list[Function]) -> Function | None:
-    path = str(call.get("path", ""))
-    for function in functions:
-        if (path == function.path or path.endswith("/" + function.path)) and function.holds(
-            int(call.get("first_line", 0))
-        ):
-            return function
-    return None
+        rendered.append((function, out))
+    return rendered
 
 
 def traced(
@@ -132,5 +129,5 @@ def traced(
     """The diagnosis with the failing test's trace (unchanged when none could be taken)."""
     record = record_trace(diagnosis, copies, task, policy)
     if record:
-        diagnosis.trace = shown_trace(record, diagnosis)
+        diagnosis.trace = rendered_calls(record, diagnosis)
     return diagnosis

@@ -5,13 +5,14 @@ check that is not pytest gets no trace."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.solving import files_of, solve
-from tests.solve.projects import CHECK, RIGHT, make_shapes, prompts_sent, replying
+from tests.solve.projects import CHECK, RIGHT, WRONG, make_shapes, prompts_sent, replying
 
 PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
 MANY_STEPS = (
@@ -97,6 +98,36 @@ def test_a_check_that_sets_its_own_pythonpath_is_still_traced(
     check = f"PYTHONPATH=. {sys.executable} -m pytest -q -p no:cacheprovider tests"
     prompt = first_repair_prompt(tmp_path, project, check, capsys)
     assert "`rect` called with width = 2, height = 5" in prompt
+
+
+CHAIN = (
+    "def square(side):\n    return side * side\n\n\n"
+    "def rect(width, height):\n    return first(width) + second(height) + third(0) + fourth(0)\n\n\n"
+    + "".join(
+        f"def {name}(value):\n    return value + 0\n\n\n" for name in ("first", "second", "third")
+    )
+    + "def fourth(value):\n    return value + 1\n"
+)
+"""rect() calls four helpers: the first candidate is shown rect and two of them, the second
+candidate the others."""
+SHOWN = re.compile(r"^\S+, `(\w+)`:$", re.MULTILINE)
+CALLED = re.compile(r"^> \S+, `(\w+)` called with", re.MULTILINE)
+
+
+def test_each_candidate_sees_the_calls_of_the_functions_it_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = pytest_shapes(tmp_path / "shapes", CHAIN)
+    argv = ("--trials", "2", "--concurrency", "2")
+    code, server = solve(tmp_path, project, replying(WRONG), *argv, check=PYTEST)
+    assert code == 1
+    assert "the failing test traced: 5 calls of 5 functions" in capsys.readouterr().err
+    groups = []
+    for prompt in prompts_sent(server.requests)[:2]:
+        shown, called = SHOWN.findall(prompt), CALLED.findall(prompt)
+        assert called and set(called) == set(shown), (shown, called)
+        groups.append(frozenset(shown))
+    assert len(set(groups)) == 2 and "fourth" in groups[0] | groups[1]
 
 
 @pytest.mark.parametrize("value", ["'x' * 500", "Unprintable()"])
