@@ -32,6 +32,8 @@ SPEC: dict[str, Any] = json.loads(os.environ.get("MULLIGAN_TRACE") or "{}")
 LIMIT = int(SPEC.get("events", 60))
 CHARS = int(SPEC.get("chars", 80))
 _written = False
+_recorded: dict[str, list[dict[str, Any]]] = {}
+"""Each traced test's calls, by node id, until its report is made."""
 
 
 def _short(value: object) -> str:
@@ -116,15 +118,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
-    global _written
+    """The test's call, traced; what was recorded waits on the item for its report."""
     recorder = Recorder()
     before = sys.gettrace()
     sys.settrace(recorder.global_trace)
     try:
-        outcome = yield
+        yield
     finally:
         sys.settrace(before)
-    if outcome.excinfo is not None and not _written and SPEC.get("out"):
+        _recorded[item.nodeid] = recorder.calls
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, None]:
+    """The first traced test that failed is written out (a unittest TestCase's failure is
+    known only here, not as the call's exception)."""
+    global _written
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and not _written and SPEC.get("out"):
         _written = True
         with open(SPEC["out"], "w", encoding="utf-8") as out:
-            json.dump({"test": item.nodeid, "calls": recorder.calls}, out)
+            json.dump({"test": item.nodeid, "calls": _recorded.get(item.nodeid, [])}, out)

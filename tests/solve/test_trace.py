@@ -83,6 +83,20 @@ def test_each_line_shows_the_values_it_made(tmp_path: Path) -> None:
     assert "returned 6" in trace
 
 
+def test_a_unittest_test_case_is_traced_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytest reports a TestCase's failure after the call, not as the call's exception."""
+    project = make_shapes(tmp_path / "shapes")
+    (project / "tests" / "test_area.py").write_text(
+        "import unittest\n\nfrom shapes.area import rect\n\n\n"
+        "class AreaTests(unittest.TestCase):\n"
+        "    def test_rect(self):\n        self.assertEqual(rect(2, 5), 10)\n"
+    )
+    prompt = first_repair_prompt(tmp_path, project, PYTEST, capsys)
+    assert "`rect` called with width = 2, height = 5" in prompt
+
+
 def test_a_check_that_is_not_pytest_gets_no_trace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,12 +136,12 @@ def test_each_candidate_sees_the_calls_of_the_functions_it_is_shown(
     code, server = solve(tmp_path, project, replying(WRONG), *argv, check=PYTEST)
     assert code == 1
     assert "the failing test traced: 5 calls of 5 functions" in capsys.readouterr().err
-    groups = []
-    for prompt in prompts_sent(server.requests)[:2]:
+    groups = set()
+    for prompt in prompts_sent(server.requests):  # two candidates' first prompts and re-asks
         shown, called = SHOWN.findall(prompt), CALLED.findall(prompt)
         assert called and set(called) == set(shown), (shown, called)
-        groups.append(frozenset(shown))
-    assert len(set(groups)) == 2 and "fourth" in groups[0] | groups[1]
+        groups.add(frozenset(shown))
+    assert len(groups) == 2 and "fourth" in set().union(*groups)
 
 
 @pytest.mark.parametrize("value", ["'x' * 500", "Unprintable()"])
