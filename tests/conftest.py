@@ -29,7 +29,8 @@ def private_temp_root() -> str:
 
 
 # read by pytest when it first makes a temporary directory, after this file is loaded
-os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", private_temp_root())
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = private_temp_root()
 
 
 @pytest.fixture(autouse=True)

@@ -90,9 +90,9 @@ def _query(collection: Any, vector: list[Any], k: int, include: list[str]) -> An
     return _indexed(query, {"ids": [[]], "metadatas": [[]], "distances": [[]]})
 
 
-def _with_vectors(collection: Any, **where: Any) -> Any:
-    get = lambda: collection.get(include=["embeddings", "documents", "metadatas"], **where)  # noqa: E731
-    return _indexed(get, {"ids": [], "embeddings": [], "documents": [], "metadatas": []})
+def _with_vectors(collection: Any, include: list[str], **where: Any) -> Any:
+    get = lambda: collection.get(include=["embeddings", *include], **where)  # noqa: E731
+    return _indexed(get, {"ids": [], "embeddings": [], **{part: [] for part in include}})
 
 
 class LessonStore:
@@ -193,7 +193,7 @@ class LessonStore:
             families = self._all_collections()
             if int(self._index.count()) < sum(int(c.count()) for c in families):
                 for collection in families:
-                    found = _with_vectors(collection)
+                    found = _with_vectors(collection, ["documents", "metadatas"])
                     for start in range(0, len(found["ids"]), BATCH):
                         part = slice(start, start + BATCH)
                         self._index.upsert(
@@ -283,7 +283,7 @@ class LessonStore:
         found: dict[str, list[float]] = {}
         with self._locked():
             for collection in self._all_collections() if ids else []:
-                got = _with_vectors(collection, ids=ids)
+                got = _with_vectors(collection, [], ids=ids)
                 vectors = got["embeddings"] if got["embeddings"] is not None else []
                 found.update(
                     (i, [float(x) for x in v]) for i, v in zip(got["ids"], vectors, strict=False)

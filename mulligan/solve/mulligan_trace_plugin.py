@@ -118,7 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
-    """The test's call, traced; what was recorded waits on the item for its report."""
+    """The test's call, traced; what was recorded waits, by node id, for its report."""
     recorder = Recorder()
     before = sys.gettrace()
     sys.settrace(recorder.global_trace)

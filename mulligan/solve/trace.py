@@ -6,8 +6,8 @@ When the failing check runs pytest, the failing test is run once more, alone, in
 of the project, in the box, with a pytest plugin (`mulligan_trace_plugin.py`, copied into that
 copy and loaded through PYTEST_PLUGINS) that traces the functions the repair pipeline shows:
 the arguments each call got, each line that ran with the variables it changed, and what it
-returned or raised. Nothing is traced for
-a check that is not pytest, or when the run records nothing; the prompt then goes without.
+returned or raised. Nothing is traced for a check that is not pytest, or when the run records
+nothing; the prompt then goes without.
 """
 
 from __future__ import annotations

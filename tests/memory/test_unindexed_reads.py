@@ -37,14 +37,14 @@ def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_read_that_finds_no_index_yet_is_asked_again() -> None:
     collection = Collection(failures=2)
-    assert store._with_vectors(collection)["ids"] == ["a-1"]
+    assert store._with_vectors(collection, ["documents", "metadatas"])["ids"] == ["a-1"]
     assert store._query(collection, [[0.0]], 1, ["metadatas"])["ids"] == [["a-1"]]
     assert collection.reads == 4
 
 
 def test_a_collection_never_indexed_reads_as_empty() -> None:
     collection = Collection(failures=100)
-    assert store._with_vectors(collection) == EMPTY
+    assert store._with_vectors(collection, ["documents", "metadatas"]) == EMPTY
     assert store._query(collection, [[0.0]], 1, ["metadatas"])["ids"] == [[]]
     assert collection.reads == 12
 
@@ -52,5 +52,5 @@ def test_a_collection_never_indexed_reads_as_empty() -> None:
 def test_another_server_error_raises() -> None:
     collection = Collection(failures=1, error="disk full")
     with pytest.raises(chromadb.errors.InternalError, match="disk full"):
-        store._with_vectors(collection)
+        store._with_vectors(collection, ["documents", "metadatas"])
     assert collection.reads == 1
