@@ -82,10 +82,10 @@ def record_trace(
             log.info("trace: nothing recorded (exit %s)", run.exit_code)
             return None
         try:
-            found: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+            found = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-    return found if found.get("calls") else None
+    return found if isinstance(found, dict) and found.get("calls") else None
 
 
 def traced_functions(diagnosis: Diagnosis) -> list[Function]:
@@ -101,14 +101,14 @@ def rendered_calls(
     (with its source) and what it changed, then what it returned; in the order called."""
     functions = traced_functions(diagnosis)
     rendered = []
-    for call in record.get("calls", []):
-        index = call.get("target")
+    for call in record.get("calls") or []:
+        index = call.get("target") if isinstance(call, dict) else None
         if not isinstance(index, int) or not 0 <= index < len(functions):
             continue
         function = functions[index]
         lines = diagnosis.code.sources.get(function.path, "").splitlines()
         out = []
-        for kind, number, values in call["events"]:
+        for kind, number, values in _well_formed(call.get("events")):
             said = ", ".join(f"{k} = {v}" for k, v in values.items())
             if kind == "call":
                 out.append(f"{function.path}, `{function.name}` called with {said or '()'}:")
@@ -121,6 +121,17 @@ def rendered_calls(
                 out.append(f"  line {number} raised {values.get('raise', '')}")
         rendered.append((function, out))
     return rendered
+
+
+def _well_formed(events: object) -> list[tuple[str, int, dict[str, str]]]:
+    """The events of a record made by the project's own code run: those of the plugin's
+    shape only (a test could overwrite the record with anything)."""
+    return [
+        (event[0], event[1], {str(k): str(v) for k, v in event[2].items()})
+        for event in (events if isinstance(events, list) else [])
+        if isinstance(event, list) and len(event) == 3 and isinstance(event[0], str)
+        if isinstance(event[1], int) and isinstance(event[2], dict)
+    ]
 
 
 def traced(

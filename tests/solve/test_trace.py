@@ -97,6 +97,47 @@ def test_a_unittest_test_case_is_traced_too(
     assert "`rect` called with width = 2, height = 5" in prompt
 
 
+def test_a_record_the_project_forged_is_read_as_far_as_it_is_well_formed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The traced run is the project's own code: a test that overwrites the record with
+    junk gets its junk left out, not a crash of `solve`."""
+    project = pytest_shapes(tmp_path / "shapes")
+    (project / "tests" / "test_area.py").write_text(
+        "import atexit, json, os\n\nfrom shapes.area import rect\n\n\n"
+        "def forge(path):\n"
+        "    calls = [{'target': 0, 'events': [['line', 'x', 5], 7, ['call', 1, {'a': 1}]]},\n"
+        "             {'target': 'x'}, 'junk']\n"
+        "    with open(path, 'w') as out:\n"
+        "        json.dump({'calls': calls}, out)\n\n\n"
+        "def test_rect():\n"
+        "    spec = json.loads(os.environ.get('MULLIGAN_TRACE') or '{}')\n"
+        "    if spec:  # written after pytest wrote the real record\n"
+        "        atexit.register(forge, spec['out'])\n"
+        "    assert rect(2, 5) == 10\n"
+    )
+    code, server = solve(tmp_path, project, replying(RIGHT), check=PYTEST)
+    assert code == 0, capsys.readouterr().err
+    prompt = prompts_sent(server.requests)[0]
+    assert "`rect` called with a = 1" in prompt and "'x'" not in prompt.split("ran it")[-1]
+
+
+def test_a_record_that_is_not_an_object_gives_no_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = pytest_shapes(tmp_path / "shapes")
+    (project / "tests" / "test_area.py").write_text(
+        "import atexit, json, os\n\nfrom shapes.area import rect\n\n\n"
+        "def test_rect():\n"
+        "    spec = json.loads(os.environ.get('MULLIGAN_TRACE') or '{}')\n"
+        "    if spec:\n"
+        "        atexit.register(lambda: open(spec['out'], 'w').write('[1, 2]'))\n"
+        "    assert rect(2, 5) == 10\n"
+    )
+    prompt = first_repair_prompt(tmp_path, project, PYTEST, capsys)
+    assert "failing test ran it" not in prompt
+
+
 def test_a_check_that_is_not_pytest_gets_no_trace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
