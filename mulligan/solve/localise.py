@@ -343,7 +343,8 @@ def numbered(
 
 
 def docstring_body(source: str, function: Function) -> range:
-    """The lines of the function's docstring after its first (empty: none, or one line)."""
+    """The lines of the function's docstring after its first (empty: none, or one line), up
+    to its first example (`>>> `) where it has one: examples say what the code should do."""
     body = "\n".join(source.splitlines()[function.start - 1 : function.end])
     try:
         tree = ast.parse(_dedented(body))
@@ -358,7 +359,10 @@ def docstring_body(source: str, function: Function) -> range:
     if not isinstance(first.value.value, str) or first.end_lineno == first.lineno:
         return range(0)
     offset = function.start - 1
-    return range(first.lineno + offset + 1, (first.end_lineno or first.lineno) + offset)
+    start, end = first.lineno + offset + 1, (first.end_lineno or first.lineno) + offset
+    lines = source.splitlines()
+    example = next((n for n in range(start, end) if lines[n - 1].lstrip().startswith(">>>")), end)
+    return range(start, example)
 
 
 def window(function: Function, around: int | None, size: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan.solve.localise import Code, localise, read_failure
+from mulligan.solve.localise import Code, Function, docstring_body, localise, numbered, read_failure
 from tests.solve.projects import make_shapes
 
 INTO_PROJECT = """Traceback (most recent call last):
@@ -95,3 +95,33 @@ def test_later_candidates_are_shown_the_next_functions_in_the_ranking(tmp_path: 
     assert names[0] == names[2] == names[4] == ["rect", "step1", "step2"]  # the best guess
     assert names[1] == ["step3", "step4", "step5"] and names[3] == ["step6", "step7"]
     assert found.shown(4) == [found.group(1), found.group(2), found.group(4)]
+
+
+ORDINAL = '''def ordinal(number):
+    """
+    The suffix that denotes a position: 1st, 2nd, 3rd, 4th.
+
+    Examples::
+
+        >>> ordinal(1)
+        'st'
+        >>> ordinal(-1021)
+        'st'
+    """
+    number = int(number)
+    return {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+'''
+
+
+def test_a_docstring_shows_its_examples_and_hides_its_prose() -> None:
+    function = Function("num.py", "ordinal", 1, 13)
+    shown = numbered(ORDINAL, 1, 13, hidden=docstring_body(ORDINAL, function))
+    assert ">>> ordinal(-1021)" in shown and "'st'" in shown
+    assert "The suffix that denotes" not in shown and "(docstring, lines 3-6)" in shown
+    assert "number = int(number)" in shown
+
+
+def test_a_docstring_without_examples_is_hidden_whole() -> None:
+    source = ORDINAL.replace(">>> ", "")
+    shown = numbered(source, 1, 13, hidden=docstring_body(source, Function("n.py", "o", 1, 13)))
+    assert "ordinal(-1021)" not in shown and "(docstring, lines 3-10)" in shown
