@@ -85,13 +85,15 @@ class Localisation:
 
     def group(self, trial: int, size: int = SHOWN_FUNCTIONS) -> list[Function]:
         """What candidate `trial` is shown: odd trials the best-ranked functions, even ones
-        the next ones in turn (trial 2 the 2nd group, 4 the 3rd, ...), so that more candidates
-        cover more of the ranking while half of them stay on the best guess."""
+        the next ones in turn (trial 2 the 2nd group, 4 the 3rd, ..., then the 2nd again), so
+        that more candidates cover more of the ranking while half of them stay on the best
+        guess."""
         groups = [self.functions[i : i + size] for i in range(0, len(self.functions), size)]
         if not groups:
             return []
-        index = 0 if trial % 2 else min(trial // 2, len(groups) - 1)
-        return groups[index]
+        if len(groups) == 1 or trial % 2:
+            return groups[0]
+        return groups[1 + (trial // 2 - 1) % (len(groups) - 1)]
 
     def shown(self, trials: int) -> list[list[Function]]:
         """The distinct groups `trials` candidates are shown, in order."""
