@@ -111,14 +111,15 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
         raise Refused(f"{path}: the SEARCH part is empty; copy the exact lines to change into it")
     lines = lines_of(text)
     found = _where(lines, search, _exact)
-    if not found:  # the same lines indented differently: re-indent the replacement
+    loose = not found
+    if loose:  # the same lines indented differently: re-indent the replacement
         found = _where(lines, search, _loose)
-        if len(found) == 1:
-            first = next(k for k, x in enumerate(search) if x.strip())
-            have, wrote = _indent(lines[found[0] + first]), _indent(search[first])
-            replace = [_reindented(x, wrote, have) for x in replace]
     if len(found) > 1 and near:
         found = [i for i in found if i + 1 in near] or found
+    if loose and len(found) == 1:
+        first = next(k for k, x in enumerate(search) if x.strip())
+        have, wrote = _indent(lines[found[0] + first]), _indent(search[first])
+        replace = [_reindented(x, wrote, have) for x in replace]
     if not found and (plain := _unwrapped(block)) is not None:
         return replace_once(path, text, plain, near)
     if not found:

@@ -64,6 +64,19 @@ def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
         assert plan.texts["shapes/area.py"] == AREA + twice[len(AREA) :].replace("+", "*")
 
 
+def test_a_block_indented_otherwise_that_matches_twice_is_reindented_where_shown() -> None:
+    """`return width + height` without its indentation matches two lines; the one shown is
+    changed, with the file's indentation (it was once put in unindented, and refused as a
+    file that does not parse)."""
+    twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
+    plan = planned(
+        parse_blocks(block("return width + height", "return width * height")),
+        {"shapes/area.py": twice}.get,
+        {"shapes/area.py": {8, 9, 10, 11}},
+    )
+    assert plan.texts["shapes/area.py"] == AREA + twice[len(AREA) :].replace("+", "*")
+
+
 def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> None:
     reply = block("    return width + height", "    return width * height", path="area.py")
     assert list(apply(reply)) == ["shapes/area.py"]
