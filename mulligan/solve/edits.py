@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from mulligan.solve.diffs import lines_of
-from mulligan.solve.localise import is_test_file
+from mulligan.solve.localise import DOCSTRING_MARKED, is_test_file
 from mulligan.solve.trace import COPIED_VALUES
 
 BLOCK = re.compile(
@@ -105,11 +105,11 @@ def _indent(line: str) -> str:
 def replace_once(path: str, text: str, block: Block, near: Collection[int] = ()) -> str:
     """The file's text with the block applied; Refused if it does not match exactly once
     (where it matches several times, once among the lines `near`, the ones shown, will do)."""
-    search, replace = _with_newline(_unnumbered(block.search)), _unnumbered(block.replace)
-    replace = _with_newline(replace)
+    lines = lines_of(text)
+    search = _unmarked(_with_newline(_unnumbered(block.search)), lines)
+    replace = _with_newline(_unnumbered(block.replace))
     if not any(x.strip() for x in search):
         raise Refused(f"{path}: the SEARCH part is empty; copy the exact lines to change into it")
-    lines = lines_of(text)
     found = _where(lines, search, _exact)
     loose = not found
     if loose:  # the same lines indented differently: re-indent the replacement
@@ -134,7 +134,18 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
             "include more lines around the change so that they occur once"
         )
     start = found[0]
-    return "".join(lines[:start] + replace + lines[start + len(search) :])
+    return "".join(lines[:start] + _unmarked(replace, lines) + lines[start + len(search) :])
+
+
+def _unmarked(block_lines: list[str], file_lines: list[str]) -> list[str]:
+    """The block's lines with the mark that shown code stands in for a docstring's lines with
+    (`... (docstring, lines 3-4)`) put back as those lines of the file."""
+    lines: list[str] = []
+    for line in block_lines:
+        mark = DOCSTRING_MARKED.match(line)
+        first, last = (int(mark[1]), int(mark[2])) if mark else (0, 0)
+        lines += file_lines[first - 1 : last] if 1 <= first <= last <= len(file_lines) else [line]
+    return lines
 
 
 def _unwrapped(block: Block) -> Block | None:
@@ -274,17 +285,18 @@ def _path_for(
     shown: Mapping[str, Collection[int]],
     texts: dict[str, str],
 ) -> str:
-    """The block's own path when the project has it; else the one shown file its lines are in."""
+    """The block's own path when the project has it (and its lines, if a shown file has them);
+    else the one shown file its lines are in."""
     if block.path and block.path not in texts and read(block.path) is not None:
         texts[block.path] = read(block.path) or ""
-    if block.path and block.path in texts:
-        return block.path
     search = [x.strip() for x in _unnumbered(block.search) if x.strip()]
     holding = []
     for path in dict.fromkeys(shown):
         text = texts.get(path) if path in texts else read(path)
         if text is not None and search and _where(lines_of(text), search, _loose):
             holding.append((path, text))
+    if block.path and block.path in texts and (len(holding) != 1 or block.path == holding[0][0]):
+        return block.path
     if len(holding) == 1 or (holding and len(shown) == 1):
         path, text = holding[0]
         texts.setdefault(path, text)

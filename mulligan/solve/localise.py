@@ -326,6 +326,12 @@ def ranked_by_calls(start: list[Function], code: Code, depth: int = 4) -> list[F
     return ranked
 
 
+DOCSTRING_MARK = "... (docstring, lines {start}-{end})"
+"""How shown code stands in for the lines of a docstring it leaves out."""
+DOCSTRING_MARKED = re.compile(r"^\s*\|?\s*\.\.\. \(docstring, lines (\d+)-(\d+)\)\s*$")
+"""That line, copied back by the model (with or without the bar before it)."""
+
+
 def numbered(
     source: str, start: int, end: int, mark: int | None = None, hidden: range = range(0)
 ) -> str:
@@ -337,7 +343,8 @@ def numbered(
     for number in range(start, min(end, len(lines)) + 1):
         if number in hidden and number != mark:
             if number == hidden.start:
-                shown.append(f"{'':>{width}} | ... (docstring, lines {number}-{hidden.stop - 1})")
+                elided = DOCSTRING_MARK.format(start=number, end=hidden.stop - 1)
+                shown.append(f"{'':>{width}} | {elided}")
             continue
         pointer = ">" if number == mark else " "
         shown.append(f"{number:>{width}}{pointer}| {lines[number - 1]}")

@@ -82,6 +82,35 @@ def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> Non
     assert list(apply(reply)) == ["shapes/area.py"]
 
 
+def test_a_block_naming_another_project_file_applies_in_the_shown_file_holding_its_lines() -> None:
+    """The 1.5B model named a sibling module (`_deprecated.py` for `version.py`)."""
+    files = {**FILES, "shapes/legacy.py": "def old():\n    return 0\n"}
+    reply = block("    return width + height", "    return width * height", "shapes/legacy.py")
+    plan = planned(parse_blocks(reply), files.get, SHOWN)
+    assert plan.texts == {"shapes/area.py": AREA.replace("width + height", "width * height")}
+
+
+DOCUMENTED = (
+    "def rect(width, height):\n"
+    '    """The area.\n'
+    "\n"
+    "    Width times height.\n"
+    '    """\n'
+    "    return width + height\n"
+)
+
+
+def test_the_shown_docstring_mark_copied_into_a_block_stands_for_the_lines_it_hides() -> None:
+    """Code is shown with a docstring's prose as `    | ... (docstring, lines 3-4)`; the
+    model copied that line into SEARCH and REPLACE."""
+    files, shown = {"shapes/area.py": DOCUMENTED}, {"shapes/area.py": set(range(1, 7))}
+    for mark in ("    ... (docstring, lines 3-4)", "  | ... (docstring, lines 3-4)"):
+        search = f'def rect(width, height):\n    """The area.\n{mark}\n    """\n    return width + height'
+        reply = block(search, search.replace("+", "*"))
+        plan = planned(parse_blocks(reply), files.get, shown)
+        assert plan.texts == {"shapes/area.py": DOCUMENTED.replace("+", "*")}
+
+
 def test_a_block_that_does_not_match_names_the_lines_that_differ() -> None:
     said = refusal(block("    return width + heigth", "    return width * height"))
     assert "not in the file" in said and "closest are lines 6-6" in said
