@@ -106,7 +106,8 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
     """The file's text with the block applied; Refused if it does not match exactly once
     (where it matches several times, once among the lines `near`, the ones shown, will do)."""
     lines = lines_of(text)
-    search = _unmarked(_with_newline(_unnumbered(block.search)), lines)
+    written = _with_newline(_unnumbered(block.search))
+    search = _unmarked(written, lines)
     replace = _with_newline(_unnumbered(block.replace))
     if not any(x.strip() for x in search):
         raise Refused(f"{path}: the SEARCH part is empty; copy the exact lines to change into it")
@@ -134,15 +135,19 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
             "include more lines around the change so that they occur once"
         )
     start = found[0]
-    return "".join(lines[:start] + _unmarked(replace, lines) + lines[start + len(search) :])
+    marks = {x.strip() for x in written if DOCSTRING_MARKED.match(x)}
+    replace = _unmarked(replace, lines, marks)
+    return "".join(lines[:start] + replace + lines[start + len(search) :])
 
 
-def _unmarked(block_lines: list[str], file_lines: list[str]) -> list[str]:
+def _unmarked(
+    block_lines: list[str], file_lines: list[str], marks: Collection[str] | None = None
+) -> list[str]:
     """The block's lines with the mark that shown code stands in for a docstring's lines with
-    (`... (docstring, lines 3-4)`) put back as those lines of the file."""
+    (`... (docstring, lines 3-4)`) put back as those lines of the file (`marks`: only these)."""
     lines: list[str] = []
     for line in block_lines:
-        mark = DOCSTRING_MARKED.match(line)
+        mark = DOCSTRING_MARKED.match(line) if marks is None or line.strip() in marks else None
         first, last = (int(mark[1]), int(mark[2])) if mark else (0, 0)
         lines += file_lines[first - 1 : last] if 1 <= first <= last <= len(file_lines) else [line]
     return lines

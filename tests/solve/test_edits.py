@@ -111,6 +111,15 @@ def test_the_shown_docstring_mark_copied_into_a_block_stands_for_the_lines_it_hi
         assert plan.texts == {"shapes/area.py": DOCUMENTED.replace("+", "*")}
 
 
+def test_the_docstring_mark_in_the_replace_part_alone_is_not_read_as_lines() -> None:
+    """Only a mark the SEARCH part has too stands for the docstring's lines in REPLACE; alone
+    it would put them in twice."""
+    files, shown = {"shapes/area.py": DOCUMENTED}, {"shapes/area.py": set(range(1, 7))}
+    reply = block("    return width + height", "    ... (docstring, lines 2-5)\n    return 0")
+    with pytest.raises(Refused, match="does not parse"):
+        planned(parse_blocks(reply), files.get, shown)
+
+
 def test_a_block_that_does_not_match_names_the_lines_that_differ() -> None:
     said = refusal(block("    return width + heigth", "    return width * height"))
     assert "not in the file" in said and "closest are lines 6-6" in said
