@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,9 @@ def record_trace(
 
 
 def traced_functions(diagnosis: Diagnosis) -> list[Function]:
-    """Every function some candidate is shown, in the order of the ranking."""
-    groups = diagnosis.localisation.shown(diagnosis.trials)
-    return list(dict.fromkeys(function for group in groups for function in group))
+    """Every function ranked, in the order of the ranking (a candidate is shown the calls of
+    the ones it is shown; the others may be ranked up by what they returned)."""
+    return list(diagnosis.localisation.functions)
 
 
 def rendered_calls(
@@ -141,4 +142,49 @@ def traced(
     record = record_trace(diagnosis, copies, task, policy)
     if record:
         diagnosis.trace = rendered_calls(record, diagnosis)
+        if diagnosis.localisation.how == "calls":
+            ranked = ranked_by_returns(diagnosis.localisation.functions, diagnosis)
+            diagnosis.localisation = replace(diagnosis.localisation, functions=ranked)
     return diagnosis
+
+
+def ranked_by_returns(functions: list[Function], diagnosis: Diagnosis) -> list[Function]:
+    """The functions that returned part of one side of the failing `assert A == B` and of
+    not the other go first, the smallest such value first (the nearest to where the result
+    went wrong), then the rest in their order; unchanged for another assertion."""
+    sides = assertion_sides(diagnosis.failure.assertion)
+    if sides is None:
+        return functions
+    smallest: dict[Function, int] = {}
+    for function, lines in diagnosis.trace:
+        for line in lines:
+            value = line.removeprefix("  returned ") if line.startswith("  returned ") else None
+            if value is not None and one_side_holds(value, sides):
+                smallest[function] = min(smallest.get(function, len(value)), len(value))
+    first = sorted(smallest, key=lambda f: (smallest[f], functions.index(f)))
+    return first + [f for f in functions if f not in smallest]
+
+
+def assertion_sides(assertion: str) -> tuple[str, str] | None:
+    """The two sides pytest printed for a failing `assert A == B`; None for another."""
+    for line in assertion.splitlines():
+        said = line.split("assert ", 1)[1] if "assert " in line else ""
+        if " == " in said:
+            left, right = said.split(" == ", 1)
+            return left, right
+    return None
+
+
+def one_side_holds(value: str, sides: tuple[str, str]) -> bool:
+    """Whether a returned value (its repr, maybe cut) is in one side and not the other: a
+    string's text of two characters or more anywhere, a shorter one or another value as a
+    whole token."""
+    value = value.removesuffix("…")
+    if value[:1] in "'\"" and len(value) >= 2:
+        value = value[1:-1] if value[-1:] == value[:1] else value[1:]
+        if len(value) >= 2:
+            return (value in sides[0]) != (value in sides[1])
+    if not value.strip() or value in ("None", "True", "False"):
+        return False
+    token = re.compile(r"(?<![\w.])" + re.escape(value) + r"(?![\w.])")
+    return bool(token.search(sides[0])) != bool(token.search(sides[1]))

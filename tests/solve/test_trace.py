@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mulligan.solve.trace import assertion_sides, one_side_holds
 from tests.helpers.solving import files_of, solve
 from tests.solve.projects import CHECK, RIGHT, WRONG, make_shapes, prompts_sent, replying
 
@@ -210,3 +211,60 @@ def test_long_or_unprintable_values_are_cut_not_fatal(
     assert "x" * 200 not in trace
     if value == "Unprintable()":
         assert "<repr failed: RuntimeError>" in trace
+
+
+LABEL = (
+    "def square(side):\n    return side * side\n\n\n"
+    "def label(width, height):\n"
+    "    return head(width, height) + sep() + tail() + unit() + area_text(width, height)\n\n\n"
+    "def head(width, height):\n    return f'{width}x{height}'\n\n\n"
+    "def sep():\n    return ' = '\n\n\n"
+    "def tail():\n    return ''\n\n\n"
+    "def unit():\n    return ''\n\n\n"
+    "def area_text(width, height):\n    return str(width + height)\n"
+)
+"""label() is built by five helpers; area_text(), the last, adds where it should multiply."""
+
+
+def test_a_function_that_returned_a_wrong_part_of_the_result_is_shown_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By what the test calls, area_text ranks sixth (the second candidate's group); it
+    returned '7', which is in the result the test got ('2x5 = 7') and not in the one it
+    expected ('2x5 = 10'): the smallest such value, so the first candidate is shown it."""
+    project = pytest_shapes(tmp_path / "shapes", LABEL)
+    (project / "tests" / "test_area.py").write_text(
+        "from shapes.area import label\n\n\ndef test_label():\n"
+        "    assert label(2, 5) == '2x5 = 10'\n"
+    )
+    fix = (
+        "shapes/area.py\n<<<<<<< SEARCH\n    return str(width + height)\n=======\n"
+        "    return str(width * height)\n>>>>>>> REPLACE\n"
+    )
+    code, server = solve(tmp_path, project, replying(fix), check=PYTEST)
+    assert code == 0
+    said = capsys.readouterr().err
+    assert "calls: shapes/area.py:area_text, shapes/area.py:label, shapes/area.py:head;" in said
+    assert SHOWN.findall(prompts_sent(server.requests)[0])[0] == "area_text"
+
+
+@pytest.mark.parametrize(
+    ("value", "held"),
+    [
+        ("'7'", True),  # a one-character string: as a token
+        ("7", True),
+        ("0", False),  # in "10" only as a digit of it
+        ("'-0400'", True),
+        ("'2x5'", False),  # in both sides
+        ("None", False),
+        ("''", False),
+        ("'2x5 = …", False),  # cut: the part kept is in both
+    ],
+)
+def test_a_returned_value_counts_when_one_side_of_the_assertion_holds_it(
+    value: str, held: bool
+) -> None:
+    sides = ("'2x5 = 7-0400'", "'2x5 = 10+0400'")
+    assert one_side_holds(value, sides) is held
+    assert assertion_sides("E   AssertionError: assert 'a' == 'b'\nE  - b") == ("'a'", "'b'")
+    assert assertion_sides("E   AssertionError: assert 3 < 2") is None
