@@ -154,8 +154,9 @@ def _unmarked(
 
 
 def _unwrapped(block: Block) -> Block | None:
-    """The block without parentheses round each of its lines (`(return x + 1)`), as a small
-    model writes them after a form with placeholders in parentheses; None if a line has none."""
+    """The block without the parentheses or quotes round each of its lines (`(return x + 1)`,
+    `'return x + 1'`), as a small model writes them after a form with placeholders in
+    parentheses or a refusal that quotes the file's lines; None if a line has none."""
     parts = []
     for text in (block.search, block.replace):
         lines = lines_of(text)
@@ -165,12 +166,16 @@ def _unwrapped(block: Block) -> Block | None:
     return Block(block.path, parts[0], parts[1]) if block.search.strip() else None
 
 
+WRAPPERS = {"(": ")", "'": "'", '"': '"'}
+
+
 def _wrapped(line: str) -> bool:
-    return line.strip().startswith("(") and line.strip().endswith(")")
+    text = line.strip()
+    return len(text) >= 2 and WRAPPERS.get(text[0]) == text[-1]
 
 
 def _inside(line: str) -> str:
-    start, end = line.index("("), line.rindex(")")
+    start, end = len(line) - len(line.lstrip()), len(line.rstrip()) - 1
     return line[:start] + line[start + 1 : end] + line[end + 1 :]
 
 

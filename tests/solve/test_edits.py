@@ -56,6 +56,14 @@ def test_lines_wrapped_in_the_forms_parentheses_are_read_without_them() -> None:
     assert apply(block("(return width + height)", "(return width * height)")) == expected
 
 
+def test_lines_quoted_as_a_refusal_quotes_them_are_read_without_the_quotes() -> None:
+    """A refusal names the file's lines as `'    return width + height'`; the 1.5B model
+    wrote its next SEARCH and REPLACE lines quoted the same way."""
+    expected = {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert apply(block("'    return width + height'", "'    return width * height'")) == expected
+    assert apply(block('"return width + height"', '"return width * height"')) == expected
+
+
 def test_a_block_that_matches_twice_applies_where_the_model_was_shown() -> None:
     twice = AREA + "\n\ndef other(width, height):\n    return width + height\n"
     files = {"shapes/area.py": twice}
