@@ -44,6 +44,8 @@ class Diagnosis:
     trace: list[tuple[Function, list[str]]] = field(default_factory=list)
     """What the shown functions did on the failing test: each call, in the order called, as
     the prompt shows it (solve/trace.py)."""
+    ran: dict[Function, set[int]] = field(default_factory=dict)
+    """The lines each function the failing test called ran, where the trace holds them all."""
 
     def shown_files(self, trial: int) -> dict[str, set[int]]:
         """The files candidate `trial` is shown, and their lines it is shown."""

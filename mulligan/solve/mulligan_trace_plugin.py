@@ -14,7 +14,7 @@ is a list of calls, each `{"path", "first_line", "target", "events": [[kind, lin
 ...]}` (`target`: the index of its function in `targets`; `events` at most so many per target)
 with kind `call` (the arguments), `line` (each line that ran, in order, with the variables it
 changed, taken when the next line starts), `return` (the value, under `return`) or
-`exception` (under `raise`).
+`exception` (under `raise`). The test's setup (its fixtures) is traced with its call.
 """
 
 from __future__ import annotations
@@ -116,10 +116,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep[:1]
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
-    """The test's call, traced; what was recorded waits, by node id, for its report."""
-    recorder = Recorder()
+_recorders: dict[str, Recorder] = {}
+
+
+def _traced(item: pytest.Item) -> Generator[None, Any, None]:
+    """A phase of the test, traced into the test's one recorder; what was recorded waits, by
+    node id, for its report."""
+    recorder = _recorders.setdefault(item.nodeid, Recorder())
     before = sys.gettrace()
     sys.settrace(recorder.global_trace)
     try:
@@ -127,6 +130,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     finally:
         sys.settrace(before)
         _recorded[item.nodeid] = recorder.calls
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, None]:
+    """The test's fixtures: what they run can make the test fail too."""
+    yield from _traced(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    """The test's call."""
+    yield from _traced(item)
 
 
 @pytest.hookimpl(hookwrapper=True)

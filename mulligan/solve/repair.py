@@ -31,6 +31,7 @@ from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
+from mulligan.solve.cold import Ran, cold_edit
 from mulligan.solve.context import Diagnosis, repair_prompt
 from mulligan.solve.copies import ChangeRecordingEvaluator, ProjectCopies
 from mulligan.solve.edits import Refused, parse_blocks, planned
@@ -93,10 +94,13 @@ class RepairPipeline:
     _tried: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict, init=False)
     """Each edit checked (or being checked) in this run, and the trial that made it."""
     _tried_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _ran: Ran = field(default_factory=dict, init=False)
+    """The lines the failing test ran, where the trace holds them all (solve/cold.py)."""
 
     def run(self, task: Task, diagnosis: Diagnosis, request: str, episode_id: str) -> Outcome:
         """`request`: the user's task in their words; `task`: its checks and id."""
         episode = self._episode(task, episode_id)
+        self._ran = diagnosis.ran
         lessons = self._lessons(task, episode)
         earlier = [_note(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True)]
         passing = [a for a, v in zip(episode.attempts, episode.verdicts, strict=True) if v.passed]
@@ -166,6 +170,9 @@ class RepairPipeline:
                     break
                 try:
                     plan = planned(parse_blocks(reply), _reader(workspace), shown)
+                    cold = cold_edit(self._ran, _reader(workspace), plan.texts)
+                    if cold:
+                        raise Refused(cold)
                     self._claim(plan.texts, trial)
                 except Refused as exc:
                     refused = attempt.steps[-1].feedback = exc.reason

@@ -100,16 +100,11 @@ def rendered_calls(
 ) -> list[tuple[Function, list[str]]]:
     """Each recorded call as the prompt shows it: its arguments, then each line that ran
     (with its source) and what it changed, then what it returned; in the order called."""
-    functions = traced_functions(diagnosis)
     rendered = []
-    for call in record.get("calls") or []:
-        index = call.get("target") if isinstance(call, dict) else None
-        if not isinstance(index, int) or not 0 <= index < len(functions):
-            continue
-        function = functions[index]
+    for function, events in _calls(record, diagnosis):
         lines = diagnosis.code.sources.get(function.path, "").splitlines()
         out = []
-        for kind, number, values in _well_formed(call.get("events")):
+        for kind, number, values in events:
             said = ", ".join(f"{k} = {v}" for k, v in values.items())
             if kind == "call":
                 out.append(f"{function.path}, `{function.name}` called with {said or '()'}:")
@@ -122,6 +117,33 @@ def rendered_calls(
                 out.append(f"  line {number} raised {values.get('raise', '')}")
         rendered.append((function, out))
     return rendered
+
+
+def _calls(
+    record: dict[str, Any], diagnosis: Diagnosis
+) -> list[tuple[Function, list[tuple[str, int, dict[str, str]]]]]:
+    """Each recorded call: its function and its events, as far as they are well formed."""
+    functions = traced_functions(diagnosis)
+    calls = []
+    for call in record.get("calls") or []:
+        index = call.get("target") if isinstance(call, dict) else None
+        if isinstance(index, int) and 0 <= index < len(functions):
+            calls.append((functions[index], _well_formed(call.get("events"))))
+    return calls
+
+
+def lines_ran(record: dict[str, Any], diagnosis: Diagnosis) -> dict[Function, set[int]]:
+    """The lines each called function ran, for those whose events were not cut at EVENTS and
+    all lie in the function (the traced run is the project's code: a forged record that
+    puts lines elsewhere proves nothing)."""
+    events: dict[Function, int] = {}
+    lines: dict[Function, set[int]] = {}
+    for function, said in _calls(record, diagnosis):
+        events[function] = events.get(function, 0) + len(said)
+        lines.setdefault(function, set()).update(number for _, number, _ in said)
+    return {
+        f: ran for f, ran in lines.items() if events[f] < EVENTS and all(f.holds(n) for n in ran)
+    }
 
 
 def _well_formed(events: object) -> list[tuple[str, int, dict[str, str]]]:
@@ -142,6 +164,7 @@ def traced(
     record = record_trace(diagnosis, copies, task, policy)
     if record:
         diagnosis.trace = rendered_calls(record, diagnosis)
+        diagnosis.ran = lines_ran(record, diagnosis)
         if diagnosis.localisation.how == "calls":
             ranked = ranked_by_returns(diagnosis.localisation.functions, diagnosis)
             diagnosis.localisation = replace(diagnosis.localisation, functions=ranked)
