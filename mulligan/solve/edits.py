@@ -32,6 +32,14 @@ BLOCK = re.compile(
     r"(?P<replace>.*?)^[ \t]*>{5,9}[ \t]*REPLACE[^\n]*$",
     re.MULTILINE | re.DOTALL,
 )
+LOOSE_BLOCK = re.compile(
+    r"^[ \t]*<{5,9}[ \t]*SEARCH[^\n]*\n(?P<search>.*?)^[ \t]*(?:={5,9}|>{5,9}[ \t]*REPLACE)"
+    r"[^\n]*\n(?P<replace>.*?)(?=^[ \t]*<{5,9}[ \t]*SEARCH|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+"""A block whose markers a small model wrote out of order: `>>>>>>> REPLACE` as the divider,
+the divider after it, or no end marker (read only when no block is in order)."""
+MARKER = re.compile(r"^[ \t]*(?:={5,9}|>{5,9}[ \t]*REPLACE[^\n]*)[ \t]*$\n?", re.MULTILINE)
 NUMBERED = re.compile(r"^\s*\d+\s*>?\s*\| ?")
 """The line numbers the model was shown the code with (`12 | code`), copied back."""
 PATH = re.compile(r"([\w./-]+\.\w+)")
@@ -55,7 +63,9 @@ class Block:
 def parse_blocks(reply: str) -> list[Block]:
     """Every search/replace block in the reply, each with the path written above it."""
     blocks = []
-    for match in BLOCK.finditer(reply):
+    matches = list(BLOCK.finditer(reply))
+    loose = not matches
+    for match in matches or LOOSE_BLOCK.finditer(reply):
         before = reply[: match.start()].rstrip().splitlines()[-3:]
         path = None
         for line in reversed(before):
@@ -63,7 +73,9 @@ def parse_blocks(reply: str) -> list[Block]:
             if found and not line.strip().startswith("```"):
                 path = found[-1].lstrip("./") if found[-1].startswith("./") else found[-1]
                 break
-        blocks.append(Block(path, match.group("search"), match.group("replace")))
+        replace = match.group("replace")
+        replace = MARKER.sub("", replace) if loose else replace  # a loose block's other markers
+        blocks.append(Block(path, match.group("search"), replace))
     return blocks
 
 

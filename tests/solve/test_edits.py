@@ -85,6 +85,23 @@ def test_a_block_indented_otherwise_that_matches_twice_is_reindented_where_shown
     assert plan.texts["shapes/area.py"] == AREA + twice[len(AREA) :].replace("+", "*")
 
 
+@pytest.mark.parametrize(
+    "divided",
+    [
+        "SEARCH\n{old}\n>>>>>>> REPLACE\n=======\n{new}\n",  # the markers swapped
+        "SEARCH\n{old}\n>>>>>>> REPLACE\n{new}\n",  # REPLACE as the divider, no end
+        "SEARCH\n{old}\n=======\n{new}\n",  # no end marker
+    ],
+)
+def test_a_block_with_its_markers_out_of_order_or_missing_is_read(divided: str) -> None:
+    """The 1.5B model wrote all three (toolz, isodate); a block with no divider at all
+    stays refused."""
+    old, new = "    return width + height", "    return width * height"
+    reply = "shapes/area.py\n<<<<<<< " + divided.format(old=old, new=new)
+    assert apply(reply) == {"shapes/area.py": AREA.replace("width + height", "width * height")}
+    assert "no SEARCH/REPLACE block" in refusal(f"shapes/area.py\n<<<<<<< SEARCH\n{old}\n")
+
+
 def test_a_block_without_a_usable_path_is_looked_for_in_the_shown_files() -> None:
     reply = block("    return width + height", "    return width * height", path="area.py")
     assert list(apply(reply)) == ["shapes/area.py"]
