@@ -33,6 +33,8 @@ EVENTS = 40
 """Events recorded at most per function (its calls, the lines that ran, its returns)."""
 ARROW = "    -> "
 """Between a line that ran and the values it made: `   6 | total = a + b    -> total = 7`."""
+RETURNED = "  returned "
+"""How a call's returned value is shown, after its lines."""
 COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
 """A trace line's values, copied back with the line into an edit."""
 
@@ -112,7 +114,7 @@ def rendered_calls(
                 code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
                 out.append(f"  {number:>4} | {code}" + (f"{ARROW}{said}" if said else ""))
             elif kind == "return":
-                out.append(f"  returned {values.get('return', '')}")
+                out.append(f"{RETURNED}{values.get('return', '')}")
             elif kind == "exception":
                 out.append(f"  line {number} raised {values.get('raise', '')}")
         rendered.append((function, out))
@@ -172,8 +174,8 @@ def traced(
 
 
 def ranked_by_returns(functions: list[Function], diagnosis: Diagnosis) -> list[Function]:
-    """The functions that returned part of one side of the failing `assert A == B` and of
-    not the other go first, the smallest such value first (the nearest to where the result
+    """The functions that returned part of one side of the failing `assert A == B` and not
+    of the other go first, the smallest such value first (the nearest to where the result
     went wrong), then the rest in their order; unchanged for another assertion."""
     sides = assertion_sides(diagnosis.failure.assertion)
     if sides is None:
@@ -181,7 +183,7 @@ def ranked_by_returns(functions: list[Function], diagnosis: Diagnosis) -> list[F
     smallest: dict[Function, int] = {}
     for function, lines in diagnosis.trace:
         for line in lines:
-            value = line.removeprefix("  returned ") if line.startswith("  returned ") else None
+            value = line.removeprefix(RETURNED) if line.startswith(RETURNED) else None
             if value is not None and one_side_holds(value, sides):
                 smallest[function] = min(smallest.get(function, len(value)), len(value))
     first = sorted(smallest, key=lambda f: (smallest[f], functions.index(f)))
