@@ -169,8 +169,9 @@ class RepairPipeline:
                 if reply is None:
                     break
                 try:
-                    plan = planned(parse_blocks(reply), _reader(workspace), shown)
-                    cold = cold_edit(self._ran, _reader(workspace), plan.texts)
+                    read = _reader(workspace)
+                    plan = planned(parse_blocks(reply), read, shown)
+                    cold = cold_edit(self._ran, read, plan.texts)
                     if cold:
                         raise Refused(cold)
                     self._claim(plan.texts, trial)

@@ -33,8 +33,6 @@ EVENTS = 40
 """Events recorded at most per function (its calls, the lines that ran, its returns)."""
 ARROW = "    -> "
 """Between a line that ran and the values it made: `   6 | total = a + b    -> total = 7`."""
-RETURNED = "  returned "
-"""How a call's returned value is shown, after its lines."""
 COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
 """A trace line's values, copied back with the line into an edit."""
 
@@ -97,13 +95,15 @@ def traced_functions(diagnosis: Diagnosis) -> list[Function]:
     return list(diagnosis.localisation.functions)
 
 
-def rendered_calls(
-    record: dict[str, Any], diagnosis: Diagnosis
-) -> list[tuple[Function, list[str]]]:
+Call = tuple[Function, list[tuple[str, int, dict[str, str]]]]
+"""A recorded call: its function and its events (kind, line, values), as far as well formed."""
+
+
+def rendered_calls(calls: list[Call], diagnosis: Diagnosis) -> list[tuple[Function, list[str]]]:
     """Each recorded call as the prompt shows it: its arguments, then each line that ran
     (with its source) and what it changed, then what it returned; in the order called."""
     rendered = []
-    for function, events in _calls(record, diagnosis):
+    for function, events in calls:
         lines = diagnosis.code.sources.get(function.path, "").splitlines()
         out = []
         for kind, number, values in events:
@@ -114,16 +114,14 @@ def rendered_calls(
                 code = lines[number - 1].strip() if 0 < number <= len(lines) else ""
                 out.append(f"  {number:>4} | {code}" + (f"{ARROW}{said}" if said else ""))
             elif kind == "return":
-                out.append(f"{RETURNED}{values.get('return', '')}")
+                out.append(f"  returned {values.get('return', '')}")
             elif kind == "exception":
                 out.append(f"  line {number} raised {values.get('raise', '')}")
         rendered.append((function, out))
     return rendered
 
 
-def _calls(
-    record: dict[str, Any], diagnosis: Diagnosis
-) -> list[tuple[Function, list[tuple[str, int, dict[str, str]]]]]:
+def recorded_calls(record: dict[str, Any], diagnosis: Diagnosis) -> list[Call]:
     """Each recorded call: its function and its events, as far as they are well formed."""
     functions = traced_functions(diagnosis)
     calls = []
@@ -134,13 +132,13 @@ def _calls(
     return calls
 
 
-def lines_ran(record: dict[str, Any], diagnosis: Diagnosis) -> dict[Function, set[int]]:
+def lines_ran(calls: list[Call]) -> dict[Function, set[int]]:
     """The lines each called function ran, for those whose events were not cut at EVENTS and
     all lie in the function (the traced run is the project's code: a forged record that
     puts lines elsewhere proves nothing)."""
     events: dict[Function, int] = {}
     lines: dict[Function, set[int]] = {}
-    for function, said in _calls(record, diagnosis):
+    for function, said in calls:
         events[function] = events.get(function, 0) + len(said)
         lines.setdefault(function, set()).update(number for _, number, _ in said)
     return {
@@ -165,15 +163,18 @@ def traced(
     """The diagnosis with the failing test's trace (unchanged when none could be taken)."""
     record = record_trace(diagnosis, copies, task, policy)
     if record:
-        diagnosis.trace = rendered_calls(record, diagnosis)
-        diagnosis.ran = lines_ran(record, diagnosis)
+        calls = recorded_calls(record, diagnosis)
+        diagnosis.trace = rendered_calls(calls, diagnosis)
+        diagnosis.ran = lines_ran(calls)
         if diagnosis.localisation.how == "calls":
-            ranked = ranked_by_returns(diagnosis.localisation.functions, diagnosis)
+            ranked = ranked_by_returns(diagnosis.localisation.functions, calls, diagnosis)
             diagnosis.localisation = replace(diagnosis.localisation, functions=ranked)
     return diagnosis
 
 
-def ranked_by_returns(functions: list[Function], diagnosis: Diagnosis) -> list[Function]:
+def ranked_by_returns(
+    functions: list[Function], calls: list[Call], diagnosis: Diagnosis
+) -> list[Function]:
     """The functions that returned part of one side of the failing `assert A == B` and not
     of the other go first, the smallest such value first (the nearest to where the result
     went wrong), then the rest in their order; unchanged for another assertion."""
@@ -181,9 +182,9 @@ def ranked_by_returns(functions: list[Function], diagnosis: Diagnosis) -> list[F
     if sides is None:
         return functions
     smallest: dict[Function, int] = {}
-    for function, lines in diagnosis.trace:
-        for line in lines:
-            value = line.removeprefix(RETURNED) if line.startswith(RETURNED) else None
+    for function, events in calls:
+        for kind, _, values in events:
+            value = values.get("return") if kind == "return" else None
             if value is not None and one_side_holds(value, sides):
                 smallest[function] = min(smallest.get(function, len(value)), len(value))
     first = sorted(smallest, key=lambda f: (smallest[f], functions.index(f)))
