@@ -32,8 +32,6 @@ SPEC: dict[str, Any] = json.loads(os.environ.get("MULLIGAN_TRACE") or "{}")
 LIMIT = int(SPEC.get("events", 60))
 CHARS = int(SPEC.get("chars", 80))
 _written = False
-_recorded: dict[str, list[dict[str, Any]]] = {}
-"""Each traced test's calls, by node id, until its report is made."""
 
 
 def _short(value: object) -> str:
@@ -117,11 +115,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _recorders: dict[str, Recorder] = {}
+"""Each traced test's recorder, by node id: its setup and call, until its report is made."""
 
 
 def _traced(item: pytest.Item) -> Generator[None, Any, None]:
-    """A phase of the test, traced into the test's one recorder; what was recorded waits, by
-    node id, for its report."""
+    """A phase of the test, traced into the test's one recorder."""
     recorder = _recorders.setdefault(item.nodeid, Recorder())
     before = sys.gettrace()
     sys.settrace(recorder.global_trace)
@@ -129,7 +127,6 @@ def _traced(item: pytest.Item) -> Generator[None, Any, None]:
         yield
     finally:
         sys.settrace(before)
-        _recorded[item.nodeid] = recorder.calls
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -154,4 +151,5 @@ def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, None]:
     if report.when == "call" and report.failed and not _written and SPEC.get("out"):
         _written = True
         with open(SPEC["out"], "w", encoding="utf-8") as out:
-            json.dump({"test": item.nodeid, "calls": _recorded.get(item.nodeid, [])}, out)
+            recorder = _recorders.get(item.nodeid)
+            json.dump({"test": item.nodeid, "calls": recorder.calls if recorder else []}, out)
