@@ -18,6 +18,9 @@ the same seeded sample, say): each strategy's tasks from every run, refused when
 hold the same task; then one line per strategy (solved, tokens per task) and the table.
 
     python benchmarks/compare_runs.py --pool FIRST40.outcomes.jsonl NEXT40.outcomes.jsonl
+
+`--budget K` scores every strategy as the same run with K trials would have: what its
+honest stop submitted by trial K (a study run with N = 5 read at N = 3 too).
 """
 
 from __future__ import annotations
@@ -66,21 +69,30 @@ def pooled(found: list[tuple[str, StrategyStats]]) -> list[tuple[str, StrategySt
     return [("+".join(runs), into) for runs, into in joined.values()]
 
 
-def summary(s: StrategyStats) -> str:
-    solved = sum(passed[-1] for passed in s.submitted.values())
-    reached = sum(passed[-1] for passed in s.any_passed.values())
-    tokens = sum(spent[-1] for spent in s.spent.values()) / max(1, s.tasks)
+def summary(s: StrategyStats, budget: int | None) -> str:
+    at = (budget or 0) - 1
+    solved = sum(passed[at] for passed in s.submitted.values())
+    reached = sum(passed[at] for passed in s.any_passed.values())
+    tokens = sum(spent[at] for spent in s.spent.values()) / max(1, s.tasks)
+    within = f" with a budget of {budget}" if budget else ""
     return (
-        f"{s.label}: {solved}/{s.tasks} submitted answers passed, some attempt passed on "
-        f"{reached}, {tokens:,.0f} tokens a task"
+        f"{s.label}: {solved}/{s.tasks} submitted answers passed{within}, some attempt passed "
+        f"on {reached}, {tokens:,.0f} tokens a task"
     )
+
+
+def check_budget(found: list[tuple[str, StrategyStats]], budget: int | None) -> None:
+    """A budget no run reached cannot be read out of it."""
+    trials = min((len(p) for _, s in found for p in s.submitted.values()), default=0)
+    if budget is not None and not 1 <= budget <= trials:
+        raise UserError(f"--budget {budget}: the runs have {trials} trials; give 1 to {trials}")
 
 
 def row(
     a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str], seed: int
 ) -> str:
     cells, _, _ = paired_cells(submitted_passed(a, by_trial), submitted_passed(b, by_trial), seed)
-    when = "trial 1" if by_trial == 1 else "last trial"
+    when = {None: "last trial", 1: "trial 1"}.get(by_trial, f"{by_trial} trials")
     return f"| {labels[0]} | {labels[1]} | {when} | {' | '.join(cells)} |"
 
 
@@ -96,22 +108,29 @@ def main() -> int:
         "seeds it with the run's --seed (default 1, as the studies ran)",
     )
     parser.add_argument("--pool", action="store_true", help="join runs over different tasks")
+    parser.add_argument(
+        "--budget",
+        type=int,
+        metavar="K",
+        help="score each strategy as with K trials (default: the run's own)",
+    )
     args = parser.parse_args()
     try:
         found = [found for spec in args.runs for found in strategies(spec)]
         if args.pool:
             found = pooled(found)
+        check_budget(found, args.budget)
     except UserError as exc:
         print(f"compare_runs: {exc}", file=sys.stderr)
         return 2
-    if args.pool:
-        print("\n".join(summary(s) for _, s in found) + "\n")
+    if args.pool or args.budget:
+        print("\n".join(summary(s, args.budget) for _, s in found) + "\n")
     several = len({run for run, _ in found}) > 1
     header = [*PAIRED_HEADER[:2], "at", *PAIRED_HEADER[2:]]
     print(f"| {' | '.join(header)} |\n|{'---|' * len(header)}")
     for (run_a, a), (run_b, b) in itertools.combinations(found, 2):
         labels = (f"{a.label} ({run_a})", f"{b.label} ({run_b})") if several else (a.label, b.label)
-        for by_trial in (None, 1):
+        for by_trial in dict.fromkeys((args.budget, 1)):
             print(row(a, b, by_trial, labels, args.seed))
     return 0
 

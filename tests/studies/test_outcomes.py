@@ -138,3 +138,18 @@ def test_compare_runs_gives_the_reports_interval_when_seeded_as_the_run_was(
     assert printed.returncode == 0, printed.stderr
     (last,) = [line for line in printed.stdout.splitlines() if "| last trial |" in line]
     assert last.removesuffix(" |").split(" | ")[3:] == cells
+
+
+def test_compare_runs_reads_a_smaller_budget_out_of_a_longer_run(tmp_path: Path) -> None:
+    """`--budget K` scores each strategy as the same run with K trials: its honest stop
+    submits what it would have by trial K (N = 3 read out of an N = 5 study)."""
+    _, outcomes = finished_run(tmp_path)
+    printed = compare(str(outcomes), "--budget", "1", "--pool")
+    assert printed.returncode == 0, printed.stderr
+    # with one trial retry submitted its first answer on `alarm`, which passed: 2 of 2
+    assert "retry: 2/2 submitted answers passed with a budget of 1" in printed.stdout
+    assert "| react | retry | trial 1 | 2 | 2 | 0 | 0 | 0 | 1.000 |" in printed.stdout
+    assert "last trial" not in printed.stdout
+    too_many = compare(str(outcomes), "--budget", "3")
+    assert too_many.returncode == 2 and "--budget 3" in too_many.stderr
+    assert "2 trials" in too_many.stderr and not too_many.stdout
