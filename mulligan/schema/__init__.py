@@ -149,10 +149,20 @@ class Task(Record):
         writes the prompt's code blocks (a prelude taken from the prompt is written so)."""
         shown = self.prompt
         for block in re.findall(r"```(?:python)?\n(.*?)```", self.prompt, re.S):
-            with contextlib.suppress(SyntaxError, ValueError):
-                shown += "\n" + ast.unparse(ast.parse(block))
+            shown += "\n" + _unparsed(block)
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return all(line in shown for line in lines)
+
+
+def _unparsed(block: str) -> str:
+    """A code block as `ast.unparse` writes it; one ending in the bare signature of the
+    function to complete (a code task's prompt) is read with a stub body. "" if not Python."""
+    last = block.rstrip().splitlines()[-1] if block.strip() else ""
+    stub = " " * (len(last) - len(last.lstrip()) + 4) + "..."
+    for code in (block, f"{block.rstrip()}\n{stub}\n"):
+        with contextlib.suppress(SyntaxError, ValueError):
+            return ast.unparse(ast.parse(code))
+    return ""
 
 
 # ---------------------------------------------------------------- lessons

@@ -15,14 +15,39 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mulligan import prompts
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
 from mulligan.schema import Check, PythonTestsCheck, Task
 
-CODE_INSTRUCTIONS = (
-    "Complete the following Python function. Reply with the complete function "
-    "(signature included) in one ```python code block."
-)
+
+def code_task_prompt(code: str, entry_point: str) -> str:
+    """The prompt of a function to complete (prompts/code_task.md). The function's docstring
+    is given as prose beside its code, not inside it: shown the docstring in the code, the
+    model copied it into its reply, and that was about half of what it wrote. Code that does
+    not parse, or a function with no docstring, is shown whole."""
+    docstring, rest = _docstring_apart(code, entry_point)
+    return prompts.render(
+        "code_task", code=rest if docstring else code.rstrip(), docstring=docstring
+    )
+
+
+def _docstring_apart(code: str, entry_point: str) -> tuple[str, str]:
+    """(the entry point's docstring, the code without it), or ("", code)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return "", code
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == entry_point:
+            docstring = ast.get_docstring(node)
+            first = node.body[0]
+            if not docstring or first.lineno == node.lineno or first.end_lineno is None:
+                return "", code
+            lines = code.splitlines()
+            kept = lines[: first.lineno - 1] + lines[first.end_lineno :]
+            return docstring, "\n".join(kept).strip("\n").rstrip()
+    return "", code
 
 
 def humaneval_path() -> Path:
@@ -207,7 +232,7 @@ def humaneval_tasks(path: Path | None = None) -> list[Task]:
             Task(
                 id=problem["task_id"],
                 family="humaneval",
-                prompt=f"{CODE_INSTRUCTIONS}\n\n```python\n{prompt}```",
+                prompt=code_task_prompt(prompt, entry),
                 tools=["python"],
                 checks=checks,
                 metadata={

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.schema import Check, PythonTestsCheck, Task
-from mulligan.tasks.humaneval import CODE_INSTRUCTIONS, prelude_of, read_jsonl
+from mulligan.tasks.humaneval import code_task_prompt, prelude_of, read_jsonl
 
 
 def asserts_of(test: str, entry_point: str) -> list[str]:
@@ -52,7 +52,7 @@ def mbpp_tasks(path: Path) -> list[Task]:
             Task(
                 id=problem.get("name", f"mbpp/{line_number}"),
                 family="mbpp",
-                prompt=f"{CODE_INSTRUCTIONS}\n\n```python\n{prompt}```",
+                prompt=code_task_prompt(prompt, entry),
                 tools=["python"],
                 checks=checks,
                 metadata={"entry_point": entry, "signature_prompt": prompt},

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,42 @@ def test_run_humaneval_limit_3_against_the_fake_server(
     assert set(attempt) == {"trial", "stop_reason", "answer", "usage", "verdict"}
     assert set(attempt["verdict"]) == {"passed", "score", "checks", "feedback"}
     assert lines[0]["strategy"] == "react"
+
+
+def _docstring_and_rest(code: str, entry: str) -> tuple[str, list[str]]:
+    (node,) = [
+        n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.FunctionDef) and n.name == entry
+    ]
+    docstring = ast.get_docstring(node) or ""
+    lines = code.splitlines()
+    inside = range(node.body[0].lineno - 1, node.body[0].end_lineno or 0)
+    return docstring, [line for n, line in enumerate(lines) if n not in inside and line.strip()]
+
+
+def test_a_code_tasks_docstring_is_prose_beside_its_code_so_there_is_none_to_copy() -> None:
+    """The model copied the docstring into its reply (half of what it wrote): the prompt now
+    gives the docstring as what the function must do, and the code without it."""
+    apart = 0
+    for task in load_suite("humaneval").tasks:
+        code, entry = task.metadata["signature_prompt"], task.metadata["entry_point"]
+        docstring, rest = _docstring_and_rest(code, entry)
+        (block,) = re.findall(r"```python\n(.*?)```", task.prompt, re.S)
+        if not docstring:  # a string after the first statement (HumanEval/115): shown whole
+            assert block.strip() == code.strip(), task.id
+            continue
+        apart += 1
+        assert docstring in task.prompt.replace(block, ""), task.id
+        assert docstring.splitlines()[0] not in block, task.id
+        assert [line for line in block.splitlines() if line.strip()] == rest, task.id
+        assert task.prompt.rstrip().endswith("in one ```python code block."), task.id
+    assert apart >= 160
+
+
+def test_a_function_with_no_docstring_is_shown_whole() -> None:
+    from mulligan.tasks.humaneval import code_task_prompt
+
+    prompt = code_task_prompt("def add(a, b):\n    pass\n", "add")
+    assert "```python\ndef add(a, b):\n    pass\n```" in prompt
+    assert "must do" not in prompt
+    broken = code_task_prompt("def add(a, b:\n", "add")  # not Python: shown as given
+    assert "def add(a, b:" in broken
