@@ -4,8 +4,13 @@ Each candidate brings which feedback-visible checks it passed (the task's visibl
 the model's own self-tests) and what it did on inputs the model wrote (for a task that is not
 code: its normalised final answer). Candidates that behave the same, on both, form a cluster.
 
-- Dual agreement (CodeT, Chen et al. 2022): with at least one test, a cluster scores
-  (tests its members pass) x (members).
+- The task's own checks first: a cluster that passes more of the task's own
+  feedback-visible checks (its examples; the model's self-tests left out) ranks above one
+  that passes fewer, whatever the self-tests say. The model's tests are wrong often enough
+  (on MBPP a self-test failed 62% of the right candidates) that letting them outvote the
+  task's own example submits wrong answers.
+- Dual agreement (CodeT, Chen et al. 2022): among clusters that pass as many of the task's
+  own checks, with at least one test, a cluster scores (tests its members pass) x (members).
 - Output agreement (MBR-exec, Shi et al. 2022): with no test, a cluster scores its size; on
   a task that is not code this is the majority of normalised answers.
 - Ties: the larger cluster, then the cluster holding the earliest candidate; a cluster
@@ -37,6 +42,8 @@ class Evidence:
     """What it did on each probe input, or its normalised answer."""
     runs: bool
     """It returned a value on some input or passed some test (or there was no input)."""
+    given: int = 0
+    """How many of the task's own feedback-visible checks it passed (self-tests left out)."""
 
 
 def evidence(trial: int, verdict: Verdict, behaviour: list[str]) -> Evidence:
@@ -44,12 +51,19 @@ def evidence(trial: int, verdict: Verdict, behaviour: list[str]) -> Evidence:
     visible = [c for c in verdict.checks if c.visibility == "feedback"]
     passed = frozenset(c.name for c in visible if c.passed)
     runs = bool(passed) or not behaviour or any(b.startswith("=") for b in behaviour)
-    return Evidence(trial, passed, tuple(behaviour), runs)
+    given = sum(1 for c in visible if c.passed and not c.self_test)
+    return Evidence(trial, passed, tuple(behaviour), runs, given)
 
 
-def tests_of(verdicts: list[Verdict]) -> int:
-    """How many feedback-visible checks the candidates were judged by."""
-    names = {c.name for v in verdicts for c in v.checks if c.visibility == "feedback"}
+def tests_of(verdicts: list[Verdict], given: bool = False) -> int:
+    """How many feedback-visible checks the candidates were judged by (`given`: only the
+    task's own, the self-tests left out)."""
+    names = {
+        c.name
+        for v in verdicts
+        for c in v.checks
+        if c.visibility == "feedback" and not (given and c.self_test)
+    }
     return len(names)
 
 
@@ -60,11 +74,17 @@ class Choice:
     clusters: list[list[int]] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     crashed: list[int] = field(default_factory=list)
+    given: list[int] = field(default_factory=list)
+    """Each cluster's count of the task's own checks passed, in the clusters' order."""
 
     @property
     def tied(self) -> bool:
-        """The two best clusters score the same (separation may decide between them)."""
-        return len(self.scores) > 1 and self.scores[0] == self.scores[1]
+        """The two best clusters pass as many of the task's checks and score the same
+        (separation may decide between them)."""
+        return len(self.scores) > 1 and (self.given[0], self.scores[0]) == (
+            self.given[1],
+            self.scores[1],
+        )
 
 
 def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
@@ -76,14 +96,16 @@ def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
     scored = []
     for passed, members in _groups(running):
         score = float(len(passed) * len(members) if tests else len(members))
-        scored.append((score, len(members), -members[0].trial, [m.trial for m in members]))
+        rank = (members[0].given, score, len(members), -members[0].trial)
+        scored.append((rank, [m.trial for m in members]))
     scored.sort(reverse=True)
-    clusters, scores = [s[3] for s in scored], [s[0] for s in scored]
+    clusters = [s[1] for s in scored]
+    scores, given = [s[0][1] for s in scored], [s[0][0] for s in scored]
     rule = "dual agreement" if tests else ("output agreement" if code else "majority")
     told_apart = tests or any(c.behaviour for c in running)
     if not told_apart or not any(c.runs for c in candidates):
         rule = "first"  # no evidence, or none runs: nothing to go by
-    return Choice(clusters[0][0], rule, clusters, scores, crashed)
+    return Choice(clusters[0][0], rule, clusters, scores, crashed, given)
 
 
 def picks(candidates: list[Evidence], tests: int, code: bool = True) -> list[int]:
@@ -99,12 +121,12 @@ def _groups(candidates: list[Evidence]) -> list[tuple[frozenset[str], list[Evide
     return [(passed, members) for (passed, _), members in groups.items()]
 
 
-def decided(candidates: list[Evidence], tests: int, remaining: int) -> bool:
+def decided(candidates: list[Evidence], tests: int, remaining: int, given: int = 0) -> bool:
     """No `remaining` further candidates, however they behave, can change the pick among
-    these: the best running cluster scores strictly more than any other cluster could with
-    all of them joining it, and more than a new cluster of all of them could (a tie is
-    never called early). With no test and no output to compare, the first candidate is
-    submitted whatever follows."""
+    these: the best running cluster ranks strictly above any other cluster could with all of
+    them joining it, and above a new cluster of all of them passing everything (a tie is
+    never called early). `given`: the task's own checks among the `tests`. With no test and
+    no output to compare, the first candidate is submitted whatever follows."""
     if remaining <= 0:
         return True
     if not candidates:
@@ -115,22 +137,22 @@ def decided(candidates: list[Evidence], tests: int, remaining: int) -> bool:
     if not running:
         return False  # a later candidate that runs would be chosen over all of these
 
-    def worth(passed: frozenset[str]) -> int:
-        return len(passed) if tests else 1
+    def rank(members: list[Evidence], passed: frozenset[str], size: int) -> tuple[int, int]:
+        return members[0].given, (len(passed) if tests else 1) * size
 
     groups = _groups(running)
-    scores = [worth(passed) * len(members) for passed, members in groups]
-    best = max(range(len(groups)), key=lambda i: (scores[i], len(groups[i][1])))
-    reach = [worth(p) * (len(m) + remaining) for i, (p, m) in enumerate(groups) if i != best]
-    reach.append((tests if tests else 1) * remaining)
-    return scores[best] > max(reach)
+    ranks = [rank(members, passed, len(members)) for passed, members in groups]
+    best = max(range(len(groups)), key=lambda i: (ranks[i], len(groups[i][1])))
+    reach = [rank(m, p, len(m) + remaining) for i, (p, m) in enumerate(groups) if i != best]
+    reach.append((given, (tests if tests else 1) * remaining))
+    return ranks[best] > max(reach)
 
 
-def to_draw(candidates: list[Evidence], tests: int, remaining: int) -> int:
+def to_draw(candidates: list[Evidence], tests: int, remaining: int, given: int = 0) -> int:
     """How many more candidates to draw at once: 0 when the pick is decided, else the fewest
     that could decide it if they all behaved like the best so far (with none yet, like one
     that passes every test), so that a wave is never smaller than it has to be."""
-    if decided(candidates, tests, remaining):
+    if decided(candidates, tests, remaining, given):
         return 0
     running = [c for c in candidates if c.runs]
     if not running:
@@ -139,7 +161,10 @@ def to_draw(candidates: list[Evidence], tests: int, remaining: int) -> int:
     like = next(c for c in candidates if c.trial == best)
     last = max(c.trial for c in candidates)
     for wave in range(1, remaining):
-        more = [Evidence(last + k, like.passed, like.behaviour, True) for k in range(1, wave + 1)]
-        if decided(candidates + more, tests, remaining - wave):
+        more = [
+            Evidence(last + k, like.passed, like.behaviour, True, like.given)
+            for k in range(1, wave + 1)
+        ]
+        if decided(candidates + more, tests, remaining - wave, given):
             return wave
     return remaining

@@ -60,7 +60,7 @@ class Selector:
 
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
         """How many more candidates to draw at once (0: the pick is decided)."""
-        return to_draw(found, tests_of(verdicts), remaining)
+        return to_draw(found, tests_of(verdicts), remaining, tests_of(verdicts, given=True))
 
     def select(
         self,
@@ -92,7 +92,8 @@ class Selector:
                 chosen[-1], rule = winner, "separation"
         selection = Selection(
             picks=chosen, rule=rule, clusters=choice.clusters, scores=choice.scores,
-            crashed=choice.crashed, probes=len(probes.inputs), separation=separation,
+            given=choice.given, crashed=choice.crashed, probes=len(probes.inputs),
+            separation=separation,
         )  # fmt: skip
         return selection, usage
 

@@ -177,7 +177,10 @@ class Selection(Record):
     clusters: list[list[int]] = Field(default_factory=list)
     """The candidates' trials grouped by behaviour, the best cluster first."""
     scores: list[float] = Field(default_factory=list)
-    """Each cluster's score, in the same order."""
+    """Each cluster's dual agreement score, in the same order."""
+    given: list[int] = Field(default_factory=list)
+    """Each cluster's count of the task's own feedback-visible checks passed (self-tests left
+    out), in the same order: clusters rank by it first, then by score."""
     crashed: list[int] = Field(default_factory=list)
     """Trials that ran on no input at all: never submitted while another one runs."""
     probes: int = 0

@@ -15,6 +15,7 @@ from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
 from mulligan.build import build_loop
 from mulligan.evaluator.selector import Selector
+from mulligan.evaluator.self_tests import with_self_tests
 from mulligan.llm.base import Message
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
@@ -71,6 +72,26 @@ def test_dual_agreement_picks_the_cluster_a_hand_count_picks() -> None:
     assert selection.picks == [1, 1, 2]  # among the first 1, 2, 3 candidates
     assert episode.submitted == 1 and episode.passed  # trial 2's hidden verdict
     assert not episode.verdicts[0].passed  # the first visible pass fails the hidden test
+
+
+def test_the_tasks_own_checks_outrank_the_models_self_tests() -> None:
+    """The task's example says f(1) == 2; the model's two self-tests are wrong (they expect
+    2x + 1). Trial 1 passes the task's example only; trials 2 and 3 pass both self-tests and
+    fail the example. Dual agreement alone would pick {2, 3} (2 tests x 2 = 4 against 1 x 1);
+    the task's own checks come first, so trial 1 is submitted."""
+    the_task = with_self_tests(task("assert f(1) == 2"), ["assert f(2) == 5", "assert f(3) == 7"])
+    replies = [
+        inputs(1, 2),
+        code("return x * 2"),
+        code("return 2 * x + 1"),
+        code("return x + x + 1"),
+    ]
+    episode, _ = run(replies, the_task)
+    selection = episode.selection
+    assert selection is not None and selection.clusters == [[1], [2, 3]]
+    assert selection.given == [1, 0] and selection.scores == [1.0, 4.0]
+    assert selection.picks == [1, 1, 1]
+    assert episode.submitted == 0 and episode.passed
 
 
 def test_with_no_test_output_agreement_decides() -> None:
