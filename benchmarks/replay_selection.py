@@ -1,8 +1,8 @@
 """Replay the selection rule on a select run's logged candidates: no model call, no sandbox.
 
-For every task of the run, each candidate's feedback-visible results and hidden verdict are
-read from the episode log, and its behaviour on the probe inputs is read back from the logged
-clusters (candidates in one cluster behaved the same). The current rule
+For every task of the run, each candidate's feedback-visible results and verdict are read
+from the episode log (`EpisodeLog`), and its behaviour on the probe inputs is read back from
+the logged clusters (candidates in one cluster behaved the same). The current rule
 (`mulligan.evaluator.agreement.choose`) then picks among the first k candidates, for every
 budget k, and so does dual agreement alone (every cluster ranked as if it passed none of the
 task's own checks: the rule before the task's checks came first). Prints, per budget, how
@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 from dataclasses import dataclass, replace
 
-import sqlite_utils
-
 from mulligan.evaluator.agreement import Evidence, choose, evidence, tests_of
+from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Selection, Verdict
 
 
@@ -40,33 +38,27 @@ class Candidate:
 
     @property
     def right(self) -> bool:
-        return all(c.passed for c in self.verdict.checks if c.visibility == "hidden")
+        """Scored as the run scores a submitted answer (`Verdict.passed`)."""
+        return self.verdict.passed
 
 
 def read_run(path: str, run_id: str) -> dict[str, tuple[list[Candidate], Selection]]:
     """Each task's candidates in trial order, with the selection its last one records."""
-    rows = sqlite_utils.Database(path).query(
-        "select e.task_id, a.trial, a.verdict, a.record from attempts a "
-        "join episodes e on a.episode_id = e.id "
-        "where e.run_id = ? and e.strategy = 'select' order by e.task_id, a.trial",
-        [run_id],
-    )
-    made: dict[str, list[tuple[int, Verdict]]] = defaultdict(list)
-    chosen: dict[str, Selection] = {}
-    for row in rows:
-        made[row["task_id"]].append((row["trial"], Verdict.model_validate_json(row["verdict"])))
-        selection = json.loads(row["record"]).get("selection")
-        if selection:
-            chosen[row["task_id"]] = Selection.model_validate(selection)
+    log = EpisodeLog(path, read_only=True)
     runs = {}
-    for task_id, selection in chosen.items():
+    for row in log.episodes(run_id):
+        episode = log.episode(row["id"]) if row["strategy"] == "select" else None
+        selection = episode.selection if episode else None
+        if episode is None or selection is None:
+            continue
         cluster = {t: n for n, members in enumerate(selection.clusters) for t in members}
         candidates = []
-        for trial, verdict in made[task_id]:
+        for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=True):
+            trial = attempt.trial
             found = evidence(trial, verdict, [f"cluster {cluster.get(trial, -trial)}"])
             runs_at_all = trial not in selection.crashed
             candidates.append(Candidate(replace(found, runs=runs_at_all), verdict))
-        runs[task_id] = (candidates, selection)
+        runs[episode.task_id] = (candidates, selection)
     return runs
 
 

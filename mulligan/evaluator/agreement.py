@@ -121,7 +121,7 @@ def _groups(candidates: list[Evidence]) -> list[tuple[frozenset[str], list[Evide
     return [(passed, members) for (passed, _), members in groups.items()]
 
 
-def decided(candidates: list[Evidence], tests: int, remaining: int, given: int = 0) -> bool:
+def decided(candidates: list[Evidence], tests: int, remaining: int, given: int) -> bool:
     """No `remaining` further candidates, however they behave, can change the pick among
     these: the best running cluster ranks strictly above any other cluster could with all of
     them joining it, and above a new cluster of all of them passing everything (a tie is
@@ -148,7 +148,7 @@ def decided(candidates: list[Evidence], tests: int, remaining: int, given: int =
     return ranks[best] > max(reach)
 
 
-def to_draw(candidates: list[Evidence], tests: int, remaining: int, given: int = 0) -> int:
+def to_draw(candidates: list[Evidence], tests: int, remaining: int, given: int) -> int:
     """How many more candidates to draw at once: 0 when the pick is decided, else the fewest
     that could decide it if they all behaved like the best so far (with none yet, like one
     that passes every test), so that a wave is never smaller than it has to be."""
