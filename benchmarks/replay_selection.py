@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from mulligan.evaluator.agreement import Evidence, choose, evidence, tests_of
 from mulligan.memory.log import EpisodeLog
@@ -98,7 +100,12 @@ def main() -> None:
     args = parser.parse_args()
     if bool(args.outcomes) != bool(args.write):
         parser.error("--outcomes and --write go together")
-    runs = read_run(args.log, args.run_id)
+    if not Path(args.log).is_file():
+        parser.error(f"{args.log}: no such file; pass a run's episode log, OUT/memory/episodes.db")
+    try:
+        runs = read_run(args.log, args.run_id)
+    except sqlite3.DatabaseError as error:
+        parser.error(f"{args.log}: not an episode log ({error}); pass OUT/memory/episodes.db")
     if not runs:
         raise SystemExit(f"{args.log}: no select episode of run {args.run_id}")
     budget = max(len(c) for c, _ in runs.values())

@@ -80,3 +80,14 @@ def test_write_without_outcomes_is_refused(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "--outcomes and --write go together" in done.stderr
+
+
+def test_a_missing_or_broken_log_is_named(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.db"
+    broken.write_text("not a database")
+    for log, said in ((tmp_path / "none.db", "no such file"), (broken, "not an episode log")):
+        done = subprocess.run(
+            [sys.executable, str(REPLAY), str(log), "r"], capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 2 and f"{log}: {said}" in done.stderr
