@@ -154,15 +154,16 @@ class Loop:
         self, task: Task, episode: Episode, trials: int, first: tuple[Attempt, Verdict] | None
     ) -> Episode:
         """Independent candidates (trial 1 may be the shared one), drawn in waves at once until
-        no further one could change the pick (all N with `draw_all`), then the selector's
-        pick: the episode's score is that candidate's hidden verdict."""
+        one passes every visible check or no further one could change the pick (all N with
+        `draw_all`), then the selector's pick: the episode's score is that candidate's hidden
+        verdict."""
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             if first and trial == 1:
                 return first[0].shared(), first[1].model_copy(deep=True)
             return self._attempt(task, episode, trial, [], [], "")
 
-        selector = self.selector or Selector(self.actor.model, self.settings.separate)
+        selector = self.selector or Selector.of(self.actor.model, self.settings)
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
         found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
         while (left := trials - len(episode.attempts)) > 0:

@@ -247,11 +247,18 @@ class LoopSection(Section):
         default=False,
         description="select: two tied finalists are told apart by an input the model writes (S*)",
     )
+    stop_at_pass: bool = Field(
+        default=True,
+        description="select: stop drawing once a candidate passes every feedback-visible check "
+        "(the task's own and every self-test; at least one), as honest stopping does, and pick "
+        "among those drawn (off: go on until no further candidate could change the pick)",
+        json_schema_extra=FLAG("no-stop-at-pass"),
+    )
     draw_all: bool = Field(
         default=False,
         description="select: draw all N candidates, even once the first ones decide the pick "
-        "(default: stop drawing when no further candidate could change it; the pick is the "
-        "same, all N show what a larger budget would have drawn)",
+        "(default: stop drawing at a full visible pass, or when no further candidate could "
+        "change the pick; all N show what a larger budget would have drawn)",
     )
 
 

@@ -22,6 +22,12 @@ code: its normalised final answer). Candidates that behave the same, on both, fo
   change the pick (`to_draw`): the best cluster's score is above what any other cluster, or a
   new one, could reach with every candidate still to come. The pick is the one drawing all N
   would make; only the tokens differ.
+- Stop at a pass (`at_pass`, the default of the select strategy): drawing also stops once a
+  candidate that runs passes every feedback-visible check in play (the task's own and every
+  self-test), as honest stopping ends any strategy's episode; the pick is made among the
+  candidates drawn. On logged runs (HumanEval 80 and MBPP 80) this changed no submitted
+  answer's result and drew a third fewer candidates: a candidate passing everything visible
+  was right 63 times of 68, and drawing on never rescued the other 5.
 
 Nothing here sees a hidden check: `evidence` keeps the feedback-visible results only.
 """
@@ -121,18 +127,28 @@ def _groups(candidates: list[Evidence]) -> list[tuple[frozenset[str], list[Evide
     return [(passed, members) for (passed, _), members in groups.items()]
 
 
-def decided(candidates: list[Evidence], tests: int, remaining: int, given: int) -> bool:
+def passes_all(candidate: Evidence, tests: int) -> bool:
+    """It runs and passes every one of the `tests` feedback-visible checks (at least one)."""
+    return bool(tests) and candidate.runs and len(candidate.passed) == tests
+
+
+def decided(
+    candidates: list[Evidence], tests: int, remaining: int, given: int, *, at_pass: bool
+) -> bool:
     """No `remaining` further candidates, however they behave, can change the pick among
     these: the best running cluster ranks strictly above any other cluster could with all of
     them joining it, and above a new cluster of all of them passing everything (a tie is
     never called early). `given`: the task's own checks among the `tests`. With no test and
-    no output to compare, the first candidate is submitted whatever follows."""
+    no output to compare, the first candidate is submitted whatever follows. `at_pass`: a
+    candidate passing every test ends the drawing too."""
     if remaining <= 0:
         return True
     if not candidates:
         return False
     if not tests and not any(c.behaviour for c in candidates):
         return True  # nothing can ever tell them apart: the first is submitted
+    if at_pass and any(passes_all(c, tests) for c in candidates):
+        return True
     running = [c for c in candidates if c.runs]
     if not running:
         return False  # a later candidate that runs would be chosen over all of these
@@ -148,15 +164,20 @@ def decided(candidates: list[Evidence], tests: int, remaining: int, given: int) 
     return ranks[best] > max(reach)
 
 
-def to_draw(candidates: list[Evidence], tests: int, remaining: int, given: int) -> int:
+def to_draw(
+    candidates: list[Evidence], tests: int, remaining: int, given: int, *, at_pass: bool
+) -> int:
     """How many more candidates to draw at once: 0 when the pick is decided, else the fewest
     that could decide it if they all behaved like the best so far (with none yet, like one
-    that passes every test), so that a wave is never smaller than it has to be."""
-    if decided(candidates, tests, remaining, given):
+    that passes every test: one alone decides `at_pass`), so that a wave is never smaller
+    than it has to be."""
+    if decided(candidates, tests, remaining, given, at_pass=at_pass):
         return 0
     running = [c for c in candidates if c.runs]
+    if not running and not candidates:
+        return 1 if at_pass else remaining // 2 + 1
     if not running:
-        return remaining if candidates else remaining // 2 + 1
+        return remaining
     best = choose(candidates, tests).clusters[0][0]
     like = next(c for c in candidates if c.trial == best)
     last = max(c.trial for c in candidates)
@@ -165,6 +186,6 @@ def to_draw(candidates: list[Evidence], tests: int, remaining: int, given: int) 
             Evidence(last + k, like.passed, like.behaviour, True, like.given)
             for k in range(1, wave + 1)
         ]
-        if decided(candidates + more, tests, remaining - wave, given):
+        if decided(candidates + more, tests, remaining - wave, given, at_pass=at_pass):
             return wave
     return remaining

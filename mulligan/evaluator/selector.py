@@ -22,6 +22,7 @@ from mulligan.evaluator.probe import CRASH, Inputs, outputs, write_inputs
 from mulligan.evaluator.separate import separate
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CodeTarget, Selection, Task, Usage, Verdict
+from mulligan.settings_sections import LoopSection
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class Selector:
     """Writes the probe inputs and the finalists' separating input."""
     separate: bool = False
     """When the two best clusters tie, separate their first candidates (S*)."""
+    stop_at_pass: bool = True
+    """A candidate passing every feedback-visible check ends the drawing."""
+
+    @classmethod
+    def of(cls, model: ChatModel, settings: LoopSection) -> Selector:
+        """The selector the loop settings ask for, its inputs written by `model`."""
+        return cls(model, settings.separate, settings.stop_at_pass)
 
     def probes(self, task: Task) -> Probes:
         """The inputs every candidate runs on, written once per task from the prompt alone."""
@@ -60,7 +68,8 @@ class Selector:
 
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
         """How many more candidates to draw at once (0: the pick is decided)."""
-        return to_draw(found, tests_of(verdicts), remaining, tests_of(verdicts, given=True))
+        tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
+        return to_draw(found, tests, remaining, given, at_pass=self.stop_at_pass)
 
     def select(
         self,

@@ -41,7 +41,7 @@ def test_the_reflector_calls_the_feedback_model_under_its_own_role() -> None:
 
 def test_selection_inputs_and_self_tests_come_from_the_feedback_model(tmp_path: Path) -> None:
     code = "```python\ndef f(x):\n    return x * 2\n```"
-    actor = ScriptedModel([code, code], name="small")
+    actor = ScriptedModel([code], name="small")  # it passes every visible check: drawing stops
     feedback = ScriptedModel(
         ["```python\nassert f(1) == 2\n```", json.dumps({"inputs": [[1], [4]]})], name="big"
     )

@@ -46,10 +46,16 @@ def task(*visible: str, hidden: str = "assert f(3) == 6") -> Task:
 
 
 def run(
-    replies: list[str], the_task: Task, trials: int = 3, separate: bool = False
+    replies: list[str],
+    the_task: Task,
+    trials: int = 3,
+    separate: bool = False,
+    stop_at_pass: bool = True,
 ) -> tuple[Episode, ScriptedModel]:
     model = ScriptedModel(replies)
-    settings = LoopSettings(strategy="select", trials=trials, separate=separate)
+    settings = LoopSettings(
+        strategy="select", trials=trials, separate=separate, stop_at_pass=stop_at_pass
+    )
     episode = build_loop(model, settings).run_episode(the_task)
     model.assert_done()
     return episode, model
@@ -58,14 +64,15 @@ def run(
 def test_dual_agreement_picks_the_cluster_a_hand_count_picks() -> None:
     """Two tests. Trial 1 passes both but disagrees with trials 2 and 3 beyond them (at 3);
     2 and 3 pass both and agree everywhere. By hand: {2, 3} scores 2 tests x 2 = 4, {1} scores
-    2 x 1 = 2, so trial 2 is submitted, where the first visible pass would be trial 1."""
+    2 x 1 = 2, so trial 2 is submitted, where the first visible pass would be trial 1 (drawing
+    goes on past a candidate that passes every visible check: `stop_at_pass` off)."""
     replies = [
         inputs(1, 2, 3),  # written from the prompt alone, before any candidate
         code("return 2 * x if x < 3 else -1"),
         code("return x + x"),
         code("return x * 2"),
     ]
-    episode, _ = run(replies, task("assert f(1) == 2", "assert f(2) == 4"))
+    episode, _ = run(replies, task("assert f(1) == 2", "assert f(2) == 4"), stop_at_pass=False)
     selection = episode.selection
     assert selection is not None and selection.rule == "dual agreement"
     assert selection.clusters == [[2, 3], [1]] and selection.scores == [4.0, 2.0]
@@ -155,7 +162,7 @@ def test_no_hidden_result_changes_the_selection() -> None:
     """The same candidates and visible results with the hidden verdicts flipped: the same
     selection (the hidden checks score the submitted answer only)."""
     replies = [code("return x + 1"), code("return 2 * x"), code("return x + x")]
-    first, _ = run([inputs(0, 5), *replies], task("assert f(0) == 0"))
+    first, _ = run([inputs(0, 5), *replies], task("assert f(0) == 0"), stop_at_pass=False)
     flipped = [v.model_copy(deep=True) for v in first.verdicts]
     for verdict in flipped:
         for check in verdict.checks:
@@ -189,7 +196,8 @@ def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=[task("assert f(1) == 2", "assert f(2) == 4")], strategies=["react", "select"],
-        model_for=lambda s: model, memory=memory, config=RunConfig(loop=LoopSection(trials=3)),
+        model_for=lambda s: model, memory=memory,
+        config=RunConfig(loop=LoopSection(trials=3, stop_at_pass=False)),
     )  # fmt: skip
     study.memory.log.start_run("r", study.manifest())
     study.run("r")
@@ -253,7 +261,7 @@ def test_drawing_stops_once_no_further_candidate_could_change_the_pick() -> None
         return code("return x * 2")
 
     model = ScriptedModel(policy=policy)
-    settings = LoopSettings(strategy="select", trials=3, concurrency=3)
+    settings = LoopSettings(strategy="select", trials=3, concurrency=3, stop_at_pass=False)
     episode = build_loop(model, settings).run_episode(two)
     assert [a.trial for a in episode.attempts] == [1, 2]
     assert episode.selection is not None and episode.selection.clusters == [[1, 2]]
@@ -265,11 +273,27 @@ def test_drawing_stops_once_no_further_candidate_could_change_the_pick() -> None
     assert full.submitted == episode.submitted == 0
 
 
+def test_a_candidate_that_passes_every_visible_check_ends_the_drawing() -> None:
+    """Candidate 1 passes the task's example and both self-tests: it is submitted without a
+    second draw, as honest stopping would. Candidate 1 of the second task fails a self-test,
+    so a second is drawn, passes them all and ends it; the pick is made among the two."""
+    the_task = with_self_tests(task("assert f(1) == 2"), ["assert f(2) == 4", "assert f(0) == 0"])
+    episode, model = run([inputs(1, 5), code("return x * 2")], the_task)
+    assert [a.trial for a in episode.attempts] == [1] and len(model.calls) == 2
+    assert episode.selection is not None and episode.selection.picks == [1]
+    assert episode.passed
+    replies = [inputs(1, 5), code("return x * 2 if x else 1"), code("return x + x")]
+    episode, _ = run(replies, the_task)
+    assert [a.trial for a in episode.attempts] == [1, 2]
+    assert episode.submitted == 1 and episode.passed
+
+
 def test_a_close_race_draws_every_candidate() -> None:
     """Candidates 1 and 2 disagree beyond the tests: either cluster could still win, so the
     third is drawn and breaks the tie."""
     replies = [inputs(1, 5), code("return x * 2"), code("return 2 * x if x < 3 else 0")]
-    episode, _ = run([*replies, code("return x + x")], task("assert f(1) == 2"))
+    the_task = task("assert f(1) == 2")
+    episode, _ = run([*replies, code("return x + x")], the_task, stop_at_pass=False)
     assert [a.trial for a in episode.attempts] == [1, 2, 3]
     assert episode.selection is not None and episode.selection.clusters == [[1, 3], [2]]
 

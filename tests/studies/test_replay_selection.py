@@ -67,11 +67,52 @@ def test_the_replay_reproduces_the_runs_picks_and_shows_dual_agreement_alone(
         [*args, "--write", str(written)], capture_output=True, text=True, check=True
     )
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 3 ")]
-    assert rows == ["| 3 | 1 | 1 | 0 | 1 |"]  # budget, the run's, checks first, alone, oracle
-    assert "| 2 | 1 | 1 | 0 | 1 |" in done.stdout
+    # budget, the run's, checks first, stopping at a pass too, alone, oracle
+    assert rows[0] == "| 3 | 1 | 1 | 1 | 0 | 1 |"
+    assert "| 2 | 1 | 1 | 1 | 0 | 1 |" in done.stdout
     replayed = json.loads(written.read_text())
     assert replayed["strategy"] == "select-replayed"
-    assert replayed["submitted"] == [True, True, True] and replayed["tokens"] == [10, 20, 30]
+    assert replayed["submitted"] == [True, True, True]
+    drawn = [line.split(" | ")[3] for line in done.stdout.splitlines() if line.startswith("| 3 ")]
+    tokens = int(drawn[-1].split(" · ")[1].strip(" |").replace(",", ""))
+    assert drawn[-1].startswith("3.00 · ") and replayed["tokens"][-1] == tokens > 0
+
+
+def test_stopping_at_a_pass_is_replayed_on_a_run_that_drew_on(tmp_path: Path) -> None:
+    """Logged with `stop_at_pass` off: candidate 1 passes the task's example (and is wrong),
+    2 and 3 agree with each other beyond it (and are right). Drawing until decided submits
+    2; stopping at a pass would have drawn candidate 1 alone and submitted it."""
+    replies = [
+        json.dumps({"inputs": [[1], [5]]}),
+        code("return x * 2 if x < 3 else 0"),
+        code("return x + x"),
+        code("return 2 * x"),
+    ]
+    model = ScriptedModel(replies)
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    task = Task(
+        id="double", family="code", prompt="Write f(x): twice x.",
+        checks=[
+            PythonTestsCheck(tests="assert f(1) == 2", entry_point="f", name="example"),
+            PythonTestsCheck(
+                tests="assert f(3) == 6", entry_point="f", name="hidden", visibility="hidden"
+            ),
+        ],
+    )  # fmt: skip
+    config = RunConfig(loop=LoopSection(trials=3, stop_at_pass=False))
+    study = Study(tasks=[task], strategies=["select"], model_for=lambda s: model,
+                  memory=memory, config=config)  # fmt: skip
+    memory.log.start_run("r", study.manifest())
+    study.run("r")
+    model.assert_done()
+    done = subprocess.run(
+        [sys.executable, str(REPLAY), str(memory.log.path), "r"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 3 ")]
+    assert rows[0] == "| 3 | 1 | 1 | 0 | 1 | 1 |"
+    assert rows[1].split(" | ")[2].startswith("3.00 · ")  # until decided
+    assert rows[1].split(" | ")[3].startswith("1.00 · ")  # stopping at a pass
 
 
 def test_write_without_outcomes_is_refused(tmp_path: Path) -> None:
