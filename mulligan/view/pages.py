@@ -127,6 +127,8 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
         attempts=episode_view.attempts(episode, lessons, stored),
+        selection=episode_view.selection_view(episode),
+        submitted=episode.attempts[episode.submitted].trial if episode.attempts else None,
         written=[
             episode_view.lesson_line(lessons[i], i in stored)
             for i in episode.lessons_written

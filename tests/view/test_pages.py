@@ -162,3 +162,45 @@ def test_a_log_from_an_older_version_is_refused_not_migrated(memory: Path) -> No
     with pytest.raises(UserError, match="older mulligan.*mulligan episodes list"):
         MemoryReader(memory)
     assert _digest(memory) == before
+
+
+def test_a_select_episode_says_which_candidate_was_submitted_and_why(tmp_path: Path) -> None:
+    """Three candidates: 1 disagrees with 2 and 3 beyond the visible example; {2, 3} wins by
+    dual agreement. The page names the rule, lists each cluster with what it passed and its
+    score, and marks trial 2 as the submitted candidate, trial 1 as not."""
+    import json
+
+    from mulligan.bench.study import Study
+    from mulligan.memory import HashEmbedding, Memory
+    from mulligan.run_config import LoopSection, RunConfig
+    from mulligan.schema import PythonTestsCheck, Task
+    from mulligan.testing import ScriptedModel
+
+    def code(body: str) -> str:
+        return f"```python\ndef f(x):\n    {body}\n```"
+
+    checks = [
+        PythonTestsCheck(tests="assert f(1) == 2", entry_point="f", name="example"),
+        PythonTestsCheck(tests="assert f(3) == 6", entry_point="f", name="hidden",
+                         visibility="hidden"),
+    ]  # fmt: skip
+    task = Task(id="double", family="code", prompt="Write f(x): twice x.", checks=checks)
+    replies = [json.dumps({"inputs": [[1], [5]]}), code("return x * 2 if x < 3 else 0"),
+               code("return x + x"), code("return 2 * x")]  # fmt: skip
+    model = ScriptedModel(replies)
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    config = RunConfig(loop=LoopSection(trials=3, stop_at_pass=False))
+    study = Study(tasks=[task], strategies=["select"], model_for=lambda s: model,
+                  memory=memory, config=config)  # fmt: skip
+    memory.log.start_run("r", study.manifest())
+    study.run("r")
+    page = pages.episode_page(MemoryReader(tmp_path / "mem"), ServerLinks(), "r:select:double")
+    assert "chosen by dual agreement" in page
+    clusters = re.findall(r'<tr class="cluster( submitted)?">(.*?)</tr>', page, re.S)
+    assert [bool(mark) for mark, _ in clusters] == [True, False]
+    assert "trial-2" in clusters[0][1] and "trial-3" in clusters[0][1]
+    assert "trial-1" in clusters[1][1]
+    heads = re.findall(r"<h2>Trial (\d)(.*?)</h2>", page)
+    assert [(n, "submitted" in rest) for n, rest in heads] == [
+        ("1", False), ("2", True), ("3", False)
+    ]  # fmt: skip
