@@ -169,8 +169,9 @@ class Selection(Record):
 
     picks: list[int]
     """For budgets of 1, 2, ... of the candidates drawn: the trial submitted among the first
-    k (the separation of finalists, when set, decides the last only). Drawing stops once the
-    pick is decided, so a budget past the last entry submits the last entry's trial."""
+    k (the separation of finalists, when set, decides the last only). Drawing stops at a
+    candidate passing every visible check or once the pick is decided, so a budget past the
+    last entry submits the last entry's trial."""
     rule: str
     """What decided the last pick: dual agreement, output agreement, majority, separation, or
     first (nothing told the candidates apart)."""
