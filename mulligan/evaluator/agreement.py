@@ -25,9 +25,8 @@ code: its normalised final answer). Candidates that behave the same, on both, fo
 - Stop at a pass (`at_pass`, the default of the select strategy): drawing also stops once a
   candidate that runs passes every feedback-visible check in play (the task's own and every
   self-test), as honest stopping ends any strategy's episode; the pick is made among the
-  candidates drawn. On logged runs (HumanEval 80 and MBPP 80) this changed no submitted
-  answer's result and drew a third fewer candidates: a candidate passing everything visible
-  was right 63 times of 68, and drawing on never rescued the other 5.
+  candidates drawn. Replayed on logged HumanEval and MBPP runs it submitted as many right
+  answers as drawing on, with a fifth to a third fewer candidates (docs/selection.md).
 
 Nothing here sees a hidden check: `evidence` keeps the feedback-visible results only.
 """
