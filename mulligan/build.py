@@ -53,7 +53,7 @@ def build_loop(
         memory=memory,
         run_id=run_id,
         policy=policy or Policy(),
-        selector=Selector.of(feedback, settings) if strategy.draws_candidates else None,
+        selector=Selector(feedback, settings) if strategy.draws_candidates else None,
     )
 
 

@@ -163,7 +163,7 @@ class Loop:
                 return first[0].shared(), first[1].model_copy(deep=True)
             return self._attempt(task, episode, trial, [], [], "")
 
-        selector = self.selector or Selector.of(self.actor.model, self.settings)
+        selector = self.selector or Selector(self.actor.model, self.settings)
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
         found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
         while (left := trials - len(episode.attempts)) > 0:

@@ -6,7 +6,7 @@ writes the inputs may be a stronger one than the actor's (`--reflector-model`)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mulligan import sandbox
 from mulligan.evaluator.agreement import (
@@ -39,15 +39,9 @@ class Probes:
 class Selector:
     model: ChatModel
     """Writes the probe inputs and the finalists' separating input."""
-    separate: bool = False
-    """When the two best clusters tie, separate their first candidates (S*)."""
-    stop_at_pass: bool = True
-    """A candidate passing every feedback-visible check ends the drawing."""
-
-    @classmethod
-    def of(cls, model: ChatModel, settings: LoopSection) -> Selector:
-        """The selector the loop settings ask for, its inputs written by `model`."""
-        return cls(model, settings.separate, settings.stop_at_pass)
+    settings: LoopSection = field(default_factory=LoopSection)
+    """`separate`: when the two best clusters tie, separate their first candidates (S*);
+    `stop_at_pass`: a candidate passing every feedback-visible check ends the drawing."""
 
     def probes(self, task: Task) -> Probes:
         """The inputs every candidate runs on, written once per task from the prompt alone."""
@@ -69,7 +63,7 @@ class Selector:
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
         """How many more candidates to draw at once (0: the pick is decided)."""
         tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
-        return to_draw(found, tests, remaining, given, at_pass=self.stop_at_pass)
+        return to_draw(found, tests, remaining, given, at_pass=self.settings.stop_at_pass)
 
     def select(
         self,
@@ -91,7 +85,7 @@ class Selector:
         tests = tests_of(verdicts)
         choice = choose(found, tests, code=target is not None)
         chosen, rule, separation = picks(found, tests, target is not None), choice.rule, ""
-        if self.separate and target is not None and choice.tied:
+        if self.settings.separate and target is not None and choice.tied:
             answers = {a.trial: a.answer or "" for a in attempts}
             first, second = choice.clusters[0][0], choice.clusters[1][0]
             finalists = ((first, answers[first]), (second, answers[second]))

@@ -96,6 +96,7 @@ def test_an_episode_shows_both_attempts_the_diff_and_the_lesson(
     page.get_by_role("link", name=memory[1]).click()
     row = page.locator('tr[data-task="demo/units-1"]')
     row.locator('td[data-strategy="reflexion"] a').click()
+    page.locator("section#trial-2").wait_for()  # the episode's page has loaded
     assert page.locator("section.attempt").count() == 2
     second = page.locator("section#trial-2")
     assert second.locator("pre.diff .remove").inner_text().strip() == "-3"
@@ -130,6 +131,7 @@ def test_the_bundle_opens_from_file_urls(
     page.locator("nav.filters").get_by_role("link", name="rescued").click()
     assert list(_cells(page)) == ["t2"]
     page.locator('td[data-strategy="reflexion"] a').click()
+    page.locator("section#trial-2").wait_for()
     assert page.locator("section.attempt").count() == 2
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # the stylesheet loaded
