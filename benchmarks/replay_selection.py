@@ -90,10 +90,8 @@ def drawn(candidates: list[Candidate], k: int, at_pass: bool | None) -> list[Can
         return candidates[:k]
     made: list[Candidate] = []
     while len(made) < min(k, len(candidates)):
-        verdicts = [c.verdict for c in made]
-        tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
-        found = [c.evidence for c in made]
-        wave = to_draw(found, tests, k - len(made), given, at_pass=at_pass)
+        found, verdicts = [c.evidence for c in made], [c.verdict for c in made]
+        wave = to_draw(found, verdicts, k - len(made), at_pass=at_pass)
         if not wave:
             break
         made = candidates[: len(made) + wave]
@@ -111,7 +109,7 @@ def submitted(
     return next(c for c in first if c.evidence.trial == trial)
 
 
-def spent(task: Replayed, k: int, at_pass: bool) -> int:
+def spent(task: Replayed, k: int, at_pass: bool | None) -> int:
     """Tokens a task costs with a budget of k: the candidates drawn and the selector's calls."""
     return sum(c.tokens for c in drawn(task.candidates, k, at_pass)) + task.selector_tokens
 
@@ -175,12 +173,8 @@ def main() -> None:
     print("| budget | as logged | until decided | stopping at a pass too |")
     print("|---|---|---|---|")
     for k in range(1, budget + 1):
-        logged_n = sum(min(k, len(t.candidates)) for t in runs.values())
-        logged_tokens = sum(
-            sum(c.tokens for c in t.candidates[:k]) + t.selector_tokens for t in runs.values()
-        )
-        cells = [f"{logged_n / len(runs):.2f} · {logged_tokens / len(runs):,.0f}"]
-        for stop in (False, True):
+        cells = []
+        for stop in (None, False, True):  # as logged, until decided, stopping at a pass
             n = sum(len(drawn(t.candidates, k, stop)) for t in runs.values())
             tokens = sum(spent(t, k, stop) for t in runs.values())
             cells.append(f"{n / len(runs):.2f} · {tokens / len(runs):,.0f}")

@@ -26,7 +26,7 @@ code: its normalised final answer). Candidates that behave the same, on both, fo
   candidate that runs passes every feedback-visible check in play (the task's own and every
   self-test), as honest stopping ends any strategy's episode; the pick is made among the
   candidates drawn. Replayed on logged HumanEval and MBPP runs it submitted as many right
-  answers as drawing on, with a fifth to a third fewer candidates (docs/selection.md).
+  answers as drawing on, with a sixth to a third fewer candidates (docs/selection.md).
 
 Nothing here sees a hidden check: `evidence` keeps the feedback-visible results only.
 """
@@ -164,12 +164,13 @@ def decided(
 
 
 def to_draw(
-    candidates: list[Evidence], tests: int, remaining: int, given: int, *, at_pass: bool
+    candidates: list[Evidence], verdicts: list[Verdict], remaining: int, *, at_pass: bool
 ) -> int:
     """How many more candidates to draw at once: 0 when the pick is decided, else the fewest
     that could decide it if they all behaved like the best so far (with none yet, like one
     that passes every test: one alone decides `at_pass`), so that a wave is never smaller
-    than it has to be."""
+    than it has to be. `verdicts`: the candidates' own, for the visible checks in play."""
+    tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
     if decided(candidates, tests, remaining, given, at_pass=at_pass):
         return 0
     running = [c for c in candidates if c.runs]

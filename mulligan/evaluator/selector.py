@@ -62,8 +62,7 @@ class Selector:
 
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
         """How many more candidates to draw at once (0: the pick is decided)."""
-        tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
-        return to_draw(found, tests, remaining, given, at_pass=self.settings.stop_at_pass)
+        return to_draw(found, verdicts, remaining, at_pass=self.settings.stop_at_pass)
 
     def select(
         self,

@@ -139,21 +139,25 @@ def attempts(episode: Episode, lessons: dict[str, Lesson], stored: set[str]) -> 
     return found
 
 
-def selection_view(episode: Episode) -> dict[str, Any] | None:
-    """How a selection strategy chose (None for an episode that did not select): the rule,
-    the submitted trial, and each cluster of candidates with what it passed and its score,
-    the best first. Only the evidence the selection saw: nothing hidden."""
+def submitted_trial(episode: Episode) -> int | None:
+    """The trial whose answer the episode submitted (None before any attempt)."""
+    return episode.attempts[episode.submitted].trial if episode.attempts else None
+
+
+def selection_view(episode: Episode, submitted: int | None) -> dict[str, Any] | None:
+    """How a selection strategy chose (None for an episode that did not select): each
+    cluster of candidates with what it passed and its score, the best first, the one holding
+    the `submitted` trial marked. Only the evidence the selection saw: nothing hidden."""
     chosen = episode.selection
-    if chosen is None or not episode.attempts:
+    if chosen is None or submitted is None:
         return None
-    submitted = episode.attempts[episode.submitted].trial
     rows = []
     for n, trials in enumerate(chosen.clusters):
         given = chosen.given[n] if n < len(chosen.given) else None
         score = f"{chosen.scores[n]:g}" if n < len(chosen.scores) else "-"
         rows.append({"trials": trials, "submitted": submitted in trials, "given": given,
                      "score": score})  # fmt: skip
-    return {"rule": chosen.rule, "submitted": submitted, "clusters": rows,
+    return {"rule": chosen.rule, "clusters": rows,
             "crashed": chosen.crashed, "probes": chosen.probes,
             "separation": chosen.separation, "drawn": len(episode.attempts)}  # fmt: skip
 

@@ -121,14 +121,15 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
     shown = [i for a in episode.attempts for i in a.lesson_ids]
     lessons = {lesson.id: lesson for lesson in reader.lessons(shown + episode.lessons_written)}
     stored = reader.stored(list(lessons))
+    submitted = episode_view.submitted_trial(episode)
     return render(
         "episode.html",
         links,
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
         attempts=episode_view.attempts(episode, lessons, stored),
-        selection=episode_view.selection_view(episode),
-        submitted=episode.attempts[episode.submitted].trial if episode.attempts else None,
+        selection=episode_view.selection_view(episode, submitted),
+        submitted=submitted,
         written=[
             episode_view.lesson_line(lessons[i], i in stored)
             for i in episode.lessons_written
