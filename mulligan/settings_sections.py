@@ -266,9 +266,10 @@ class ValidityRules(Section):
     """When a lesson is validated, refuted, or expires."""
 
     validate_after: int = Field(
-        default=1,
+        default=2,
         ge=1,
-        description="verified pairs a lesson helped in (and more than it hurt in) that validate it",
+        description="verified pairs a lesson helped in (and more than it hurt in) that validate "
+        "it (at 1, noise alone validates a third of the lessons that change nothing)",
     )
     refute_after: int = Field(
         default=1,

@@ -9,9 +9,11 @@ from mulligan import prompts, strategies
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import PAIRED_HEADER, paired_cells, pct, shown_only, submitted_passed
 from mulligan.bench.transfer import curation_tag, learn_run_id
-from mulligan.bench.verify import verify_run_id
+from mulligan.bench.verify import logged_without, luck, luck_line, verify_run_id
+from mulligan.lifecycle import upgraded
 from mulligan.memory.curator import Curation, curation_of, estimated_tokens
 from mulligan.memory.log import EpisodeLog
+from mulligan.memory.validity import Luck, ValidityRules
 from mulligan.schema import Lesson, Usage
 
 Table = tuple[list[str], list[list[str]]]
@@ -43,6 +45,8 @@ class TransferStats:
     tokens: list[LessonTokens] = field(default_factory=list)
     cases: dict[str, int] = field(default_factory=dict)
     """Case id -> times shown on the test split (the real arms')."""
+    luck: Luck | None = None
+    """What the verification's noise alone does to a lesson that changes nothing."""
 
 
 def _reads_memory(s: StrategyStats) -> bool:
@@ -98,6 +102,9 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
     found.lessons = {x.id: x for x in used if x.kind != "case"}
     shown = {i: uses["retrieved"] for i, uses in found.uses.items()}
     found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
+    rules = ValidityRules.model_validate(upgraded(stats.manifest)["config"].get("validity", {}))
+    pairs = max((x.validity.evidence.pairs for x in found.lessons.values()), default=0)
+    found.luck = luck(logged_without(log, verify_run_id(stats.run_id)), pairs, rules)
     for s in stats.strategies:
         if _reads_memory(s):
             found.tokens.append(_lesson_tokens(log, stats.run_id, s.strategy, stored))
@@ -284,4 +291,5 @@ def blocks(stats: RunStats, transfer: TransferStats) -> list[str | Table]:
     found += ["The playbook the curator made, and each lesson's use on the test split:"]
     for table in (playbook_rows(transfer), use_rows(transfer), dropped_rows(transfer)):
         found += [table] if table[1] else []
+    found += [luck_line(transfer.luck)] if transfer.luck else []
     return found

@@ -17,14 +17,15 @@ resume as any run does and a resumed verification counts no pair twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mulligan import strategies
 from mulligan.bench.runner import episode_id, run_tasks
 from mulligan.loop import Loop
 from mulligan.memory import Memory
-from mulligan.memory.validity import GENERAL, apply_evidence, settle
+from mulligan.memory.log import EpisodeLog
+from mulligan.memory.validity import GENERAL, Luck, ValidityRules, apply_evidence, by_chance, settle
 from mulligan.schema import Episode, Lesson, Task, tells_nothing
 
 log = logging.getLogger("mulligan")
@@ -46,6 +47,8 @@ class Verification:
     """Lesson id -> the tasks it was paired on."""
     changed: dict[str, str] = field(default_factory=dict)
     """Lesson id -> the status verification gave it."""
+    without: tuple[int, int] = (0, 0)
+    """Attempts without any lesson that passed their visible checks, of those that told."""
 
 
 def retrieved_for(
@@ -91,6 +94,7 @@ def verify(
         )
 
     without = {e.task_id: e for e in run(lambda: make_loop(WITHOUT), needed, WITHOUT)}
+    result.without = passed_without(without.values())
     by_id = {x.id: x for x in candidates}
     for lesson_id, chosen in plan.items():
         arm = f"with-{lesson_id}"
@@ -148,6 +152,35 @@ def _settle(memory: Memory, lesson: Lesson, last: Episode) -> str | None:
     memory.change([lesson], f"status:{current.validity.status}", decide,
                   episode_id=last.id, trial=1, details=[detail])  # fmt: skip
     return changed[-1] if changed else None
+
+
+def passed_without(episodes: Iterable[Episode]) -> tuple[int, int]:
+    """Of the attempts without a lesson that told something, how many passed."""
+    told = [v for v in map(_visible, episodes) if v is not None]
+    return sum(told), len(told)
+
+
+def luck(without: tuple[int, int], pairs: int, rules: ValidityRules) -> Luck | None:
+    """What noise alone does to a lesson that changes nothing over `pairs` pairs (the most
+    any lesson had), at the pass rate the attempts without a lesson had (None: no pair, or
+    no attempt told anything)."""
+    passed, told = without
+    return by_chance(pairs, passed / told, rules) if told and pairs else None
+
+
+def logged_without(log: EpisodeLog, run_id: str) -> tuple[int, int]:
+    """`passed_without` for a verification run in the log (`RUN_ID-verify`)."""
+    rows = [e for e in log.episodes(run_id) if e["strategy"] == WITHOUT]
+    return passed_without(e for e in map(log.episode, [r["id"] for r in rows]) if e)
+
+
+def luck_line(found: Luck) -> str:
+    return (
+        f"A lesson that changes nothing, paired on {found.pairs} task(s) that passed "
+        f"{found.pass_rate:.0%} of the time without a lesson, is validated by chance "
+        f"{found.validated:.0%} of the time and refuted {found.refuted:.0%} under these "
+        "rules (more pairs, --verify-pairs, or a higher validity.validate_after lower the first)."
+    )
 
 
 def _visible(episode: Episode) -> bool | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mulligan.bench.verify import verify
+from mulligan.bench.verify import luck, luck_line, verify
 from mulligan.build import loop_for
 from mulligan.cli.pipeline import connect_models, running
 from mulligan.config import load_config
@@ -58,4 +58,6 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             f"{lesson.id}  {lesson.validity.status:<10} pairs {e.pairs}, helped {e.helped}, "
             f"hurt {e.hurt} ({where})  {lesson.text}"
         )
+    chance = luck(found.without, max(map(len, found.tried.values()), default=0), memory.rules)
+    print(luck_line(chance) if chance else "no attempt without a lesson told anything")
     return 0

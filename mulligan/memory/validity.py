@@ -9,11 +9,21 @@ lesson pass without one too, so they decide nothing."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from math import comb
 
 from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus
 
-__all__ = ["ValidityRules", "apply_evidence", "apply_outcome", "is_usable", "settle"]
+__all__ = [
+    "Luck",
+    "ValidityRules",
+    "apply_evidence",
+    "apply_outcome",
+    "by_chance",
+    "is_usable",
+    "settle",
+]
 
 ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
 VALIDATED: tuple[LessonStatus, ...] = ("validated",)
@@ -48,13 +58,48 @@ def settle(lesson: Lesson, rules: ValidityRules) -> LessonStatus | None:
     v, e = lesson.validity, lesson.validity.evidence
     before = v.status
     if v.status in ACTIVE:
-        if e.hurt >= rules.refute_after and e.hurt > e.helped:
-            v.status = "refuted"
-        elif e.helped >= rules.validate_after and e.helped > e.hurt:
-            v.status = "validated"
-        elif v.status == "validated":
-            v.status = "candidate"
+        v.status = status_of(e.helped, e.hurt, rules)
     return v.status if v.status != before else None
+
+
+def status_of(helped: int, hurt: int, rules: ValidityRules) -> LessonStatus:
+    """The status a candidate's evidence gives it (`settle`'s rule, on counts alone)."""
+    if hurt >= rules.refute_after and hurt > helped:
+        return "refuted"
+    if helped >= rules.validate_after and helped > hurt:
+        return "validated"
+    return "candidate"
+
+
+@dataclass(frozen=True)
+class Luck:
+    """How a lesson fares in verification by the sampling noise of its pairs: its chance
+    of being validated, and of being refuted."""
+
+    pairs: int
+    pass_rate: float
+    """How often an attempt without any lesson passed its visible checks."""
+    with_rate: float
+    """How often an attempt with the lesson passes (the same: a lesson that changes nothing)."""
+    validated: float
+    refuted: float
+
+
+def by_chance(
+    pairs: int, pass_rate: float, rules: ValidityRules, with_rate: float | None = None
+) -> Luck:
+    """Exact chances over `pairs` pairs, each task passing with probability `pass_rate`
+    without the lesson and `with_rate` with it (default: the same, a lesson that changes
+    nothing). A pair helps with probability with(1 - without), hurts with without(1 - with)."""
+    shown = pass_rate if with_rate is None else with_rate
+    helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
+    chances = {"validated": 0.0, "refuted": 0.0, "candidate": 0.0}
+    for helped in range(pairs + 1):
+        for hurt in range(pairs + 1 - helped):
+            ways = comb(pairs, helped) * comb(pairs - helped, hurt)
+            same = (1 - helps - hurts) ** (pairs - helped - hurt)
+            chances[status_of(helped, hurt, rules)] += ways * helps**helped * hurts**hurt * same
+    return Luck(pairs, pass_rate, shown, chances["validated"], chances["refuted"])
 
 
 def is_usable(

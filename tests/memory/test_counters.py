@@ -4,6 +4,7 @@ and counter updates that never re-embed a lesson."""
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.memory import HashEmbedding, Memory, ValidityRules
-from mulligan.memory.validity import apply_evidence, apply_outcome, settle
+from mulligan.memory.validity import apply_evidence, apply_outcome, by_chance, settle
 from mulligan.schema import (
     Attempt,
     Episode,
@@ -198,3 +199,49 @@ def test_counter_and_status_updates_embed_nothing(tmp_path: Path) -> None:
     assert embedder.texts == [*before, task.prompt]  # the query, and nothing else
     assert [lesson.id for lesson in found] == ["helps"]
     assert memory.store.get(["helps"])[0].validity.retrieved == 1
+
+
+@pytest.mark.parametrize(
+    ("pairs", "pass_rate", "with_rate", "rules", "validated", "refuted"),
+    [
+        # one pair at even odds: helped 1/4, hurt 1/4, the same 1/2
+        (1, 0.5, None, ValidityRules(), 0.0, 0.25),
+        (1, 0.5, None, ValidityRules(validate_after=1), 0.25, 0.25),
+        # two pairs that must both help: (1/4)^2; refuted when hurt in either and not
+        # helped in the other: 2 * 1/4 * 1/2 + (1/4)^2
+        (2, 0.5, None, ValidityRules(), 1 / 16, 5 / 16),
+        # a lesson that always helps a task that never passes alone
+        (3, 0.0, 1.0, ValidityRules(validate_after=3), 1.0, 0.0),
+        # a task that always passes: no pair can move the lesson
+        (4, 1.0, None, ValidityRules(validate_after=1), 0.0, 0.0),
+    ],
+)
+def test_the_chance_that_noise_alone_validates_a_lesson_matches_a_hand_count(
+    pairs: int,
+    pass_rate: float,
+    with_rate: float | None,
+    rules: ValidityRules,
+    validated: float,
+    refuted: float,
+) -> None:
+    luck = by_chance(pairs, pass_rate, rules, with_rate)
+    assert luck.validated == pytest.approx(validated) and luck.refuted == pytest.approx(refuted)
+
+
+def test_the_chances_agree_with_settle_on_every_sequence_of_pairs() -> None:
+    """Enumerating every sequence of helped/hurt/same pairs through `settle` gives the same
+    chances as `by_chance`'s counting."""
+    rules = ValidityRules(validate_after=2, refute_after=1)
+    helps = hurts = 0.3 * 0.7
+    chance = {"validated": 0.0, "refuted": 0.0}
+    for sequence in itertools.product(("helped", "hurt", "same"), repeat=3):
+        lesson = Lesson(id="x", text="t", kind="insight", source=LessonSource(task_id="s"))
+        p = 1.0
+        for n, outcome in enumerate(sequence):
+            apply_evidence(lesson, f"t{n}", outcome == "helped", outcome == "hurt")
+            p *= helps if outcome == "helped" else hurts if outcome == "hurt" else 1 - 2 * helps
+        settle(lesson, rules)
+        if lesson.validity.status in chance:
+            chance[lesson.validity.status] += p
+    luck = by_chance(3, 0.3, rules)
+    assert (luck.validated, luck.refuted) == pytest.approx((chance["validated"], chance["refuted"]))

@@ -42,5 +42,6 @@ def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
         assert len(server.requests) == 4  # two tasks, with it and without
     out = capsys.readouterr().out
     assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
+    assert "paired on 2 task(s) that passed 0% of the time without a lesson" in out
     assert main(["memory", "show", "rule", "--memory", str(mem)]) == 0
     assert "verified: 2 pairs, helped 2, hurt 0 (on units-1, units-2)" in capsys.readouterr().out

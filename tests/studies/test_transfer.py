@@ -41,7 +41,9 @@ def bench(
 ) -> list[str]:
     return [
         "bench", str(tasks), "--ids", test, "--trials", "3", "--temperature", "0.7",
-        "--base-url", server.base_url, "--out", str(out), "--embedding", "hash", *extra,
+        "--base-url", server.base_url, "--out", str(out), "--embedding", "hash",
+        "--validate-after", "1",  # two training tasks give a lesson one pair to be verified on
+        *extra,
     ]  # fmt: skip
 
 
@@ -117,6 +119,10 @@ def test_the_transfer_table_matches_a_hand_count(
     assert re.search(rf"\| {re.escape(text)} \| units-1 \| 2 \| 2 \| 0 \|", report), report
     block = estimated_tokens(prompts.render("lessons", lessons=[text]))  # 191 characters
     assert f"Lessons add {block} tokens to each prompt of memory-frozen that had any" in report
+    # the lesson had one pair, on units-2, whose attempt without it failed: noise alone could
+    # not have moved it either way
+    luck = "paired on 1 task(s) that passed 0% of the time without a lesson, is validated by "
+    assert luck + "chance 0% of the time and refuted 0%" in report
 
 
 def test_overlapping_splits_are_refused_with_the_ids_that_overlap(
