@@ -59,5 +59,9 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             f"hurt {e.hurt} ({where})  {lesson.text}"
         )
     chance = luck(found.without, max(map(len, found.tried.values()), default=0), memory.rules)
-    print(luck_line(chance) if chance else "no attempt without a lesson told anything")
+    if chance:
+        print(luck_line(chance))
+    elif found.tried:
+        print("no attempt without a lesson told anything (no visible check, or the endpoint "
+              "failed): no pair was counted")  # fmt: skip
     return 0

@@ -45,3 +45,20 @@ def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
     assert "paired on 2 task(s) that passed 0% of the time without a lesson" in out
     assert main(["memory", "show", "rule", "--memory", str(mem)]) == 0
     assert "verified: 2 pairs, helped 2, hurt 0 (on units-1, units-2)" in capsys.readouterr().out
+
+
+def test_a_lesson_retrieved_for_none_of_the_tasks_is_left_as_it_was_and_no_chance_is_claimed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mem = tmp_path / "mem"
+    plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(TASKS)
+    where = ["--memory", str(mem), "--embedding", "hash"]
+    with FakeOpenAIServer(policy=metres_when_told) as server:
+        argv = ["memory", "verify", str(tasks), *where, "--base-url", server.base_url]
+        assert main([*argv, "--min-similarity", "0.99"]) == 0  # nothing is that similar
+        assert server.requests == []
+    out = capsys.readouterr().out
+    assert "rule  candidate  pairs 0, helped 0, hurt 0 (retrieved for none of these tasks)" in out
+    assert "by chance" not in out and "told anything" not in out
