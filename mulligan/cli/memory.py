@@ -18,6 +18,7 @@ from mulligan.inputs.lesson_file import lesson_lines
 from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
+from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.schema import Lesson
 
 EMBEDDING_ACTIONS = ("search", "import", "verify")
@@ -80,10 +81,8 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
     print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
     print(f"  {lesson.text}")
     print(f"  scope: family {lesson.scope.family or '-'}, task {lesson.scope.task_id or '-'}")
-    print(f"  online: shown {v.retrieved}, then passed {v.helped}, then failed {v.hurt}")
-    e = v.evidence
-    print(f"  verified: {e.pairs} pairs, helped {e.helped}, hurt {e.hurt}"
-          + (f" (on {', '.join(e.tasks)})" if e.tasks else ""))  # fmt: skip
+    print(f"  online: {online_phrase(v)}")
+    print(f"  {evidence_phrase(v)}")
     if lesson.case:
         print(
             "  answer that passed:\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import comb
 
 from mulligan.run_config import ValidityRules
-from mulligan.schema import Lesson, LessonStatus
+from mulligan.schema import Lesson, LessonStatus, LessonValidity
 
 __all__ = [
     "Luck",
@@ -21,7 +21,9 @@ __all__ = [
     "apply_evidence",
     "apply_outcome",
     "by_chance",
+    "evidence_phrase",
     "is_usable",
+    "online_phrase",
     "settle",
 ]
 
@@ -109,3 +111,17 @@ def is_usable(
     if v.status not in statuses:
         return False
     return v.expires_at is None or v.expires_at > (now or time.time())
+
+
+def online_phrase(v: LessonValidity) -> str:
+    """The online counters, named for what they count."""
+    return f"shown {v.retrieved} (then passed {v.helped}, then failed {v.hurt})"
+
+
+def evidence_phrase(v: LessonValidity) -> str:
+    """What verification found: the pairs, and what they showed."""
+    e = v.evidence
+    if not e.pairs:
+        return "not verified"
+    where = f" (on {', '.join(e.tasks)})" if e.tasks else ""
+    return f"verified on {e.pairs} pairs: helped {e.helped}, hurt {e.hurt}{where}"

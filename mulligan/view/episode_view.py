@@ -9,6 +9,7 @@ from typing import Any
 
 from mulligan.bench.stats import same_answer
 from mulligan.memory.reading import LessonUse
+from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 
@@ -23,9 +24,8 @@ def lesson_line(lesson: Lesson, stored: bool) -> dict[str, Any]:
         "kind": lesson.kind,
         "status": v.status,
         "confidence": f"{v.confidence:.2f}",
-        "retrieved": v.retrieved,
-        "helped": v.helped,
-        "hurt": v.hurt,
+        "online": online_phrase(v),
+        "verified": evidence_phrase(v),
         "stored": stored,
         "family": lesson.scope.family,
     }

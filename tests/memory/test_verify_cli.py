@@ -44,7 +44,7 @@ def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
     assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
     assert "paired on 2 task(s) that passed 0% of the time without a lesson" in out
     assert main(["memory", "show", "rule", "--memory", str(mem)]) == 0
-    assert "verified: 2 pairs, helped 2, hurt 0 (on units-1, units-2)" in capsys.readouterr().out
+    assert "verified on 2 pairs: helped 2, hurt 0 (on units-1, units-2)" in capsys.readouterr().out
 
 
 def test_a_lesson_retrieved_for_none_of_the_tasks_is_left_as_it_was_and_no_chance_is_claimed(

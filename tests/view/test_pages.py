@@ -204,3 +204,23 @@ def test_a_select_episode_says_which_candidate_was_submitted_and_why(tmp_path: P
     assert [(n, "submitted" in rest) for n, rest in heads] == [
         ("1", False), ("2", True), ("3", False)
     ]  # fmt: skip
+
+
+def test_lesson_page_names_the_online_counters_for_what_they_count_and_shows_the_verification(
+    memory: Path,
+) -> None:
+    """ "helped" belongs to verification (the same task with and without the lesson); the
+    online counters only say what followed a lesson being shown."""
+    log = EpisodeLog(memory / "episodes.db")
+    lesson = LESSON.model_copy(deep=True, update={"id": "verified-one"})
+    v = lesson.validity
+    v.retrieved, v.helped, v.hurt, v.status = 3, 2, 1, "validated"
+    v.evidence.pairs, v.evidence.helped, v.evidence.hurt = 2, 1, 0
+    v.evidence.tasks = ["t2", "t3"]
+    log.log_lesson(lesson, stored=True)
+    page = pages.lesson_page(MemoryReader(memory), ServerLinks(), "verified-one")
+    assert "shown 3 (then passed 2, then failed 1)" in page
+    assert "verified on 2 pairs: helped 1, hurt 0 (on t2, t3)" in page
+    assert "helped 2" not in page
+    unverified = pages.lesson_page(MemoryReader(memory), ServerLinks(), LESSON.id)
+    assert "not verified" in unverified
