@@ -5,11 +5,11 @@ from the episode log (`EpisodeLog`), and its behaviour on the probe inputs is re
 the logged clusters (candidates in one cluster behaved the same). For every budget k, the
 rule (`mulligan.evaluator.agreement`) then draws candidates as the select strategy would
 (`to_draw`): until no further one could change the pick, or also stopping at the first that
-passes every visible check (`stop_at_pass`, the default); and picks among those drawn
-(`choose`). Dual agreement alone ranks every cluster as if it passed none of the task's own
-checks (the rule before the task's checks came first). Prints, per budget, how many
-submitted answers the hidden checks pass under each, against the run's own picks and an
-oracle's; then the candidates drawn and the tokens a task each way of drawing spends.
+passes every visible check (`stop_at_pass`, the default, which submits that candidate); and
+picks among those drawn (`choose`). Dual agreement alone ranks every cluster as if it passed
+none of the task's own checks (the rule before the task's checks came first). Prints, per
+budget, how many submitted answers the hidden checks pass under each, against the run's own
+picks and an oracle's; then the candidates drawn and the tokens a task each way of drawing spends.
 
     python benchmarks/replay_selection.py study/memory/episodes.db RUN_ID \
         --outcomes study/outcomes.jsonl --write replayed.outcomes.jsonl
@@ -105,7 +105,7 @@ def submitted(
     first = drawn(candidates, k, at_pass)
     found = [c.evidence if own_first else replace(c.evidence, given=0) for c in first]
     tests = tests_of([c.verdict for c in first])
-    trial = choose(found, tests).trial
+    trial = choose(found, tests, at_pass=bool(at_pass)).trial
     return next(c for c in first if c.evidence.trial == trial)
 
 

@@ -250,8 +250,9 @@ class LoopSection(Section):
     stop_at_pass: bool = Field(
         default=True,
         description="select: stop drawing once a candidate passes every feedback-visible check "
-        "(the task's own and every self-test; at least one), as honest stopping does, and pick "
-        "among those drawn (off: go on until no further candidate could change the pick)",
+        "(the task's own and every self-test; at least one), as honest stopping does, and "
+        "submit it (off: go on until no further candidate could change the pick, which a full "
+        "pass can lose to a larger cluster)",
         json_schema_extra=FLAG("no-stop-at-pass"),
     )
     draw_all: bool = Field(

@@ -19,14 +19,19 @@ code: its normalised final answer). Candidates that behave the same, on both, fo
   out on every probe and passes no test) is never chosen over one that runs.
 
 - Decided early: candidates are drawn until no further one, however it behaves, could
-  change the pick (`to_draw`): the best cluster's score is above what any other cluster, or a
-  new one, could reach with every candidate still to come. The pick is the one drawing all N
-  would make; only the tokens differ.
+  change the agreement pick (`to_draw`): the best cluster's score is above what any other
+  cluster, or a new one, could reach with every candidate still to come. Without `at_pass`
+  the pick is the one drawing all N would make; only the tokens differ. With it, a later
+  full pass that was never drawn would have been submitted: drawing does not go on for one.
 - Stop at a pass (`at_pass`, the default of the select strategy): drawing also stops once a
   candidate that runs passes every feedback-visible check in play (the task's own and every
-  self-test), as honest stopping ends any strategy's episode; the pick is made among the
-  candidates drawn. Replayed on logged HumanEval and MBPP runs it submitted as many right
-  answers as drawing on, with a sixth to a third fewer candidates (docs/selection.md).
+  self-test), as honest stopping ends any strategy's episode, and that candidate is
+  submitted (of several drawn in one wave, the best-ranked), ahead of a larger cluster that
+  failed a check. Replayed on logged
+  HumanEval and MBPP runs, stopping submitted as many right answers as drawing on, with a
+  sixth to a third fewer candidates; submitting the full pass then gained one task at
+  N = 5 on each suite and lost none (docs/selection.md). Without `at_pass`, a full pass can
+  be outvoted, as dual agreement scores it (CodeT's rule).
 
 Nothing here sees a hidden check: `evidence` keeps the feedback-visible results only.
 """
@@ -85,15 +90,22 @@ class Choice:
     @property
     def tied(self) -> bool:
         """The two best clusters pass as many of the task's checks and score the same
-        (separation may decide between them)."""
-        return len(self.scores) > 1 and (self.given[0], self.scores[0]) == (
-            self.given[1],
-            self.scores[1],
+        (separation may decide between them); a full visible pass is never tied."""
+        return (
+            self.rule != FULL_PASS
+            and len(self.scores) > 1
+            and (self.given[0], self.scores[0]) == (self.given[1], self.scores[1])
         )
 
 
-def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
-    """The candidate to submit (see the module's rules); `tests`: visible checks in play."""
+FULL_PASS = "full visible pass"
+
+
+def choose(
+    candidates: list[Evidence], tests: int, code: bool = True, *, at_pass: bool = False
+) -> Choice:
+    """The candidate to submit (see the module's rules); `tests`: visible checks in play;
+    `at_pass`: a candidate passing every one of them is submitted (the best-ranked)."""
     if not candidates:
         raise ValueError("no candidate to choose from")
     crashed = [c.trial for c in candidates if not c.runs]
@@ -110,12 +122,24 @@ def choose(candidates: list[Evidence], tests: int, code: bool = True) -> Choice:
     told_apart = tests or any(c.behaviour for c in running)
     if not told_apart or not any(c.runs for c in candidates):
         rule = "first"  # no evidence, or none runs: nothing to go by
+    full = {c.trial for c in candidates if passes_all(c, tests)} if at_pass else set()
+    if full:  # the best-ranked cluster of full passes goes first
+        top = next(n for n, members in enumerate(clusters) if members[0] in full)
+        order = [top] + [n for n in range(len(clusters)) if n != top]
+        clusters = [clusters[n] for n in order]
+        scores, given = [scores[n] for n in order], [given[n] for n in order]
+        rule = FULL_PASS
     return Choice(clusters[0][0], rule, clusters, scores, crashed, given)
 
 
-def picks(candidates: list[Evidence], tests: int, code: bool = True) -> list[int]:
+def picks(
+    candidates: list[Evidence], tests: int, code: bool = True, *, at_pass: bool = False
+) -> list[int]:
     """For budgets of 1..N candidates, the trial submitted among the first k."""
-    return [choose(candidates[:k], tests, code).trial for k in range(1, len(candidates) + 1)]
+    return [
+        choose(candidates[:k], tests, code, at_pass=at_pass).trial
+        for k in range(1, len(candidates) + 1)
+    ]
 
 
 def _groups(candidates: list[Evidence]) -> list[tuple[frozenset[str], list[Evidence]]]:

@@ -82,8 +82,9 @@ class Selector:
             pairs = zip(attempts, verdicts, strict=True)
             found = [self.evidence(a, v, probes, policy) for a, v in pairs]
         tests = tests_of(verdicts)
-        choice = choose(found, tests, code=target is not None)
-        chosen, rule, separation = picks(found, tests, target is not None), choice.rule, ""
+        at_pass, code = self.settings.stop_at_pass, target is not None
+        choice = choose(found, tests, code, at_pass=at_pass)
+        chosen, rule, separation = picks(found, tests, code, at_pass=at_pass), choice.rule, ""
         if self.settings.separate and target is not None and choice.tied:
             answers = {a.trial: a.answer or "" for a in attempts}
             first, second = choice.clusters[0][0], choice.clusters[1][0]

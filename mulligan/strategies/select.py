@@ -2,8 +2,9 @@ from mulligan.strategies.base import Strategy
 
 SELECT = Strategy(
     "select",
-    "up to N independent candidates, in waves at once until one passes every visible check, "
-    "one submitted by execution evidence: the task's own checks first, then dual agreement "
+    "up to N independent candidates, in waves at once until one passes every visible check "
+    "(submitted), else one submitted by execution evidence: the task's own checks first, then "
+    "dual agreement "
     "over the visible checks and self-tests (CodeT), output agreement on model-written inputs "
     "(MBR-exec), optionally two tied finalists separated by an input (S*, --separate)",
     draws_candidates=True,

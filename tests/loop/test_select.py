@@ -168,7 +168,7 @@ def test_no_hidden_result_changes_the_selection() -> None:
         for check in verdict.checks:
             if check.visibility == "hidden":
                 check.passed = not check.passed
-    again = Selector(ScriptedModel([inputs(0, 5)]))
+    again = Selector(ScriptedModel([inputs(0, 5)]), LoopSection(stop_at_pass=False))
     selection, _ = again.select(task("assert f(0) == 0"), first.attempts, flipped)
     assert first.selection is not None
     assert selection.model_dump() == first.selection.model_dump()
@@ -286,6 +286,25 @@ def test_a_candidate_that_passes_every_visible_check_ends_the_drawing() -> None:
     episode, _ = run(replies, the_task)
     assert [a.trial for a in episode.attempts] == [1, 2]
     assert episode.submitted == 1 and episode.passed
+
+
+def test_a_full_visible_pass_is_submitted_over_a_larger_cluster_that_failed_a_check() -> None:
+    """Candidates 1 and 3 agree, pass the task's example and fail the self-test; 2 fails it
+    another way, so nothing is decided and a fourth is drawn: it passes everything. Stopping
+    at a pass submits it, as honest stopping would; drawing on instead (CodeT's rule) lets
+    the two that agree outvote it (a tie on score, the larger cluster first)."""
+    the_task = with_self_tests(task("assert f(1) == 2", hidden="assert f(0) == 0"),
+                               ["assert f(0) == 0"])  # fmt: skip
+    one, seven = code("return x * 2 if x else 1"), code("return x * 2 if x else 7")
+    replies = [inputs(1, 5, 0), one, seven, one, code("return x + x")]
+    episode, _ = run(replies, the_task, trials=4)
+    assert [a.trial for a in episode.attempts] == [1, 2, 3, 4]
+    assert episode.selection is not None and episode.selection.rule == "full visible pass"
+    assert episode.selection.clusters == [[4], [1, 3], [2]]
+    assert episode.selection.picks[-1] == 4 and episode.passed
+    outvoted, _ = run(replies, the_task, trials=4, stop_at_pass=False)
+    assert outvoted.selection is not None and outvoted.selection.rule == "dual agreement"
+    assert outvoted.selection.picks[-1] == 1 and not outvoted.passed
 
 
 def test_a_close_race_draws_every_candidate() -> None:
