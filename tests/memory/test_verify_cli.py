@@ -28,9 +28,9 @@ def metres_when_told(body: dict[str, Any]) -> FakeReply:
     return FakeReply(content=str(km * 1000) if RIGHT in text else str(km))
 
 
-def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def verify(tmp_path: Path, *flags: str) -> tuple[Path, int]:
+    """`memory verify` of the two units tasks on a memory holding one candidate, "rule":
+    the memory, and how many requests reached the endpoint."""
     mem = tmp_path / "mem"
     plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
     tasks = tmp_path / "units.yaml"
@@ -38,8 +38,15 @@ def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
     where = ["--memory", str(mem), "--embedding", "hash"]
     with FakeOpenAIServer(policy=metres_when_told) as server:
         argv = ["memory", "verify", str(tasks), *where, "--base-url", server.base_url]
-        assert main([*argv, "--min-similarity", "0", "--verify-pairs", "2"]) == 0
-        assert len(server.requests) == 4  # two tasks, with it and without
+        assert main([*argv, *flags]) == 0
+        return mem, len(server.requests)
+
+
+def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mem, requests = verify(tmp_path, "--min-similarity", "0", "--verify-pairs", "2")
+    assert requests == 4  # two tasks, with it and without
     out = capsys.readouterr().out
     assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
     assert "paired on 2 task(s) that passed 0% of the time without a lesson" in out
@@ -50,15 +57,8 @@ def test_memory_verify_pairs_each_candidate_and_keeps_the_evidence(
 def test_a_lesson_retrieved_for_none_of_the_tasks_is_left_as_it_was_and_no_chance_is_claimed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    mem = tmp_path / "mem"
-    plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
-    tasks = tmp_path / "units.yaml"
-    tasks.write_text(TASKS)
-    where = ["--memory", str(mem), "--embedding", "hash"]
-    with FakeOpenAIServer(policy=metres_when_told) as server:
-        argv = ["memory", "verify", str(tasks), *where, "--base-url", server.base_url]
-        assert main([*argv, "--min-similarity", "0.99"]) == 0  # nothing is that similar
-        assert server.requests == []
+    _, requests = verify(tmp_path, "--min-similarity", "0.99")  # nothing is that similar
+    assert requests == 0
     out = capsys.readouterr().out
     assert "rule  candidate  pairs 0, helped 0, hurt 0 (retrieved for none of these tasks)" in out
     assert "by chance" not in out and "told anything" not in out
