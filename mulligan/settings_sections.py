@@ -261,6 +261,12 @@ class LoopSection(Section):
         "(default: stop drawing at a full visible pass, or when no further candidate could "
         "change the pick; all N show what a larger budget would have drawn)",
     )
+    probes: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="select: when the model writes inputs to run every candidate on (output "
+        "agreement): auto, only for a code task with no feedback-visible check once its "
+        "self-tests are written; always; never",
+    )
 
 
 class ValidityRules(Section):

@@ -44,10 +44,15 @@ class Selector:
     `stop_at_pass`: a candidate passing every feedback-visible check ends the drawing."""
 
     def probes(self, task: Task) -> Probes:
-        """The inputs every candidate runs on, written once per task from the prompt alone."""
+        """The inputs every candidate runs on, written once per task from the prompt alone;
+        none (`probes` auto) when the task has feedback-visible checks to cluster by: replayed
+        on four logged runs, the probes changed no pick for the better there."""
         target = task.code_target()
         if target is None:
             return Probes(None, [], Usage())
+        checked = any(c.visibility == "feedback" for c in task.checks)
+        if self.settings.probes == "never" or (self.settings.probes == "auto" and checked):
+            return Probes(target, [], Usage())
         inputs, usage = write_inputs(self.model, task, target)
         return Probes(target, inputs, usage)
 

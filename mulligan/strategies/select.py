@@ -4,9 +4,9 @@ SELECT = Strategy(
     "select",
     "up to N independent candidates, in waves at once until one passes every visible check "
     "(submitted), else one submitted by execution evidence: the task's own checks first, then "
-    "dual agreement "
-    "over the visible checks and self-tests (CodeT), output agreement on model-written inputs "
-    "(MBR-exec), optionally two tied finalists separated by an input (S*, --separate)",
+    "dual agreement over the visible checks and self-tests (CodeT), output agreement on "
+    "model-written inputs for a task with no check (MBR-exec), optionally two tied finalists "
+    "separated by an input (S*, --separate)",
     draws_candidates=True,
     in_default_study=False,
 )

@@ -48,7 +48,8 @@ def test_selection_inputs_and_self_tests_come_from_the_feedback_model(tmp_path: 
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=[DOUBLE], strategies=["select"], model_for=lambda s: actor, memory=memory,
-        config=RunConfig(loop=LoopSection(trials=2, self_tests=1)), reflector=feedback,
+        config=RunConfig(loop=LoopSection(trials=2, self_tests=1, probes="always")),
+            reflector=feedback,
     )  # fmt: skip
     study.memory.log.start_run("r", study.manifest())
     study.run("r")

@@ -118,7 +118,9 @@ def test_no_request_of_the_selection_strategy_names_a_hidden_check(tmp_path: Pat
     example, so drawing goes on past a pass (`stop_at_pass` off) to reach the separation."""
     with FakeOpenAIServer(policy=selection_policy()) as server:
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
-        settings = LoopSettings(strategy="select", trials=2, separate=True, stop_at_pass=False)
+        settings = LoopSettings(
+            strategy="select", trials=2, separate=True, stop_at_pass=False, probes="always"
+        )
         episode = build_loop(model, settings).run_episode(code_task())
         requests = json.dumps(server.requests)
     assert episode.selection is not None and episode.selection.separation  # it was asked

@@ -10,6 +10,7 @@ import contextlib
 import json
 import threading
 from pathlib import Path
+from typing import Literal
 
 from mulligan.bench.stats import collect
 from mulligan.bench.study import Study
@@ -51,11 +52,14 @@ def run(
     trials: int = 3,
     separate: bool = False,
     stop_at_pass: bool = True,
+    probes: Literal["auto", "always", "never"] = "always",
 ) -> tuple[Episode, ScriptedModel]:
+    """`probes` always: these tests script the probe inputs as the first reply."""
     model = ScriptedModel(replies)
     settings = LoopSettings(
-        strategy="select", trials=trials, separate=separate, stop_at_pass=stop_at_pass
-    )
+        strategy="select", trials=trials, separate=separate, stop_at_pass=stop_at_pass,
+        probes=probes,
+    )  # fmt: skip
     episode = build_loop(model, settings).run_episode(the_task)
     model.assert_done()
     return episode, model
@@ -107,6 +111,29 @@ def test_with_no_test_output_agreement_decides() -> None:
     assert episode.selection is not None and episode.selection.rule == "output agreement"
     assert episode.selection.clusters == [[2, 3], [1]]
     assert episode.attempts[episode.submitted].trial == 2 and episode.passed
+
+
+def test_probe_inputs_are_written_only_for_a_task_with_no_visible_check_by_default() -> None:
+    """With `probes` auto, a task with no visible check gets its probe inputs (output
+    agreement decides, as above); a task with one gets none: no call is made for them, and
+    candidates cluster by the checks they pass."""
+    replies = [inputs(0, 5), code("return x + 1"), code("return 2 * x"), code("return x + x")]
+    episode, _ = run(replies, task(), probes="auto")
+    assert episode.selection is not None and episode.selection.rule == "output agreement"
+    assert episode.selection.probes == 2 and episode.attempts[episode.submitted].trial == 2
+    checked = [code("return x + 1"), code("return 2 * x"), code("return x + x")]
+    episode, model = run(checked, task("assert f(0) == 0"), probes="auto", stop_at_pass=False)
+    assert len(model.calls) == 3  # the three candidates, no probe call
+    selection = episode.selection
+    assert selection is not None and selection.probes == 0
+    assert selection.rule == "dual agreement" and selection.clusters == [[2, 3], [1]]
+    assert episode.attempts[episode.submitted].trial == 2 and episode.passed
+
+
+def test_with_probes_never_a_task_with_no_check_submits_its_first_candidate() -> None:
+    episode, model = run([code("return x + 1")], task(), probes="never")
+    assert len(model.calls) == 1  # nothing can tell candidates apart: one is drawn
+    assert episode.selection is not None and episode.selection.rule == "first"
 
 
 def test_a_candidate_that_crashes_on_every_input_is_never_picked() -> None:
@@ -168,7 +195,9 @@ def test_no_hidden_result_changes_the_selection() -> None:
         for check in verdict.checks:
             if check.visibility == "hidden":
                 check.passed = not check.passed
-    again = Selector(ScriptedModel([inputs(0, 5)]), LoopSection(stop_at_pass=False))
+    again = Selector(
+        ScriptedModel([inputs(0, 5)]), LoopSection(stop_at_pass=False, probes="always")
+    )
     selection, _ = again.select(task("assert f(0) == 0"), first.attempts, flipped)
     assert first.selection is not None
     assert selection.model_dump() == first.selection.model_dump()
@@ -197,7 +226,7 @@ def test_a_paired_study_shares_trial_1_and_scores_the_pick_at_every_budget(
     study = Study(
         tasks=[task("assert f(1) == 2", "assert f(2) == 4")], strategies=["react", "select"],
         model_for=lambda s: model, memory=memory,
-        config=RunConfig(loop=LoopSection(trials=3, stop_at_pass=False)),
+        config=RunConfig(loop=LoopSection(trials=3, stop_at_pass=False, probes="always")),
     )  # fmt: skip
     study.memory.log.start_run("r", study.manifest())
     study.run("r")
@@ -222,7 +251,9 @@ def test_the_candidates_are_drawn_at_once() -> None:
         return code("return x * 2")
 
     model = ScriptedModel(policy=policy)
-    settings = LoopSettings(strategy="select", trials=3, concurrency=3, draw_all=True)
+    settings = LoopSettings(
+        strategy="select", trials=3, concurrency=3, draw_all=True, probes="always"
+    )
     episode = build_loop(model, settings).run_episode(task())
     assert [a.stop_reason for a in episode.attempts] == ["answered"] * 3
     assert [a.trial for a in episode.attempts] == [1, 2, 3] and episode.passed
@@ -230,7 +261,7 @@ def test_the_candidates_are_drawn_at_once() -> None:
 
 def test_a_resumed_episode_draws_only_the_missing_candidates(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
-    settings = LoopSettings(strategy="select", trials=3)
+    settings = LoopSettings(strategy="select", trials=3, probes="always")
     broken = ScriptedModel(
         [inputs(1, 5), code("return x + 1"), code("return x * 2"), RuntimeError("crash")]
     )
@@ -261,7 +292,9 @@ def test_drawing_stops_once_no_further_candidate_could_change_the_pick() -> None
         return code("return x * 2")
 
     model = ScriptedModel(policy=policy)
-    settings = LoopSettings(strategy="select", trials=3, concurrency=3, stop_at_pass=False)
+    settings = LoopSettings(
+        strategy="select", trials=3, concurrency=3, stop_at_pass=False, probes="always"
+    )
     episode = build_loop(model, settings).run_episode(two)
     assert [a.trial for a in episode.attempts] == [1, 2]
     assert episode.selection is not None and episode.selection.clusters == [[1, 2]]
@@ -319,7 +352,9 @@ def test_a_close_race_draws_every_candidate() -> None:
 
 def run_all(replies: list[str], the_task: Task) -> tuple[Episode, ScriptedModel]:
     model = ScriptedModel(replies)
-    settings = LoopSettings(strategy="select", trials=len(replies) - 1, draw_all=True)
+    settings = LoopSettings(
+        strategy="select", trials=len(replies) - 1, draw_all=True, probes="always"
+    )
     episode = build_loop(model, settings).run_episode(the_task)
     model.assert_done()
     return episode, model

@@ -51,7 +51,7 @@ def test_the_replay_reproduces_the_runs_picks_and_shows_dual_agreement_alone(
     memory = Memory(tmp_path / "mem", HashEmbedding())
     study = Study(
         tasks=[doubling()], strategies=["select"], model_for=lambda s: model,
-        memory=memory, config=RunConfig(loop=LoopSection(trials=3)),
+        memory=memory, config=RunConfig(loop=LoopSection(trials=3, probes="always")),
     )  # fmt: skip
     memory.log.start_run("r", study.manifest())
     study.run("r")
@@ -99,7 +99,7 @@ def test_stopping_at_a_pass_is_replayed_on_a_run_that_drew_on(tmp_path: Path) ->
             ),
         ],
     )  # fmt: skip
-    config = RunConfig(loop=LoopSection(trials=3, stop_at_pass=False))
+    config = RunConfig(loop=LoopSection(trials=3, stop_at_pass=False, probes="always"))
     study = Study(tasks=[task], strategies=["select"], model_for=lambda s: model,
                   memory=memory, config=config)  # fmt: skip
     memory.log.start_run("r", study.manifest())
