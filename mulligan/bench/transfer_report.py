@@ -103,8 +103,8 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
     shown = {i: uses["retrieved"] for i, uses in found.uses.items()}
     found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
     rules = ValidityRules.model_validate(upgraded(stats.manifest)["config"].get("validity", {}))
-    pairs = max((x.validity.evidence.pairs for x in found.lessons.values()), default=0)
-    found.luck = luck(logged_without(log, verify_run_id(stats.run_id)), pairs, rules)
+    without = logged_without(log, verify_run_id(stats.run_id))
+    found.luck = luck(found.lessons.values(), without, rules)
     for s in stats.strategies:
         if _reads_memory(s):
             found.tokens.append(_lesson_tokens(log, stats.run_id, s.strategy, stored))

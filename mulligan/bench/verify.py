@@ -160,10 +160,11 @@ def passed_without(episodes: Iterable[Episode]) -> tuple[int, int]:
     return sum(told), len(told)
 
 
-def luck(without: tuple[int, int], pairs: int, rules: ValidityRules) -> Luck | None:
-    """What noise alone does to a lesson that changes nothing over `pairs` pairs (the most
-    any lesson had), at the pass rate the attempts without a lesson had (None: no pair, or
-    no attempt told anything)."""
+def luck(lessons: Iterable[Lesson], without: tuple[int, int], rules: ValidityRules) -> Luck | None:
+    """What noise alone does to a lesson that changes nothing over as many pairs as any of
+    `lessons` had, at the pass rate the attempts without a lesson had (None: no pair, or no
+    attempt told anything)."""
+    pairs = max((x.validity.evidence.pairs for x in lessons), default=0)
     passed, told = without
     return by_chance(pairs, passed / told, rules) if told and pairs else None
 

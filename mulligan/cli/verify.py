@@ -50,7 +50,8 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             min_similarity=config.loop.min_similarity, pairs=config.memory.verify_pairs,
             concurrency=config.run.concurrency,
         )  # fmt: skip
-    for lesson in memory.lessons([x.id for x in lessons]):
+    verified = memory.lessons([x.id for x in lessons])
+    for lesson in verified:
         e = lesson.validity.evidence
         tried = found.tried.get(lesson.id)
         where = f"on {', '.join(tried)}" if tried else "retrieved for none of these tasks"
@@ -58,7 +59,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             f"{lesson.id}  {lesson.validity.status:<10} pairs {e.pairs}, helped {e.helped}, "
             f"hurt {e.hurt} ({where})  {lesson.text}"
         )
-    chance = luck(found.without, max(map(len, found.tried.values()), default=0), memory.rules)
+    chance = luck(verified, found.without, memory.rules)
     if chance:
         print(luck_line(chance))
     elif found.tried:

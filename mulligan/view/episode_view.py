@@ -146,8 +146,9 @@ def submitted_trial(episode: Episode) -> int | None:
 
 def selection_view(episode: Episode, submitted: int | None) -> dict[str, Any] | None:
     """How a selection strategy chose (None for an episode that did not select): each
-    cluster of candidates with what it passed and its score, the best first, the one holding
-    the `submitted` trial marked. Only the evidence the selection saw: nothing hidden."""
+    cluster of candidates with what it passed and its score, in the order the rule ranked
+    them (a full visible pass first), the one holding the `submitted` trial marked. Only the
+    evidence the selection saw: nothing hidden."""
     chosen = episode.selection
     if chosen is None or submitted is None:
         return None
