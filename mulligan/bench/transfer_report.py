@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from mulligan import prompts, strategies
 from mulligan.bench.stats import RunStats, StrategyStats, collect
 from mulligan.bench.tables import PAIRED_HEADER, paired_cells, pct, shown_only, submitted_passed
@@ -47,6 +49,8 @@ class TransferStats:
     """Case id -> times shown on the test split (the real arms')."""
     luck: Luck | None = None
     """What the verification's noise alone does to a lesson that changes nothing."""
+    luck_refused: str | None = None
+    """Why no chance is given: the logged rules are ones today's rules refuse."""
 
 
 def _reads_memory(s: StrategyStats) -> bool:
@@ -102,9 +106,16 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
     found.lessons = {x.id: x for x in used if x.kind != "case"}
     shown = {i: uses["retrieved"] for i, uses in found.uses.items()}
     found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
-    rules = ValidityRules.model_validate(upgraded(stats.manifest)["config"].get("validity", {}))
-    without = logged_without(log, verify_run_id(stats.run_id))
-    found.luck = luck(found.lessons.values(), without, rules)
+    logged = upgraded(stats.manifest)["config"].get("validity", {})
+    try:
+        rules = ValidityRules.model_validate(logged)
+    except ValidationError as exc:  # a log from another version, or edited by hand
+        found.luck_refused = "; ".join(
+            f"validity.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        )
+    else:
+        without = logged_without(log, verify_run_id(stats.run_id))
+        found.luck = luck(found.lessons.values(), without, rules)
     for s in stats.strategies:
         if _reads_memory(s):
             found.tokens.append(_lesson_tokens(log, stats.run_id, s.strategy, stored))
@@ -292,4 +303,9 @@ def blocks(stats: RunStats, transfer: TransferStats) -> list[str | Table]:
     for table in (playbook_rows(transfer), use_rows(transfer), dropped_rows(transfer)):
         found += [table] if table[1] else []
     found += [luck_line(transfer.luck)] if transfer.luck else []
+    if transfer.luck_refused:
+        found += [
+            f"The run's logged verification rules are ones this version refuses "
+            f"({transfer.luck_refused}), so no chance is given for them."
+        ]
     return found

@@ -190,3 +190,22 @@ def test_a_transfer_study_resumes_its_learning_phase_and_refuses_another_split(
     assert "learn_on" in capsys.readouterr().err
     counts = {s.label: s.solved_by_trial for s in collect(log, run_id).strategies}
     assert counts == {"react": [2, 2, 2], "reflexion": [2, 4, 4], "memory-frozen": [4, 4, 4]}
+
+
+def test_a_logged_validity_rule_todays_rules_refuse_leaves_out_the_chance_line_and_says_why(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        assert main(bench(server, tasks, out, "--learn-on", TRAIN)) == 0
+    run_id = run_ids(capsys.readouterr().err)[0]
+    log = EpisodeLog(out / "memory" / "episodes.db")
+    manifest = collect(log, run_id).manifest
+    manifest["config"]["validity"]["validate_after"] = 0  # as a hand-edited log might hold
+    log.db["runs"].update(run_id, {"manifest": json.dumps(manifest)})
+    again = tmp_path / "again"
+    assert main(["report", run_id, "--memory", str(out / "memory"), "--out", str(again)]) == 0
+    report = (again / "report.md").read_text()
+    assert "## Transfer: learned on 2 tasks, tested on 4 others" in report
+    assert "is validated by chance" not in report
+    assert "validity.validate_after" in report and "no chance is given" in report
