@@ -10,7 +10,7 @@ import importlib.metadata
 import json
 import platform
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,6 +74,15 @@ LEGACY = {
 (None: the key is the section)."""
 
 
+BEFORE_IT_EXISTED: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
+    # without self-tests the task's own checks are all there is: either value reads the same
+    ("loop", "own_checks_first"): lambda config: not config.get("loop", {}).get("self_tests"),
+}
+"""Settings whose default changed what a run does when they came: the value that stood for
+each before (from the run's other settings), so that a run logged earlier is read, and
+resumed, as it ran."""
+
+
 def new_run_id(resume: str | None) -> str:
     return resume or uuid.uuid4().hex[:10]
 
@@ -105,7 +114,8 @@ def configured(manifest: dict[str, Any], section: str, name: str, default: Any =
 
 
 def upgraded(before: dict[str, Any]) -> dict[str, Any]:
-    """An old manifest in today's shape: its settings moved into `config`."""
+    """An old manifest in today's shape: its settings moved into `config`, and a setting
+    that came later at the value that stood for it before (`BEFORE_IT_EXISTED`)."""
     config: dict[str, Any] = json.loads(json.dumps(before.get("config", {})))
     rest = {}
     for key, value in before.items():
@@ -117,6 +127,8 @@ def upgraded(before: dict[str, Any]) -> dict[str, Any]:
                 config.setdefault(section, {}).setdefault(key, value)
         else:
             rest[key] = value
+    for (section, name), stood in BEFORE_IT_EXISTED.items():
+        config.setdefault(section, {}).setdefault(name, stood(config))
     return {**rest, "config": config}
 
 

@@ -82,7 +82,7 @@ class Loop:
 
     def __post_init__(self) -> None:
         self.strategy = strategies.for_loop(self.settings.strategy)
-        self.stop = strategies.stop_rule(self.settings.stop)
+        self.stop = strategies.stop_rule(self.settings.stop, self.settings.own_checks_first)
         if self.memory:  # past verdicts and hidden details are no business of the box
             self.policy = self.policy.hiding(self.memory.directory)
 

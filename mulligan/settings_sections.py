@@ -243,6 +243,13 @@ class LoopSection(Section):
         description="before trial 1 the model writes up to N asserts from the prompt alone; "
         "they are visible checks of every attempt (Reflexion's internal tests; code tasks)",
     )
+    own_checks_first: bool = Field(
+        default=True,
+        description="honest stopping reads the task's own feedback-visible checks when it has "
+        "any, and the self-tests only on a task with none (off: every feedback-visible check, "
+        "the self-tests among them, so a wrong self-test sends a right answer back)",
+        json_schema_extra=FLAG("no-own-checks-first"),
+    )
     separate: bool = Field(
         default=False,
         description="select: two tied finalists are told apart by an input the model writes (S*)",
@@ -250,7 +257,7 @@ class LoopSection(Section):
     stop_at_pass: bool = Field(
         default=True,
         description="select: stop drawing once a candidate passes every feedback-visible check "
-        "(the task's own and every self-test; at least one), as honest stopping does, and "
+        "(the task's own and every self-test; at least one), and "
         "submit it (off: go on until no further candidate could change the pick, which a full "
         "pass can lose to a larger cluster)",
         json_schema_extra=FLAG("no-stop-at-pass"),

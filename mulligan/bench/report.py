@@ -19,7 +19,6 @@ from mulligan.bench.tables import (
     FIRST_NOTE,
     LATER_NOTE,
     PAIRED_NOTE,
-    SELF_TEST_NOTE,
     SUCCESS_NOTE,
     cost_note,
     cost_rows,
@@ -30,6 +29,7 @@ from mulligan.bench.tables import (
     role_cost_rows,
     role_rows,
     self_test_lines,
+    self_test_note,
     self_test_rows,
     setting_lines,
     success_rows,
@@ -196,7 +196,7 @@ def markdown(
         parts += [_markdown_table(*first), ""]
     tested = self_test_rows(stats)
     if tested[1]:
-        parts += ["## Self-tests", "", SELF_TEST_NOTE, "", *self_test_lines(stats), ""]
+        parts += ["## Self-tests", "", self_test_note(stats), "", *self_test_lines(stats), ""]
         parts += [_markdown_table(*tested), ""]
     parts += selection_markdown(stats)
     lessons = lesson_rows(stats)
@@ -287,7 +287,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         parts.append(_html_table(*first))
     tested = self_test_rows(stats)
     if tested[1]:
-        parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(SELF_TEST_NOTE)}</p>"]
+        parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(self_test_note(stats))}</p>"]
         parts += [f"<p>{html.escape(line)}</p>" for line in self_test_lines(stats)]
         parts.append(_html_table(*tested))
     parts += selection_html(stats)

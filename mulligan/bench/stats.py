@@ -12,7 +12,7 @@ from mulligan.errors import UserError
 from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode, Role, Selection, Usage, Verdict, add_by_role
-from mulligan.strategies.stopping import HONEST
+from mulligan.strategies.stopping import HONEST, StopRule, stop_rule
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -160,6 +160,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         )
     manifest = json.loads(run["manifest"])
     trials = int(configured(manifest, "loop", "trials", 1))
+    honest = stop_rule("honest", bool(configured(manifest, "loop", "own_checks_first", True)))
     rows = log.episodes(run_id)
     order = manifest.get("task_order") or sorted({r["task_id"] for r in rows})
     groups: dict[tuple[str, int], StrategyStats] = {}
@@ -178,7 +179,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         if episode is None or not row["ended_at"]:
             continue  # unfinished: not counted until resumed
         stats.tasks += 1
-        budget = by_budget(episode, trials)
+        budget = by_budget(episode, trials, honest)
         stats.submitted[episode.task_id] = [b.passed for b in budget]
         stats.any_passed[episode.task_id] = [b.any_passed for b in budget]
         stats.spent[episode.task_id] = [b.tokens for b in budget]
@@ -237,9 +238,10 @@ class AtBudget:
     tokens: int
 
 
-def by_budget(episode: Episode, trials: int) -> list[AtBudget]:
+def by_budget(episode: Episode, trials: int, honest: StopRule = HONEST) -> list[AtBudget]:
     """For budgets 1…trials: the attempt an honest stop submits (the first whose visible
-    checks all pass, else the budget's last) and the tokens spent up to it. Whatever rule
+    checks all pass, read as the run's `honest` rule reads them, else the budget's last) and
+    the tokens spent up to it. Whatever rule
     the run stopped by, the attempts up to that one are the same, so this reads honest
     scores out of an oracle run too. A reflection after the submitted attempt was only made
     because the run went on: it is not counted in that budget's tokens."""
@@ -250,7 +252,7 @@ def by_budget(episode: Episode, trials: int) -> list[AtBudget]:
             found.append(AtBudget(budget, 0, False, False, 0))
             continue
         made = min(budget, len(verdicts))
-        end = next((i for i in range(made) if HONEST.ends(verdicts[i])), made - 1)
+        end = next((i for i in range(made) if honest.ends(verdicts[i])), made - 1)
         tokens = sum(a.usage.total_tokens for a in episode.attempts[: end + 1])
         if end + 1 < len(episode.attempts):
             tokens -= episode.attempts[end].usage_by_role.get("reflector", Usage()).total_tokens

@@ -12,6 +12,7 @@ from mulligan.bench.paired import (
 from mulligan.bench.stats import RunStats, StrategyStats, wilson
 from mulligan.lifecycle import configured
 from mulligan.schema import Role, Usage
+from mulligan.strategies import stopping
 from mulligan.strategies.stopping import STOP_RULES, StopRule
 
 ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
@@ -53,8 +54,9 @@ def pct(k: int, n: int) -> str:
 
 def stop_rule(stats: RunStats) -> StopRule:
     """The rule the run stopped by (runs logged before the rule was recorded: oracle)."""
-    stop = configured(stats.manifest, "loop", "stop", "oracle")
-    return STOP_RULES.get(str(stop), STOP_RULES["oracle"])
+    stop = str(configured(stats.manifest, "loop", "stop", "oracle"))
+    own_first = bool(configured(stats.manifest, "loop", "own_checks_first", True))
+    return stopping.stop_rule(stop if stop in STOP_RULES else "oracle", own_first)
 
 
 def setting_lines(stats: RunStats) -> list[str]:
@@ -324,13 +326,22 @@ def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-SELF_TEST_NOTE = (
-    "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
-    "kept ones were feedback-visible checks of every attempt, deciding whether to try again; "
-    "they never count in the score, which is the task's own checks. False pass: the self-tests all "
-    "passed but the hidden tests failed (the episode stops on a wrong answer). False alarm: "
-    "the hidden tests passed but a self-test failed (a right answer is tried again)."
-)
+def self_test_note(stats: RunStats) -> str:
+    """What the self-tests were, and what their two kinds of error did under the run's rule."""
+    own_first = stop_rule(stats).own_checks_first
+    deciding = (
+        "deciding whether to try again only on a task with no check of its own"
+        if own_first
+        else "deciding whether to try again"
+    )
+    alarm = "a right answer failed one" if own_first else "a right answer is tried again"
+    return (
+        "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
+        f"kept ones were feedback-visible checks of every attempt, {deciding}; they never count "
+        "in the score, which is the task's own checks. False pass: the self-tests all passed but "
+        "the hidden tests failed. False alarm: the hidden tests passed but a self-test failed "
+        f"({alarm})."
+    )
 
 
 def self_test_lines(stats: RunStats) -> list[str]:

@@ -169,6 +169,13 @@ class Verdict(Record):
         return all(c.passed for c in visible) if visible else None
 
     @property
+    def own_passed(self) -> bool | None:
+        """Every feedback-visible check of the task's own passed, the model's self-tests left
+        out (None: the task has none)."""
+        own = [c for c in self.checks if c.visibility == "feedback" and not c.self_test]
+        return all(c.passed for c in own) if own else None
+
+    @property
     def failed_visible(self) -> list[str]:  # a hidden check is never named
         return [c.name for c in self.checks if c.visibility == "feedback" and not c.passed]
 

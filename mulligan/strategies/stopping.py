@@ -1,11 +1,18 @@
 """When an episode ends. `honest` (the default): at the first attempt whose feedback-visible
 checks all pass, the evidence an agent has, or when its trials run out; the hidden checks
 only score the answer it ends with. `oracle`: the hidden checks decide whether to try again,
-as many papers' multi-trial figures do; every report says which rule ran."""
+as many papers' multi-trial figures do; every report says which rule ran.
+
+The task's own checks first (`own_checks_first`, the default): on a task with feedback-visible
+checks of its own (its examples), those decide, and the model's self-tests only on a task
+with none. The small models' own tests are wrong often enough (on MBPP a self-test failed most
+right answers) that letting one send a right answer back trades it for a later, often wrong
+one: replayed on logged runs, retry stopping this way passed 3 to 5 more tasks of 80 with
+fewer attempts (docs/selection.md). Off, every feedback-visible check decides, as before."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,12 +24,15 @@ class StopRule:
     name: str
     description: str
     oracle: bool
+    own_checks_first: bool = True
 
     def ends(self, verdict: Verdict) -> bool:
         """The episode ends after this verdict: the answer is submitted."""
         if self.oracle:
             return verdict.passed
-        return verdict.visible_passed is not False  # no visible check: nothing says try again
+        own = verdict.own_passed if self.own_checks_first else None
+        evidence = verdict.visible_passed if own is None else own
+        return evidence is not False  # no visible check: nothing says try again
 
 
 HONEST = StopRule(
@@ -40,9 +50,9 @@ ORACLE = StopRule(
 STOP_RULES: dict[str, StopRule] = {rule.name: rule for rule in (HONEST, ORACLE)}
 
 
-def stop_rule(name: str) -> StopRule:
+def stop_rule(name: str, own_checks_first: bool = True) -> StopRule:
     if name not in STOP_RULES:
         from mulligan.errors import UserError
 
         raise UserError(f"--stop {name!r}: use one of {', '.join(STOP_RULES)}")
-    return STOP_RULES[name]
+    return replace(STOP_RULES[name], own_checks_first=own_checks_first)

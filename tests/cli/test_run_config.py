@@ -163,6 +163,21 @@ def test_a_manifest_from_before_the_sections_still_resumes() -> None:
         check_resume(run, "r0", manifest(longer, command="run", suite="x"), "log")
 
 
+def test_a_run_with_self_tests_from_before_the_tasks_own_checks_came_first_resumes_as_it_ran() -> (
+    None
+):
+    """Its self-tests decided when to stop: resuming with today's default would change that
+    halfway, so it is refused, naming the flag that resumes it as it ran."""
+    before = RunConfig.model_validate({"loop": {"self_tests": 3}}).manifest()
+    del before["loop"]["own_checks_first"]
+    run = {"manifest": json.dumps({"command": "bench", "config": before})}
+    today = RunConfig.model_validate({"loop": {"self_tests": 3}})
+    with pytest.raises(UserError, match=r"own_checks_first is True here but False.*--no-own"):
+        check_resume(run, "r0", manifest(today, command="bench"), "log")
+    as_it_ran = RunConfig.model_validate({"loop": {"self_tests": 3, "own_checks_first": False}})
+    check_resume(run, "r0", manifest(as_it_ran, command="bench"), "log")
+
+
 def _run_id(log: Path) -> str:
     import sqlite_utils
 

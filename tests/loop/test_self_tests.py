@@ -92,16 +92,18 @@ def policy(answer: str) -> Any:
 
 
 def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) -> None:
-    """add is right (visible and hidden checks pass) but the model's own test is wrong: the
-    episode does not stop at trial 1, and the tests are written once per task."""
+    """add is right (visible and hidden checks pass) but the model's own test is wrong: with
+    every visible check deciding, the episode does not stop at trial 1; the tests are written
+    once per task."""
     model = ScriptedModel(policy=policy("```python\ndef add(a, b):\n    return a + b\n```"))
     memory = Memory(tmp_path / "mem", HashEmbedding())
+    loop = LoopSection(trials=2, self_tests=2, own_checks_first=False)
     study = Study(
         tasks=[code_task("a"), code_task("b")],
         strategies=["react", "retry"],
         model_for=lambda strategy: model,
         memory=memory,
-        config=RunConfig(loop=LoopSection(trials=2, self_tests=2)),
+        config=RunConfig(loop=loop),
     )
     study.memory.log.start_run("run", study.manifest())
     study.run("run")
@@ -123,6 +125,76 @@ def test_self_tests_are_visible_checks_shared_by_every_strategy(tmp_path: Path) 
     names = [c.name for c in episode.verdicts[0].checks]
     assert any(name.startswith(SELF_TEST) for name in names)
     assert study.manifest()["config"]["loop"]["self_tests"] == 2
+
+
+def retried(tmp_path: Path, task: Task, answers: list[str], **loop: Any) -> tuple[Any, Memory]:
+    """retry on one task with a wrong self-test; the answers in turn."""
+    replies = iter(answers)
+
+    def reply(messages: list[dict[str, Any]], tools: Any) -> str:
+        return "```python\nassert add(2, 2) == 5\n```" if writing(messages) else next(replies)
+
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    config = RunConfig(loop=LoopSection(trials=2, self_tests=1, **loop))
+    study = Study(
+        tasks=[task], strategies=["retry"], model_for=lambda s: ScriptedModel(policy=reply),
+        memory=memory, config=config,
+    )  # fmt: skip
+    memory.log.start_run("run", study.manifest())
+    study.run("run")
+    (stats,) = collect(memory.log, "run").strategies
+    return stats, memory
+
+
+RIGHT = "```python\ndef add(a, b):\n    return a + b\n```"
+WRONG = "```python\ndef add(a, b):\n    return a - b\n```"
+
+
+def test_the_tasks_own_check_ends_the_episode_over_a_failing_self_test(tmp_path: Path) -> None:
+    """By default the task's own visible check decides when the task has one: a right answer
+    a wrong self-test fails is submitted at trial 1, not traded for a wrong second."""
+    stats, _ = retried(tmp_path, code_task(), [RIGHT, WRONG])
+    assert stats.attempts == 1 and stats.solved_by_trial == [1, 1]
+    assert stats.self_tested.false_alarms == 1  # the self-test still failed it, and says so
+
+
+def test_with_every_visible_check_deciding_a_failing_self_test_draws_again(
+    tmp_path: Path,
+) -> None:
+    """The rule before (`own_checks_first` off): the wrong self-test sends retry on, and its
+    wrong second answer is submitted; the report reads the run by the rule it ran."""
+    stats, memory = retried(tmp_path, code_task(), [RIGHT, WRONG], own_checks_first=False)
+    assert stats.attempts == 2 and stats.solved_by_trial == [1, 0]
+    assert memory.log.episode("run:retry:add").passed is False  # type: ignore[union-attr]
+
+
+def test_on_a_task_with_no_check_of_its_own_the_self_tests_decide(tmp_path: Path) -> None:
+    task = code_task()
+    task = task.model_copy(update={"checks": [c for c in task.checks if c.visibility == "hidden"]})
+    stats, _ = retried(tmp_path, task, [RIGHT, WRONG])
+    assert stats.attempts == 2 and stats.solved_by_trial == [1, 0]
+
+
+def test_a_run_logged_before_the_tasks_own_checks_came_first_is_read_by_every_check(
+    tmp_path: Path,
+) -> None:
+    """A manifest without the setting is read as that code stopped: at the first attempt
+    whose every visible check passed; a manifest with it, by the task's own checks first."""
+    alarm = verdict([False], True)
+    alarm.checks.insert(0, CheckResult(type="python_tests", name="example", passed=True, score=1))
+    wrong = verdict([False], False)
+    wrong.checks.insert(0, CheckResult(type="python_tests", name="example", passed=False, score=0))
+    made = {"retry": {"t": [alarm, wrong]}}
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    before = {"strategies": ["retry"], "trials": 2, "stop": "honest", "self_tests": 1}
+    log_run(memory.log, "old", before, made)
+    (old,) = collect(memory.log, "old").strategies
+    assert old.submitted["t"] == [True, False]  # it went on past the alarm, as that code did
+    now = {"strategies": ["retry"], "config": {"loop": {"trials": 2, "stop": "honest",
+                                                         "own_checks_first": True}}}  # fmt: skip
+    log_run(memory.log, "new", now, made)  # its rule would have stopped at the first
+    (new,) = collect(memory.log, "new").strategies
+    assert new.submitted["t"] == [True, True]
 
 
 def verdict(own: list[bool], hidden: bool) -> Verdict:
