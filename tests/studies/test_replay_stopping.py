@@ -1,4 +1,4 @@
-"""`benchmarks/replay_retry.py` replays retry on a logged run as if the task's own checks had
+"""`benchmarks/replay_stopping.py` replays retry on a logged run as if the task's own checks had
 decided when to stop: exact, as the replay never reads an attempt the run did not draw."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import PythonTestsCheck, Task
 from mulligan.testing import ScriptedModel
 
-REPLAY = Path(__file__).parents[2] / "benchmarks" / "replay_retry.py"
+REPLAY = Path(__file__).parents[2] / "benchmarks" / "replay_stopping.py"
 
 
 def code(body: str) -> str:
