@@ -26,11 +26,10 @@ exact for a rule that stops no later than the run did.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sqlite3
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import Any
+
+from replay_io import read_logged, replay_parser, rewrite_lines
 
 from mulligan.evaluator.agreement import Evidence, choose, evidence, tests_of, to_draw
 from mulligan.memory.log import EpisodeLog
@@ -117,42 +116,24 @@ def spent(task: Replayed, k: int, at_pass: bool | None) -> int:
 def rewrite(runs: dict[str, Replayed], source: str, target: str) -> int:
     """The run's outcome lines for select, submitting the default rule's picks (stopping at a
     pass) with the tokens of what it draws."""
-    lines = []
-    with open(source, encoding="utf-8") as handle:
-        for line in handle:
-            outcome = json.loads(line)
-            if outcome["strategy"] != "select" or outcome["task"] not in runs:
-                continue
-            task = runs[outcome["task"]]
-            budgets = range(1, len(outcome["submitted"]) + 1)
-            outcome["submitted"] = [
-                submitted(task.candidates, k, True, True).right for k in budgets
-            ]
-            outcome["tokens"] = [spent(task, k, True) for k in budgets]
-            outcome["strategy"] = "select-replayed"
-            lines.append(json.dumps(outcome))
-    with open(target, "w", encoding="utf-8") as handle:
-        handle.writelines(line + "\n" for line in lines)
-    return len(lines)
+
+    def change(outcome: dict[str, Any]) -> bool:
+        task = runs.get(outcome["task"])
+        if task is None:
+            return False
+        budgets = range(1, len(outcome["submitted"]) + 1)
+        outcome["submitted"] = [submitted(task.candidates, k, True, True).right for k in budgets]
+        outcome["tokens"] = [spent(task, k, True) for k in budgets]
+        outcome["strategy"] = "select-replayed"
+        return True
+
+    return rewrite_lines(source, target, "select", change)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("log", help="the run's episodes.db")
-    parser.add_argument("run_id")
-    parser.add_argument("--outcomes", help="the run's outcomes.jsonl, to rewrite")
-    parser.add_argument("--write", help="where the rewritten outcomes go (with --outcomes)")
+    parser = replay_parser(__doc__)
     args = parser.parse_args()
-    if bool(args.outcomes) != bool(args.write):
-        parser.error("--outcomes and --write go together")
-    if not Path(args.log).is_file():
-        parser.error(f"{args.log}: no such file; pass a run's episode log, OUT/memory/episodes.db")
-    try:
-        runs = read_run(args.log, args.run_id)
-    except sqlite3.DatabaseError as error:
-        parser.error(f"{args.log}: not an episode log ({error}); pass OUT/memory/episodes.db")
-    if not runs:
-        raise SystemExit(f"{args.log}: no select episode of run {args.run_id}")
+    runs = read_logged(parser, args, lambda: read_run(args.log, args.run_id), "select")
     budget = max(len(task.candidates) for task in runs.values())
     print(f"run {args.run_id}: {len(runs)} tasks, submitted answers the hidden checks pass")
     print("| budget | the run's picks | the task's checks first | stopping at a pass too "

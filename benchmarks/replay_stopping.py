@@ -22,11 +22,10 @@ them with other runs. The self-tests' writing is charged to neither (it is the t
 
 from __future__ import annotations
 
-import argparse
-import json
-import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
+
+from replay_io import read_logged, replay_parser, rewrite_lines
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Usage, Verdict
@@ -91,45 +90,30 @@ def rewrite(
 ) -> int:
     """The run's outcome lines of the strategy, submitting as the rule does, with the tokens
     of the attempts it reads, renamed after the rule."""
-    lines = []
-    with open(source, encoding="utf-8") as handle:
-        for line in handle:
-            outcome = json.loads(line)
-            attempts = runs.get(outcome["task"]) if outcome["strategy"] == strategy else None
-            if not attempts:
-                continue
-            budgets = range(1, len(outcome["submitted"]) + 1)
-            drawn = [stop(attempts, k, rule) for k in budgets]
-            outcome["submitted"] = [attempts[n - 1].verdict.passed for n in drawn]
-            outcome["tokens"] = [spent(attempts, n) for n in drawn]
-            outcome["strategy"] = f"{strategy}-{rule.replace(' ', '-')}"
-            lines.append(json.dumps(outcome))
-    with open(target, "w", encoding="utf-8") as handle:
-        handle.writelines(line + "\n" for line in lines)
-    return len(lines)
+
+    def change(outcome: dict[str, Any]) -> bool:
+        attempts = runs.get(outcome["task"])
+        if not attempts:
+            return False
+        drawn = [stop(attempts, k, rule) for k in range(1, len(outcome["submitted"]) + 1)]
+        outcome["submitted"] = [attempts[n - 1].verdict.passed for n in drawn]
+        outcome["tokens"] = [spent(attempts, n) for n in drawn]
+        outcome["strategy"] = f"{strategy}-{rule.replace(' ', '-')}"
+        return True
+
+    return rewrite_lines(source, target, strategy, change)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("log", help="the run's episodes.db")
-    parser.add_argument("run_id")
-    parser.add_argument("--outcomes", help="the run's outcomes.jsonl, to rewrite")
-    parser.add_argument("--write", help="where the rewritten outcomes go (with --outcomes)")
+    parser = replay_parser(__doc__)
     parser.add_argument("--strategy", default="retry", help="whose episodes (default: retry)")
     parser.add_argument(
         "--rule", choices=RULES[1:], default=OWN_FIRST, help="the rule --write replays"
     )
     args = parser.parse_args()
-    if bool(args.outcomes) != bool(args.write):
-        parser.error("--outcomes and --write go together")
-    if not Path(args.log).is_file():
-        parser.error(f"{args.log}: no such file; pass a run's episode log, OUT/memory/episodes.db")
-    try:
-        runs = read_run(args.log, args.run_id, args.strategy)
-    except sqlite3.DatabaseError as error:
-        parser.error(f"{args.log}: not an episode log ({error}); pass OUT/memory/episodes.db")
-    if not runs:
-        raise SystemExit(f"{args.log}: no {args.strategy} episode of run {args.run_id}")
+    runs = read_logged(
+        parser, args, lambda: read_run(args.log, args.run_id, args.strategy), args.strategy
+    )
     budget = max(len(attempts) for attempts in runs.values())
     tasks = len(runs)
     print(f"run {args.run_id}: {tasks} tasks; each rule: submitted answers the hidden checks "

@@ -47,6 +47,14 @@ def bench(
     ]  # fmt: skip
 
 
+def learned(tasks: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, EpisodeLog]:
+    """A transfer study on the demo's units tasks: its run id and episode log."""
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        assert main(bench(server, tasks, out, "--learn-on", TRAIN)) == 0
+        assert server.violations == []
+    return run_ids(capsys.readouterr().err)[0], EpisodeLog(out / "memory" / "episodes.db")
+
+
 @pytest.fixture
 def tasks(tmp_path: Path) -> Path:
     path = tmp_path / "units.yaml"
@@ -96,10 +104,7 @@ def test_the_transfer_table_matches_a_hand_count(
     """react: the two easy tasks; reflexion: the units tasks too, at trial 2 (its diagnosis);
     memory-frozen: all four at trial 1 (the lesson learned on units-1)."""
     out = tmp_path / "out"
-    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
-        assert main(bench(server, tasks, out, "--learn-on", TRAIN)) == 0
-    run_id = run_ids(capsys.readouterr().err)[0]
-    log = EpisodeLog(out / "memory" / "episodes.db")
+    run_id, log = learned(tasks, out, capsys)
     counts = {s.label: s.solved_by_trial for s in collect(log, run_id).strategies}
     assert counts == {"react": [2, 2, 2], "reflexion": [2, 4, 4], "memory-frozen": [4, 4, 4]}
     report = (out / "report.md").read_text()
@@ -196,10 +201,7 @@ def test_a_logged_validity_rule_todays_rules_refuse_leaves_out_the_chance_line_a
     tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
-        assert main(bench(server, tasks, out, "--learn-on", TRAIN)) == 0
-    run_id = run_ids(capsys.readouterr().err)[0]
-    log = EpisodeLog(out / "memory" / "episodes.db")
+    run_id, log = learned(tasks, out, capsys)
     manifest = collect(log, run_id).manifest
     manifest["config"]["validity"]["validate_after"] = 0  # as a hand-edited log might hold
     log.db["runs"].update(run_id, {"manifest": json.dumps(manifest)})
