@@ -334,7 +334,11 @@ def self_test_note(stats: RunStats) -> str:
         if own_first
         else "deciding whether to try again"
     )
-    alarm = "a right answer failed one" if own_first else "a right answer is tried again"
+    alarm = (
+        "on a task with no check of its own, a right answer is tried again"
+        if own_first
+        else "a right answer is tried again"
+    )
     return (
         "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
         f"kept ones were feedback-visible checks of every attempt, {deciding}; they never count "

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from mulligan.bench.stats import collect
+from mulligan.bench.tables import self_test_note
 from mulligan.bench.study import Study
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
@@ -195,6 +196,9 @@ def test_a_run_logged_before_the_tasks_own_checks_came_first_is_read_by_every_ch
     log_run(memory.log, "new", now, made)  # its rule would have stopped at the first
     (new,) = collect(memory.log, "new").strategies
     assert new.submitted["t"] == [True, True]
+    only_where_none = "deciding whether to try again only on a task with no check of its own"
+    assert only_where_none in self_test_note(collect(memory.log, "new"))
+    assert only_where_none not in self_test_note(collect(memory.log, "old"))
 
 
 def verdict(own: list[bool], hidden: bool) -> Verdict:
