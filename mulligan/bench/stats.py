@@ -241,10 +241,10 @@ class AtBudget:
 def by_budget(episode: Episode, trials: int, honest: StopRule = HONEST) -> list[AtBudget]:
     """For budgets 1…trials: the attempt an honest stop submits (the first whose visible
     checks all pass, read as the run's `honest` rule reads them, else the budget's last) and
-    the tokens spent up to it. Whatever rule
-    the run stopped by, the attempts up to that one are the same, so this reads honest
-    scores out of an oracle run too. A reflection after the submitted attempt was only made
-    because the run went on: it is not counted in that budget's tokens."""
+    the tokens spent up to it. Whatever rule the run stopped by, the attempts up to that one
+    are the same, so this reads honest scores out of an oracle run too. A reflection after the
+    submitted attempt was only made because the run went on: it is not counted in that
+    budget's tokens."""
     found: list[AtBudget] = []
     verdicts = episode.verdicts
     for budget in range(1, max(trials, 1) + 1):
