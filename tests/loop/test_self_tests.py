@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from mulligan.bench.stats import collect
-from mulligan.bench.tables import self_test_note
 from mulligan.bench.study import Study
+from mulligan.bench.tables import self_test_note
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.memory import HashEmbedding, Memory
