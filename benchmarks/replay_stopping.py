@@ -27,77 +27,59 @@ from typing import Any
 
 from replay_io import read_logged, replay_parser, rewrite_lines
 
+from mulligan.bench.stats import AtBudget, by_budget
 from mulligan.memory.log import EpisodeLog
-from mulligan.schema import Usage, Verdict
-from mulligan.strategies.stopping import stop_rule
+from mulligan.schema import Episode, Verdict
+from mulligan.strategies.stopping import StopRule, stop_rule
 
 
-@dataclass
-class Attempt:
-    verdict: Verdict
-    tokens: int
-    reflector: int = 0
-    """Of its tokens, the reflection made after it (because the episode went on)."""
+@dataclass(frozen=True)
+class OwnChecksAlone(StopRule):
+    """The task's own checks alone, as if there were no self-tests (for comparison only)."""
+
+    def ends(self, verdict: Verdict) -> bool:
+        return verdict.own_passed is not False  # nothing of the task's says try again
 
 
 AS_RUN, OWN, OWN_FIRST = "as run", "own checks", "own checks first"
-RULES = (AS_RUN, OWN, OWN_FIRST)
+RULES: dict[str, StopRule] = {
+    AS_RUN: stop_rule("honest", own_checks_first=False),
+    OWN: OwnChecksAlone(OWN, "the task's own checks alone", oracle=False),
+    OWN_FIRST: stop_rule("honest", own_checks_first=True),
+}
 """`as run`: every feedback-visible check, the self-tests among them (the rule before);
 `own checks`: the task's own alone (as if there were no self-tests); `own checks first`: the
 task's own, the self-tests only on a task with none (the default now, `StopRule`)."""
 
 
-def read_run(path: str, run_id: str, strategy: str) -> dict[str, list[Attempt]]:
-    """Each episode's attempts of the strategy, in trial order."""
+def read_run(path: str, run_id: str, strategy: str) -> dict[str, Episode]:
+    """Each episode of the strategy, by task."""
     log = EpisodeLog(path, read_only=True)
     runs = {}
     for row in log.episodes(run_id):
         episode = log.episode(row["id"]) if row["strategy"] == strategy else None
         if episode is not None:
-            pairs = zip(episode.attempts, episode.verdicts, strict=True)
-            runs[episode.task_id] = [
-                Attempt(
-                    v, a.usage.total_tokens, a.usage_by_role.get("reflector", Usage()).total_tokens
-                )
-                for a, v in pairs
-            ]
+            runs[episode.task_id] = episode
     return runs
 
 
-def ends(attempt: Attempt, rule: str) -> bool:
-    """Whether the episode stops after this attempt under a rule."""
-    if rule == OWN:
-        return attempt.verdict.own_passed is not False  # nothing of the task's says try again
-    return stop_rule("honest", own_checks_first=rule == OWN_FIRST).ends(attempt.verdict)
+def budgets(episode: Episode, trials: int, rule: str) -> list[AtBudget]:
+    """What the episode submits at each budget 1..trials under the rule, as a report reads a
+    run (`by_budget`: the attempt, whether it passed, the tokens up to it)."""
+    return by_budget(episode, trials, RULES[rule])
 
 
-def stop(attempts: list[Attempt], k: int, rule: str) -> int:
-    """How many attempts the episode makes with a budget of k under a rule."""
-    for n, attempt in enumerate(attempts[:k], start=1):
-        if ends(attempt, rule):
-            return n
-    return min(k, len(attempts))
-
-
-def spent(attempts: list[Attempt], n: int) -> int:
-    """Tokens of the first n attempts, the reflection after the n-th left out when it exists."""
-    after = attempts[n - 1].reflector if n < len(attempts) else 0
-    return sum(a.tokens for a in attempts[:n]) - after
-
-
-def rewrite(
-    runs: dict[str, list[Attempt]], strategy: str, source: str, target: str, rule: str
-) -> int:
+def rewrite(runs: dict[str, Episode], strategy: str, source: str, target: str, rule: str) -> int:
     """The run's outcome lines of the strategy, submitting as the rule does, with the tokens
     of the attempts it reads, renamed after the rule."""
 
     def change(outcome: dict[str, Any]) -> bool:
-        attempts = runs.get(outcome["task"])
-        if not attempts:
+        episode = runs.get(outcome["task"])
+        if episode is None or not episode.attempts:
             return False
-        drawn = [stop(attempts, k, rule) for k in range(1, len(outcome["submitted"]) + 1)]
-        outcome["submitted"] = [attempts[n - 1].verdict.passed for n in drawn]
-        outcome["tokens"] = [spent(attempts, n) for n in drawn]
+        found = budgets(episode, len(outcome["submitted"]), rule)
+        outcome["submitted"] = [b.passed for b in found]
+        outcome["tokens"] = [b.tokens for b in found]
         outcome["strategy"] = f"{strategy}-{rule.replace(' ', '-')}"
         return True
 
@@ -108,27 +90,27 @@ def main() -> None:
     parser = replay_parser(__doc__)
     parser.add_argument("--strategy", default="retry", help="whose episodes (default: retry)")
     parser.add_argument(
-        "--rule", choices=RULES[1:], default=OWN_FIRST, help="the rule --write replays"
+        "--rule", choices=[OWN, OWN_FIRST], default=OWN_FIRST, help="the rule --write replays"
     )
     args = parser.parse_args()
     runs = read_logged(
         parser, args, lambda: read_run(args.log, args.run_id, args.strategy), args.strategy
     )
-    budget = max(len(attempts) for attempts in runs.values())
+    budget = max(len(episode.attempts) for episode in runs.values())
     tasks = len(runs)
     print(f"run {args.run_id}: {tasks} tasks; each rule: submitted answers the hidden checks "
           "pass · attempts a task · tokens a task")  # fmt: skip
     print("| budget | " + " | ".join(RULES) + " | oracle |")
     print("|---|" + "---|" * (len(RULES) + 1))
+    read = {rule: [budgets(e, budget, rule) for e in runs.values()] for rule in RULES}
     for k in range(1, budget + 1):
         cells = []
         for rule in RULES:
-            drawn = [(attempts, stop(attempts, k, rule)) for attempts in runs.values()]
-            right = sum(attempts[n - 1].verdict.passed for attempts, n in drawn)
-            n = sum(n for _, n in drawn)
-            tokens = sum(spent(attempts, n) for attempts, n in drawn)
+            at = [found[k - 1] for found in read[rule]]
+            right, n = sum(b.passed for b in at), sum(b.trial for b in at)
+            tokens = sum(b.tokens for b in at)
             cells.append(f"{right} · {n / tasks:.2f} · {tokens / tasks:,.0f}")
-        oracle = sum(any(a.verdict.passed for a in attempts[:k]) for attempts in runs.values())
+        oracle = sum(found[k - 1].any_passed for found in read[AS_RUN])
         print(f"| {k} | " + " | ".join(cells) + f" | {oracle} |")
     if args.outcomes:
         written = rewrite(runs, args.strategy, args.outcomes, args.write, args.rule)
