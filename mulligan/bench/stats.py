@@ -12,7 +12,7 @@ from mulligan.errors import UserError
 from mulligan.lifecycle import configured
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode, Role, Selection, Usage, Verdict, add_by_role
-from mulligan.strategies.stopping import HONEST, StopRule, stop_rule
+from mulligan.strategies.stopping import HONEST, STOP_RULES, StopRule, stop_rule
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -160,7 +160,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         )
     manifest = json.loads(run["manifest"])
     trials = int(configured(manifest, "loop", "trials", 1))
-    honest = stop_rule("honest", bool(configured(manifest, "loop", "own_checks_first", True)))
+    honest = stop_rule("honest", logged_stop_rule(manifest).own_checks_first)
     rows = log.episodes(run_id)
     order = manifest.get("task_order") or sorted({r["task_id"] for r in rows})
     groups: dict[tuple[str, int], StrategyStats] = {}
@@ -222,6 +222,14 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         task_ids=list(order),
         self_tests=tests,
     )
+
+
+def logged_stop_rule(manifest: dict[str, Any]) -> StopRule:
+    """The rule a run stopped by, as its manifest says (runs logged before the rule was
+    recorded: oracle)."""
+    stop = str(configured(manifest, "loop", "stop", "oracle"))
+    own_first = bool(configured(manifest, "loop", "own_checks_first", True))
+    return stop_rule(stop if stop in STOP_RULES else "oracle", own_first)
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,9 @@ from mulligan.bench.paired import (
     pair_table,
     tokens_per_extra_success,
 )
-from mulligan.bench.stats import RunStats, StrategyStats, wilson
-from mulligan.lifecycle import configured
+from mulligan.bench.stats import RunStats, StrategyStats, logged_stop_rule, wilson
 from mulligan.schema import Role, Usage
-from mulligan.strategies import stopping
-from mulligan.strategies.stopping import STOP_RULES, StopRule
+from mulligan.strategies.stopping import StopRule
 
 ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
 
@@ -54,9 +52,7 @@ def pct(k: int, n: int) -> str:
 
 def stop_rule(stats: RunStats) -> StopRule:
     """The rule the run stopped by (runs logged before the rule was recorded: oracle)."""
-    stop = str(configured(stats.manifest, "loop", "stop", "oracle"))
-    own_first = bool(configured(stats.manifest, "loop", "own_checks_first", True))
-    return stopping.stop_rule(stop if stop in STOP_RULES else "oracle", own_first)
+    return logged_stop_rule(stats.manifest)
 
 
 def setting_lines(stats: RunStats) -> list[str]:
