@@ -7,12 +7,12 @@ finds it helps (MULLIGAN_SHOW_CANDIDATES=1 shows it to the next run at once, mar
 
 import sys
 
-from mulligan.build import build_loop
-from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
 from mulligan.memory import Memory, make_embedder
+from mulligan.runs.build import actor_settings, build_loop, loop_settings
 from mulligan.schema import ExactMatchCheck, Task
+from mulligan.settings.loading import load_config
 
 task = Task(
     id="capital-au",
@@ -30,7 +30,7 @@ memory = Memory(
     make_embedder(config.run.embedding, model),
 )
 loop = build_loop(
-    model, config.loop_settings("reflexion-memory"), config.actor_settings(), memory=memory
+    model, loop_settings(config, "reflexion-memory"), actor_settings(config), memory=memory
 )
 episode = loop.run_episode(task)
 for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=True):

@@ -10,9 +10,9 @@ import sys
 
 from mulligan.cli import help_format
 from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
+from mulligan.cli.flag_checks import check_flags
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
-from mulligan.inputs.flags import check_flags
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 

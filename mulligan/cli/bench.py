@@ -10,26 +10,27 @@ from pathlib import Path
 
 from mulligan import strategies as registry
 from mulligan.actor import Tool
-from mulligan.bench import demo
-from mulligan.bench.report import report_in, write_report
-from mulligan.bench.stats import RunStats
-from mulligan.bench.study import Study, study_fields
-from mulligan.bench.transfer import (
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import feedback_of, selected, selection_of
+from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
+from mulligan.cli.progress import Progress
+from mulligan.errors import UserError
+from mulligan.memory.curator import CuratorSettings
+from mulligan.report.report import report_in, write_report
+from mulligan.report.stats import RunStats
+from mulligan.runs.build import box_policy
+from mulligan.runs.lifecycle import new_run_id
+from mulligan.schema import Episode, Task
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
+from mulligan.studies import demo
+from mulligan.studies.study import Study, study_fields
+from mulligan.studies.transfer import (
     Transfer,
     TransferStudy,
     check_test_strategies,
     training_split,
 )
-from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import feedback_of, selected, selection_of
-from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
-from mulligan.cli.progress import Progress
-from mulligan.config import load_config
-from mulligan.errors import UserError
-from mulligan.lifecycle import new_run_id
-from mulligan.memory.curator import CuratorSettings
-from mulligan.run_config import RunConfig
-from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite, load_suite
 
 StudyCallback = Callable[[str, int, Task, Episode], None]
@@ -130,7 +131,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     refuse_to_overwrite(Path(args.out), args.resume, resumable=True)
     with (
         cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
-        opened(config, request, suite.hidden(config.policy())) as run,
+        opened(config, request, suite.hidden(box_policy(config))) as run,
     ):
         if request.repeats(run.config) and run.model.temperature == 0:
             print(

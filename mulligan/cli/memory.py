@@ -9,17 +9,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mulligan import display
+from mulligan.cli import display
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
-from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.inputs.lesson_file import lesson_lines
 from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import spec_for
+from mulligan.memory.lesson_file import lesson_lines
 from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.schema import Lesson
+from mulligan.settings.loading import load_config
 
 EMBEDDING_ACTIONS = ("search", "import", "verify")
 """The only memory actions that embed text; the others read or update what is stored."""

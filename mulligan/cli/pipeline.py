@@ -24,23 +24,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies as registry
-from mulligan.bench.executors import Executor, open_executor
-from mulligan.build import loop_for
 from mulligan.cli.local import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.embedding import embedding_available
 from mulligan.inputs.memory_files import memory_directory, memory_to_read
-from mulligan.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
+from mulligan.memory.embeddings import embedding_available
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import DETERMINISTIC_TEMPERATURE, REPEATED_TEMPERATURE, RunConfig
+from mulligan.runs.build import local_server_settings, loop_for
+from mulligan.runs.executors import Executor, open_executor
+from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
 from mulligan.schema import Task
+from mulligan.settings.run_config import DETERMINISTIC_TEMPERATURE, REPEATED_TEMPERATURE, RunConfig
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -94,7 +94,7 @@ def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
     """The actor's model and the feedback model (reflector, self-tests, a selection's inputs,
     the curator): the actor's own unless [reflector] names one, connected here and nowhere
     else."""
-    actor = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
+    actor = connect(config.endpoint, reporter=REPORTER, local=local_server_settings(config))
     feedback = connect_feedback(config.reflector, config.endpoint, REPORTER)
     return actor, feedback or actor
 

@@ -1,4 +1,4 @@
-"""Flags derived from the settings' fields (mulligan/run_config.py): a setting's flag takes
+"""Flags derived from the settings' fields (mulligan/settings/run_config.py): a setting's flag takes
 its field's type (choices for a Literal, repeatable for a list, on/off for a bool) and help
 (its description and default); its bounds are checked after parsing (inputs/flags.py), as
 for a value from a file or variable. Nothing here names a setting."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mulligan.run_config import SECTIONS, section_model
-from mulligan.settings_fields import Setting, command_flag, settings
+from mulligan.settings.fields import Setting, command_flag, settings
+from mulligan.settings.run_config import SECTIONS, section_model
 
 COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "attempt": ("endpoint", "actor", "budget", "compression", "run.mcp"),

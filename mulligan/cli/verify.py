@@ -1,5 +1,5 @@
 """`mulligan memory verify TASKS`: each candidate lesson paired, with it and without it, on
-the given tasks it is retrieved for (mulligan/bench/verify.py); what each pair showed is
+the given tasks it is retrieved for (mulligan/studies/verify.py); what each pair showed is
 printed and kept in the lesson's validity."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mulligan.bench.verify import luck, luck_line, verify
-from mulligan.build import loop_for
 from mulligan.cli.pipeline import connect_models, running
-from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.lifecycle import manifest, new_run_id
 from mulligan.loop import Loop
 from mulligan.memory import Memory
+from mulligan.runs.build import box_policy, loop_for, loop_settings
+from mulligan.runs.lifecycle import manifest, new_run_id
+from mulligan.settings.loading import load_config
+from mulligan.studies.verify import luck, luck_line, verify
 from mulligan.tasks.suites import load_suite, select
 
 
@@ -34,7 +34,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
     wanted = manifest(
         config, command="memory verify", suite=args.query, tasks=[t.id for t in suite.tasks]
     )
-    policy = suite.hidden(config.policy())
+    policy = suite.hidden(box_policy(config))
 
     def make_loop(strategy: str) -> Loop:
         return loop_for(
@@ -46,7 +46,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
         print(f"run id: {run_id}", file=sys.stderr)
         found = verify(
             memory, lessons, suite.tasks, make_loop, run_id,
-            k=config.loop_settings("react").retrieved_lessons,
+            k=loop_settings(config, "react").retrieved_lessons,
             min_similarity=config.loop.min_similarity, pairs=config.memory.verify_pairs,
             concurrency=config.run.concurrency,
         )  # fmt: skip

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from math import comb
 
-from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus, LessonValidity
+from mulligan.settings.run_config import ValidityRules
 
 __all__ = [
     "Luck",

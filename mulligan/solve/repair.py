@@ -29,8 +29,8 @@ from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
+from mulligan.settings.run_config import LoopSection, RunConfig
 from mulligan.solve.cold import Ran, cold_edit
 from mulligan.solve.context import Diagnosis, repair_prompt
 from mulligan.solve.copies import ChangeRecordingEvaluator, ProjectCopies

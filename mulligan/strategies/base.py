@@ -91,7 +91,7 @@ class Strategy:
         self, task: Task, episode: Episode, lessons: list[Lesson], mode: Carry
     ) -> tuple[list[str], str]:
         """(texts for the lessons block, the previous-attempt block) for the next attempt."""
-        from mulligan.carry import carry_over
+        from mulligan.strategies.carry import carry_over
 
         if not (self.carries_attempt or lessons):
             return [], ""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mulligan.bench.cells import OUTCOMES
 from mulligan.errors import UserError
 from mulligan.memory.reading import MemoryReader
+from mulligan.report.cells import OUTCOMES
 from mulligan.view import pages
 from mulligan.view.links import BundleLinks
 

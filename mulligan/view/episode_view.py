@@ -7,9 +7,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from mulligan.bench.stats import same_answer
 from mulligan.memory.reading import LessonUse
 from mulligan.memory.validity import evidence_phrase, online_phrase
+from mulligan.report.stats import same_answer
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 

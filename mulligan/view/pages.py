@@ -13,12 +13,12 @@ from typing import Any
 
 import jinja2
 
-from mulligan.bench import tables
-from mulligan.bench.cells import OUTCOMES, Grid, build_grid, episode_ids
-from mulligan.bench.stats import RunStats, collect
 from mulligan.errors import UserError
-from mulligan.lifecycle import configured
 from mulligan.memory.reading import MemoryReader, RunRow
+from mulligan.report import tables
+from mulligan.report.cells import OUTCOMES, Grid, build_grid, episode_ids
+from mulligan.report.stats import RunStats, collect
+from mulligan.runs.lifecycle import configured
 from mulligan.view import episode_view
 from mulligan.view.links import Links
 

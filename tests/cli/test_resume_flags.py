@@ -15,14 +15,14 @@ import pytest
 
 from mulligan.cli import build_parser
 from mulligan.cli.bench import plan_bench
+from mulligan.cli.flag_checks import check_flags
 from mulligan.cli.help_format import commands_of
 from mulligan.cli.pipeline import run_manifest
 from mulligan.cli.run import plan_run
 from mulligan.cli.solve import plan_solve, solve_config
 from mulligan.errors import UserError
-from mulligan.inputs.flags import check_flags
-from mulligan.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE, check_resume
-from mulligan.settings_fields import flag_of
+from mulligan.runs.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE, check_resume
+from mulligan.settings.fields import flag_of
 
 TASKS = "".join(
     f"- id: t{n}\n  prompt: Say {n}.\n  checks:\n    - {{type: exact_match, answer: '{n}'}}\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan.bench.report import write_report
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.report import write_report
 from mulligan.schema import Attempt, CheckResult, Episode, Selection, Usage, Verdict
 
 

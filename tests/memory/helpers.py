@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mulligan.build import build_loop
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import build_loop
 from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, Task
 from mulligan.testing import ScriptedModel
 

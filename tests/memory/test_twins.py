@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mulligan import strategies
-from mulligan.build import build_loop
 from mulligan.loop import LoopSettings
 from mulligan.memory.twins import negate
+from mulligan.runs.build import build_loop
 from tests.memory.helpers import RIGHT, fresh, plant, prompt_of, units_model, units_tasks
 
 OTHER = "Name the capital city, not the largest one."

@@ -13,10 +13,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from mulligan.bench import demo
-from mulligan.bench.stats import collect, wilson
 from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import collect, wilson
+from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 
 
@@ -186,7 +186,7 @@ def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
 
 
 def test_report_counts_rescues_and_answers_repeated_after_a_failure(tmp_path: Path) -> None:
-    from mulligan.bench.report import first_trial_rows, later_trial_rows, paired_rows
+    from mulligan.report.report import first_trial_rows, later_trial_rows, paired_rows
     from mulligan.schema import Attempt, Episode, Verdict
 
     log = EpisodeLog(tmp_path / "episodes.db")
