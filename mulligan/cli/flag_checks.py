@@ -4,13 +4,12 @@ strategies and embeddings, usable output paths, tools `attempt` can use."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
 from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.inputs.paths import output_directory
 from mulligan.settings.embedding import embedding_problem
-from mulligan.settings.fields import bounded_flags
+from mulligan.settings.fields import bounded_flags, problem_of
 
 
 def flag_name(dest: str) -> str:
@@ -21,7 +20,7 @@ def check_flags(args: argparse.Namespace) -> None:
     """Numbers in range, known strategies and embeddings, usable output paths."""
     for dest, one in bounded_flags().items():
         value = getattr(args, dest, None)
-        problem = one.problem(value)
+        problem = problem_of(one, value)
         if problem:
             raise UserError(f"{flag_name(dest)} {value}: {problem}")
     if getattr(args, "strategy", None) is not None:
@@ -29,7 +28,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
         registry.for_solve(args.strategy)  # a known name (or solve's auto)
     if getattr(args, "strategies", None) is not None:
-        strategies(args.strategies.split(","), "--strategies")
+        strategies(args.strategies, "--strategies")
     if getattr(args, "embedding", None):
         problem = embedding_problem(args.embedding)
         if problem:
@@ -51,7 +50,8 @@ def attempt_tools(names: str, workspace: Path) -> None:
         raise UserError(f"--workspace {workspace}: not a directory; pass an existing directory")
 
 
-def strategies(names: Iterable[str], flag: str) -> list[str]:
+def strategies(names: str, flag: str) -> list[str]:
+    """Comma-separated strategies, each known with its options (`memory-frozen[cases]`)."""
     from mulligan import strategies as registry
 
-    return [s.name for s in registry.parse(",".join(names), flag)]
+    return [s.name for s in registry.parse(names, flag)]

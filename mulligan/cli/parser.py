@@ -192,7 +192,8 @@ def add_bench(commands: Commands) -> None:
     add_selection_flags(bench)
     bench.add_argument(
         "--strategies",
-        help=f"of {', '.join(STRATEGIES)} (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
+        help=f"of {', '.join(STRATEGIES)}, each with its options in brackets, e.g. "
+        f"memory-frozen[cases,shuffled] (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
         f"{','.join(TRANSFER_STUDY)})",
     )
     add_command_flag(bench, "passes")

@@ -27,7 +27,7 @@ from mulligan import strategies as registry
 from mulligan.cli.local import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import memory_directory, memory_to_read
+from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import connect, connect_feedback, local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
@@ -200,7 +200,7 @@ def open_memory(
     memory_directory(location)
     if existing:
         memory_to_read(location)
-    remote = location.startswith(("http://", "https://"))
+    remote = is_server(location)
     if remote:
         memory_directory(default)
     directory = default if remote else location
@@ -216,7 +216,7 @@ def open_memory(
 def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
     """`--resume` needs the log that holds the run: refused before anything is created."""
     location = config.run.memory or default
-    directory = default if location.startswith(("http://", "https://")) else location
+    directory = default if is_server(location) else location
     log = Path(directory).expanduser() / "episodes.db"
     if not log.exists():
         raise UserError(

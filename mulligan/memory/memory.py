@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import is_server
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
@@ -55,8 +56,7 @@ class Memory:
     @property
     def where(self) -> str:
         """The lesson store as a person would name it: its URL, or the memory directory."""
-        remote = self._store_location.startswith(("http://", "https://"))
-        return self._store_location if remote else str(self.directory)
+        return self._store_location if is_server(self._store_location) else str(self.directory)
 
     @property
     def store(self) -> LessonStore:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import is_server
 from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, Episode, Task, Verdict
@@ -78,8 +79,7 @@ def open_executor(
 
 def check_memory_for_cluster(nodes: int, memory_location: str, uses_store: bool) -> None:
     """Lessons shared between machines live on a chroma server, never in one machine's directory."""
-    is_server = memory_location.startswith(("http://", "https://"))
-    if nodes > 1 and uses_store and not is_server:
+    if nodes > 1 and uses_store and not is_server(memory_location):
         raise UserError(
             f"--executor ray: the cluster has {nodes} nodes, but the lesson memory is the "
             f"directory {memory_location}, which only this machine sees; run a chroma server "

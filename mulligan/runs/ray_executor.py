@@ -27,6 +27,7 @@ import ray
 from ray import cloudpickle
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import is_server
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory
@@ -341,7 +342,7 @@ class RayExecutor:
         fields = {
             "directory": str(memory.directory),
             "embedder": memory._embedder,
-            "store": location if location.startswith(("http://", "https://")) else None,
+            "store": location if is_server(location) else None,
             "rules": memory.rules,
         }
 

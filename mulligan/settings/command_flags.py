@@ -1,6 +1,6 @@
 """The numbers commands take that are not settings (a run's selection and output): each
 defined once, like a setting, as a field with its type, default, bounds and help. The parser
-adds them with `add_command_flag`; inputs/flags.py checks their bounds."""
+adds them with `add_command_flag`; pydantic checks their bounds (cli/flag_checks.py)."""
 
 from __future__ import annotations
 

@@ -8,12 +8,12 @@ Imports only pydantic (through run_config), so the parser can use it for `--help
 
 from __future__ import annotations
 
-import math
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
+from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from mulligan.settings.command_flags import CommandFlags
@@ -116,12 +116,6 @@ class Setting:
         """What the setting takes, as its bound says it: "a whole number at least 1"."""
         return number_words(self.what(), self.bounds())
 
-    def problem(self, value: Any) -> str | None:
-        """What is wrong with a number for this setting, in words; None when it fits."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        return bound_problem(value, self.bounds(), self.what())
-
     def what(self) -> str:
         return NUMBER_WORDS.get(self.name, "a whole number" if self.kind is int else "a number")
 
@@ -139,17 +133,40 @@ def number_words(what: str, bounds: dict[str, float]) -> str:
     return " ".join([what, *parts])
 
 
-def bound_problem(value: float, bounds: dict[str, float], what: str) -> str | None:
-    """`must be ...` when `value` is outside `bounds` (or not finite), else None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"must be a finite {what.removeprefix('a ')}"
-    outside = (
-        ("ge" in bounds and value < bounds["ge"])
-        or ("gt" in bounds and value <= bounds["gt"])
-        or ("le" in bounds and value > bounds["le"])
-        or ("lt" in bounds and value >= bounds["lt"])
-    )
-    return f"must be {number_words(what, bounds)}" if outside else None
+OUT_OF_BOUNDS = (
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "finite_number",
+)
+
+
+def said(one: Setting, error: Any) -> str:
+    """A pydantic error in the words the setting's flag uses ("must be a whole number at
+    least 1"), or pydantic's own message."""
+    if error["type"] == "finite_number":
+        return f"must be a finite {one.words().removeprefix('a ')}"
+    if error["type"] in OUT_OF_BOUNDS:
+        return f"must be {one.words()}"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
+def problem_of(one: Setting, value: Any) -> str | None:
+    """What pydantic finds wrong with a number for this setting or command number, in the
+    words its flag uses; None when it fits (the bounds are the field's, checked by pydantic
+    alone)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    kind: Any = one.info.annotation
+    if one.info.metadata:
+        kind = Annotated.__class_getitem__((kind, *one.info.metadata))  # type: ignore[attr-defined]
+    checked: TypeAdapter[Any] = TypeAdapter(kind)
+    try:
+        checked.validate_python(value)
+    except ValidationError as exc:
+        return said(one, exc.errors()[0])
+    return None
 
 
 def setting(path: str) -> Setting:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
-from mulligan.settings.fields import setting, settings
+from mulligan.settings.fields import said, setting, settings
 from mulligan.settings.run_config import (
     LEGACY_KEYS,
     SECTIONS,
@@ -167,34 +167,12 @@ def _checked(key: str, value: Any, where: str) -> Any:
     try:
         checked = getattr(RunConfig.model_validate({section: {name: value}}), section)
     except ValidationError as exc:
-        problem = "; ".join(_said(key, e) for e in exc.errors())
+        problem = "; ".join(said(setting(key), e) for e in exc.errors())
         raise UserError(f"{where}: {problem}{shown}") from exc
     number = getattr(checked, name)
     if isinstance(value, bool) and not isinstance(number, bool):  # pydantic reads true as 1
         raise UserError(f"{where}: a number is needed here, not {str(value).lower()}")
     return value
-
-
-OUT_OF_BOUNDS = (
-    "greater_than",
-    "greater_than_equal",
-    "less_than",
-    "less_than_equal",
-    "finite_number",
-)
-
-
-def _said(key: str, error: Any) -> str:
-    """A pydantic error in the words the setting's flag uses ("must be a whole number at
-    least 1"), or pydantic's own message."""
-    if error["type"] in OUT_OF_BOUNDS:
-        one = setting(key)
-        return (
-            f"must be a finite {one.words().removeprefix('a ')}"
-            if error["type"] == ("finite_number")
-            else f"must be {one.words()}"
-        )
-    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def endpoint_configured(settings: EndpointSettings) -> bool:

@@ -183,7 +183,7 @@ class TransferStudy:
 
     def verify(self, run_id: str) -> Verification:
         """The playbook's candidates, each paired on the training tasks it is retrieved for
-        (bench/verify.py): only what helped there reaches the test tasks."""
+        (studies/verify.py): only what helped there reaches the test tasks."""
         curation = curation_of(self.memory.log, curation_tag(run_id))
         kept = self.memory.lessons([x.id for x in curation.kept]) if curation else []
         study, checking = self.study, verify_run_id(run_id)

@@ -46,6 +46,14 @@ def test_the_committed_settings_reference_is_current() -> None:
     assert committed == settings_reference(), "run: mulligan config reference > docs/settings.md"
 
 
+def test_the_committed_flag_table_is_current() -> None:
+    """The parser's table of flags (read without pydantic) says what the fields say."""
+    from mulligan.cli.setting_flags import TABLE, flag_table, read_table
+
+    committed = read_table(TABLE.read_text(encoding="utf-8"))
+    assert committed == flag_table(), "run: python scripts/flag_table.py"
+
+
 def test_every_setting_is_in_the_reference_with_its_flag_and_variable() -> None:
     text = settings_reference()
     for one in settings():

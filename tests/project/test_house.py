@@ -196,7 +196,7 @@ def test_only_the_pipeline_connects_opens_the_executor_and_opens_memory_for_a_co
 
 
 def test_only_the_run_record_writes_manifests_and_starts_or_ends_runs() -> None:
-    """A manifest is built in lifecycle.py alone; a run is started and ended there (through
+    """A manifest is built in runs/lifecycle.py alone; a run is started and ended there (through
     `lifecycle`, which the pipeline and a transfer study's learning phase use)."""
     assert callers_of({"start_run", "end_run", "check_resume"}) - {"mulligan.memory"} == {
         RUN_RECORD
@@ -206,7 +206,7 @@ def test_only_the_run_record_writes_manifests_and_starts_or_ends_runs() -> None:
 
 
 def test_loops_are_built_in_one_place() -> None:
-    """`build.py` makes every Loop: the commands, studies and Ray workers call `loop_for`."""
+    """`runs/build.py` makes every Loop: the commands, studies and Ray workers call `loop_for`."""
     assert callers_of({"Loop"}) == {"mulligan.runs.build"}
     assert callers_of({"build_loop"}) == {"mulligan.runs.build"}
 
