@@ -73,11 +73,6 @@ class MemoryReader:
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    def has_table(self, name: str) -> bool:
-        return bool(
-            self._query("select 1 from sqlite_master where type='table' and name=?", [name])
-        )
-
     # ------------------------------------------------------------ runs and episodes
 
     def runs(self) -> list[RunRow]:

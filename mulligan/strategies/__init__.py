@@ -95,24 +95,6 @@ def known(name: str, flag: str = "--strategies") -> Strategy | None:
     return REGISTRY.get(name) or legacy(name)
 
 
-def every_arm() -> list[Strategy]:
-    """Every strategy with every combination of its options it takes (at most one of a
-    group): what `--strategies` can name."""
-    from itertools import product
-
-    arms = []
-    for base in REGISTRY.values():
-        groups: dict[str, list[str]] = {}
-        for option in base.options:
-            groups.setdefault(option.group, []).append(option.word)
-        for words in product(*[[None, *ws] for ws in groups.values()]):
-            chosen = [w for w in words if w]
-            refused = any(r in chosen for o in base.options if o.word in chosen for r in o.refuses)
-            if not refused:
-                arms.append(base.with_options(chosen))
-    return arms
-
-
 def split_names(text: str) -> list[str]:
     """Comma-separated arms, a comma inside brackets belonging to the arm's options."""
     names, depth, current = [], 0, ""

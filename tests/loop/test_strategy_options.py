@@ -9,6 +9,7 @@ import pytest
 
 from mulligan import strategies
 from mulligan.errors import UserError
+from tests.helpers.arms import every_arm
 
 
 def test_options_set_what_the_arm_reads_its_twin_and_its_first_trial() -> None:
@@ -63,7 +64,7 @@ def test_a_bad_option_is_one_clear_line_naming_the_flag(text: str, said: str) ->
 
 
 def test_every_arm_is_named_by_options_and_none_by_a_name_of_its_own() -> None:
-    arms = strategies.every_arm()
+    arms = every_arm()
     frozen = [arm for arm in arms if arm.name.startswith("memory-frozen")]
     # 3 item choices x 4 twin choices x 2 first trials, but cases cannot be corrupted
     assert len(frozen) == 3 * 4 * 2 - 2

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan import strategies
 from mulligan.loop import LoopSettings
 from mulligan.memory.twins import negate
 from mulligan.runs.build import build_loop
+from tests.helpers.arms import every_arm
 from tests.memory.helpers import RIGHT, fresh, plant, prompt_of, units_model, units_tasks
 
 OTHER = "Name the capital city, not the largest one."
@@ -54,7 +54,7 @@ def test_the_negation_rule() -> None:
 
 
 def test_every_twin_names_its_real_arm_by_what_it_reads_not_by_name() -> None:
-    arms = strategies.every_arm()
+    arms = every_arm()
     twins = [s for s in arms if s.twin]
     assert {s.twin for s in twins} == {"empty", "shuffled", "corrupted"}
 
