@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan.memory.log import EpisodeLog
-from mulligan.report import plots, repeats, transfer_report
+from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
 from mulligan.report.outcomes import write_outcomes
 from mulligan.report.selection_report import selection_html, selection_markdown
@@ -191,6 +191,7 @@ def markdown(
         "![success against tokens](success_by_tokens.svg)",
         "",
     ]
+    parts += frontier.section_markdown(stats)
     pairs = paired_rows(stats)
     if pairs[1]:
         parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
@@ -281,6 +282,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         _html_table(*role_rows(stats)),
         *([_html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
+        *frontier.section_html(stats),
     ]
     pairs = paired_rows(stats)
     if pairs[1]:
@@ -313,6 +315,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
 REPORT_FILES = (
     "report.md", "report.html", "outcomes.jsonl",
     "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+    *(f"frontier_{cost}.svg" for cost in frontier.COSTS),
 )  # fmt: skip
 """What `write_report` writes into its directory."""
 
@@ -342,6 +345,8 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.success_by_trial(stats, out / "success_by_trial.svg", suffix)
     plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
+    for cost in frontier.drawn(stats):
+        plots.success_against_cost(stats, cost, out / f"frontier_{cost}.svg", suffix)
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
     transfer = transfer_stats(log, stats)
