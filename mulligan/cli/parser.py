@@ -197,6 +197,7 @@ def add_bench(commands: Commands) -> None:
         f"{','.join(TRANSFER_STUDY)})",
     )
     add_command_flag(bench, "passes")
+    add_command_flag(bench, "repeats", metavar="K")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
     bench.add_argument(
         "--design",

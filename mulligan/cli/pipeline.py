@@ -75,12 +75,13 @@ class RunRequest:
 
 def resolved(config: RunConfig, request: RunRequest) -> RunConfig:
     """The configuration as the run records it: a temperature nobody set is the default for
-    this run (several trials of a strategy that repeats need some variety)."""
+    this run (several trials of a strategy that repeats, or several repeats of a study, need
+    some variety)."""
     if config.endpoint.temperature is not None:
         return config
-    repeated = request.repeats(config)
+    repeated = request.repeats(config) or int(request.selection.get("repeats", 1)) > 1
     chosen = REPEATED_TEMPERATURE if repeated else DETERMINISTIC_TEMPERATURE
-    why = "the default for repeated trials" if repeated else "the default for one trial"
+    why = "the default for repeated attempts" if repeated else "the default for one trial"
     return config.updated("endpoint.temperature", chosen, why)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mulligan.report.paired import discordant, mcnemar_exact, pair_table
-from mulligan.report.stats import RunStats, StrategyStats, run_pass_of
+from mulligan.report.stats import RunStats, StrategyStats, repeat_of, run_pass_of, unit_of
 from mulligan.report.tables import submitted_passed
 
 OUTCOMES: dict[str, str] = {
@@ -71,11 +71,13 @@ class Grid:
 
 
 def episode_ids(rows: list[dict[str, object]]) -> dict[tuple[str, int, str], str]:
-    """(strategy, pass, task) -> episode id, from the log's episode rows."""
+    """(strategy, pass, task) -> episode id, from the log's episode rows (the task of a later
+    repeat as the report keys it, `unit_of`)."""
     found = {}
     for row in rows:
-        key = (str(row["strategy"]), run_pass_of(str(row["id"])), str(row["task_id"]))
-        found[key] = str(row["id"])
+        eid = str(row["id"])
+        unit = unit_of(str(row["task_id"]), repeat_of(eid))
+        found[(str(row["strategy"]), run_pass_of(eid), unit)] = eid
     return found
 
 

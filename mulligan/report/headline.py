@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mulligan import strategies
-from mulligan.report.paired import bootstrap_difference, mcnemar_exact, pair_table
+from mulligan.report.paired import mcnemar_exact, pair_table
 from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import p_text, stop_rule, submitted_passed
+from mulligan.report.tables import difference_interval, p_text, stop_rule, submitted_passed
 from mulligan.runs.lifecycle import configured
 
 CLEAR = 0.05
@@ -64,7 +64,7 @@ def compare(a: StrategyStats, b: StrategyStats, seed: int) -> Comparison | None:
     if not common:
         return None
     table = pair_table(xs, ys)
-    low, high = bootstrap_difference([xs[t] for t in common], [ys[t] for t in common], seed=seed)
+    low, high = difference_interval(xs, ys, seed, {**a.units, **b.units})
     return Comparison(
         b.label, a.label, table.n, table.only_a, table.only_b,
         mcnemar_exact(table.only_a, table.only_b), low, high,
@@ -82,13 +82,15 @@ def setup_line(stats: RunStats) -> str:
         m.get("endpoint") or configured(m, "endpoint", "base_url") or "an unrecorded endpoint"
     )
     n = len(stats.task_ids) or max((s.tasks for s in stats.strategies), default=0)
-    unfinished = [f"{s.label} {s.tasks} of {n}" for s in stats.strategies if s.tasks < n]
+    runs = n * stats.repeats
+    unfinished = [f"{s.label} {s.tasks} of {runs}" for s in stats.strategies if s.tasks < runs]
+    tasks = f"{n} tasks" + (f" × {stats.repeats} repeats" if stats.repeats > 1 else "")
     finished = f" (finished: {', '.join(unfinished)})" if unfinished else ""
     trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
     rule = stop_rule(stats).description.split(":")[0]
     names = ", ".join(s.label for s in stats.strategies)
     return (
-        f"**{model}** at {endpoint} · suite **{m.get('suite', '?')}**, n = {n} tasks{finished} · "
+        f"**{model}** at {endpoint} · suite **{m.get('suite', '?')}**, n = {tasks}{finished} · "
         f"up to {trials} trial{'s' * (trials > 1)} a task, {rule} · strategies: {names}."
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
-from mulligan.report.stats import RunStats, StrategyStats
+from mulligan.report.stats import RunStats, StrategyStats, unit_of
 
 FIELDS: dict[str, type] = {
     "run": str,
@@ -21,17 +21,20 @@ FIELDS: dict[str, type] = {
     "tokens": list,
 }
 """Each line's fields: with a budget of 1, 2, … trials, whether the submitted answer
-passed, whether some attempt passed, and the tokens spent."""
+passed, whether some attempt passed, and the tokens spent (and, in a repeated study, an
+integer `repeat`)."""
 
 
 def outcome_lines(stats: RunStats) -> list[str]:
+    """A line a task (and, in a repeated study, a repeat: its `repeat` field)."""
     lines = []
     for s in stats.strategies:
-        for task, submitted in s.submitted.items():
+        for unit, submitted in s.submitted.items():
+            task, repeat = s.units.get(unit, (unit, 1))
             line = {"run": stats.run_id, "strategy": s.strategy, "pass": s.run_pass,
-                    "task": task, "submitted": submitted, "any_passed": s.any_passed[task],
-                    "tokens": s.spent[task]}  # fmt: skip
-            lines.append(json.dumps(line))
+                    "task": task, "submitted": submitted, "any_passed": s.any_passed[unit],
+                    "tokens": s.spent[unit]}  # fmt: skip
+            lines.append(json.dumps(line | ({"repeat": repeat} if stats.repeats > 1 else {})))
     return lines
 
 
@@ -48,8 +51,10 @@ def read_outcomes(path: Path) -> list[tuple[str, StrategyStats]]:
             line = _parsed(text, f"{path}:{number}")
             key = (line["run"], line["strategy"], line["pass"])
             s = found.setdefault(key, StrategyStats(line["strategy"], line["pass"]))
-            task = line["task"]
+            repeat = int(line.get("repeat", 1))
+            task = unit_of(line["task"], repeat)
             s.tasks += 1
+            s.units[task] = (line["task"], repeat)
             s.submitted[task] = [bool(x) for x in line["submitted"]]
             s.any_passed[task] = [bool(x) for x in line["any_passed"]]
             s.spent[task] = [int(x) for x in line["tokens"]]
@@ -74,6 +79,9 @@ def _parsed(text: str, where: str) -> dict[str, Any]:
             got = line.get(name)
             raise UserError(f"{where}: field {name!r} must be a {kind.__name__}, got {got!r}; "
                             "rebuild the file with `mulligan report`")  # fmt: skip
+    if not isinstance(line.get("repeat", 1), int):
+        raise UserError(f"{where}: field 'repeat' must be an int, got {line['repeat']!r}; "
+                        "rebuild the file with `mulligan report`")  # fmt: skip
     lengths = {len(line[name]) for name in ("submitted", "any_passed", "tokens")}
     if len(lengths) != 1:
         raise UserError(f"{where}: 'submitted', 'any_passed' and 'tokens' must have one "

@@ -56,12 +56,20 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
 
 
 def bootstrap_difference(
-    a: list[bool], b: list[bool], *, seed: int = 0, resamples: int = 2000, level: float = 0.95
+    a: list[bool],
+    b: list[bool],
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+    level: float = 0.95,
+    clusters: list[str] | None = None,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval for (success rate of B) - (success rate of A).
 
-    Tasks are resampled with replacement as pairs, so the pairing is kept; seeded, so a
-    report rebuilds to the same figures.
+    Tasks are resampled with replacement as pairs, so the pairing is kept; with `clusters`
+    (each pair's task, where a repeated study has several pairs a task) whole tasks are
+    resampled with all their pairs, as they are not independent. Seeded, so a report
+    rebuilds to the same figures.
     """
     if len(a) != len(b):
         raise ValueError("paired outcomes need the same tasks on both sides")
@@ -70,7 +78,15 @@ def bootstrap_difference(
         return 0.0, 0.0
     differences = [int(y) - int(x) for x, y in zip(a, b, strict=True)]
     rng = random.Random(seed)
-    means = sorted(sum(rng.choices(differences, k=n)) / n for _ in range(resamples))
+    if clusters is None:
+        means = sorted(sum(rng.choices(differences, k=n)) / n for _ in range(resamples))
+    else:
+        grouped: dict[str, list[int]] = {}
+        for difference, cluster in zip(differences, clusters, strict=True):
+            grouped.setdefault(cluster, []).append(difference)
+        sums = [(sum(group), len(group)) for group in grouped.values()]
+        drawn = (rng.choices(sums, k=len(sums)) for _ in range(resamples))
+        means = sorted(sum(d for d, _ in draw) / sum(k for _, k in draw) for draw in drawn)
     tail = (1 - level) / 2
     low = means[max(0, math.floor(tail * resamples))]
     high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]

@@ -1,4 +1,4 @@
-"""The report's two plots as hand-written SVG (standard library only, byte-stable).
+"""The report's plots as hand-written SVG (standard library only, byte-stable).
 
 Every text a user controls (strategy labels, titles) is XML-escaped; points and bars
 carry a <title> with their exact values, shown as a tooltip on hover.
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from mulligan.report import frontier
 from mulligan.report.stats import RunStats, StrategyStats, wilson
 
 WIDTH, HEIGHT = 640, 400
@@ -192,6 +193,20 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
     _write(path, parts)
 
 
+def _against_cost_frame(
+    title: str, labels: list[str], xs: list[float], x_of: Callable[[float], float], x_label: str
+) -> list[str]:
+    """The frame of a plot of success (0 to 100%) against a cost on x, with room for the
+    legend's labels on the right."""
+    ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
+    width = RIGHT + 48 + 7 * max((len(label) for label in labels), default=0)
+    parts = _frame(title, "submitted answer passed", 1.05, ticks, (width, HEIGHT))
+    for value in xs:
+        parts += [_line(x_of(value), BOTTOM, x_of(value), BOTTOM + 4, "#333")]
+        parts.append(_text(x_of(value), BOTTOM + 17, _tick_label(value, xs[1])))
+    return parts + [_text((LEFT + RIGHT) / 2, BOTTOM + 40, x_label)]
+
+
 def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> None:
     """Each strategy a line over its trial budgets: mean tokens per task (x) against the
     submitted answer's success rate (y), so strategies compare at matched budget."""
@@ -203,14 +218,9 @@ def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> No
     def x_of(tokens: float) -> float:
         return LEFT + (tokens / right) * (RIGHT - LEFT) if right else LEFT
 
-    ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
     title = f"Submitted answer passed against tokens per task{title_suffix}"
-    width = RIGHT + 48 + 7 * max((len(s.label) for s in shown), default=0)
-    parts = _frame(title, "submitted answer passed", 1.05, ticks, (width, HEIGHT))
-    for value in xs:
-        parts += [_line(x_of(value), BOTTOM, x_of(value), BOTTOM + 4, "#333")]
-        parts.append(_text(x_of(value), BOTTOM + 17, _tick_label(value, xs[1])))
-    parts.append(_text((LEFT + RIGHT) / 2, BOTTOM + 40, "mean tokens per task"))
+    labels = [s.label for s in shown]
+    parts = _against_cost_frame(title, labels, xs, x_of, "mean tokens per task")
     for i, s in enumerate(shown):
         budgets = list(zip(s.tokens_by_trial, s.solved_by_trial, strict=True))
         points = [(x_of(t / s.tasks), y_of(k / s.tasks, 1.05)) for t, k in budgets]
@@ -221,3 +231,64 @@ def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> No
         ]
         parts += _marked_line(i, s.label, points, tips)
     _write(path, parts + _legend([s.label for s in shown]))
+
+
+def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
+    """Success against cost a task, a strategy a point at its whole budget: the frontier's
+    points filled and joined from the cheapest up, a dominated one hollow; a square above a
+    point at its coverage (some attempt passed), joined to it by a dashed line."""
+    found = frontier.points(stats, cost)
+    on = set(frontier.frontier(found))
+    beaten = frontier.dominators(found)
+    xs = nice_ticks(1.05 * max((p.cost for p in found), default=0.0))
+
+    def x_of(value: float) -> float:
+        return LEFT + 20 + (value / xs[-1]) * (RIGHT - LEFT - 40) if xs[-1] else LEFT + 20
+
+    words, form = frontier.COSTS[cost], frontier.FORMS[cost]
+    title = f"Submitted answer passed against {words}{title_suffix}"
+    parts = _against_cost_frame(title, [p.label for p in found], xs, x_of, f"mean {words}")
+    best = sorted((p for p in found if p.label in on), key=lambda p: (p.cost, p.success))
+    path = " ".join(f"{x_of(p.cost):.1f},{y_of(p.success, 1.05):.1f}" for p in best)
+    parts.append(
+        f'<polyline class="frontier" points="{path}" fill="none" stroke="#999" '
+        'stroke-dasharray="5 3"/>'
+    )
+    named: dict[tuple[str, str], list[str]] = {}  # strategies at one spot share a label
+    for p in found:
+        named.setdefault((f"{x_of(p.cost):.1f}", f"{y_of(p.success, 1.05):.1f}"), []).append(
+            p.label
+        )
+    for i, p in enumerate(found):
+        x, y, fill = x_of(p.cost), y_of(p.success, 1.05), colour(i)
+        here = named[(f"{x:.1f}", f"{y:.1f}")]
+        where = "on the frontier" if p.label in on else f"dominated by {', '.join(beaten[p.label])}"
+        tip = (
+            f"{p.label}: {p.solved}/{p.tasks} submitted answers passed, "
+            f"{form.format(p.cost)} {words}; {where}"
+        )
+        parts.append(f'<g class="strategy">{_tooltip(p.label)}')
+        if p.covered > p.solved:
+            top = y_of(p.covered / p.tasks, 1.05)
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x:.1f}" y2="{top:.1f}" stroke="{fill}" '
+                'stroke-dasharray="3 3"/>'
+            )
+            cover = f"{p.label}: some attempt passed on {p.covered}/{p.tasks} (coverage)"
+            parts.append(
+                f'<rect x="{x - 4:.1f}" y="{top - 4:.1f}" width="8" height="8" fill="white" '
+                f'stroke="{fill}" stroke-width="2">{_tooltip(cover)}</rect>'
+            )
+        inside = fill if p.label in on else "white"
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{inside}" stroke="{fill}" '
+            f'stroke-width="2">{_tooltip(tip)}</circle>'
+        )
+        if here[0] == p.label:
+            parts.append(_text(x + 8, y + 14, ", ".join(here), "start", ' font-size="11"'))
+        parts.append("</g>")
+    return "\n".join([*parts, *_legend([p.label for p in found]), "</svg>", ""])
+
+
+def success_against_cost(stats: RunStats, cost: str, path: Path, title_suffix: str = "") -> None:
+    path.write_text(frontier_svg(stats, cost, title_suffix), encoding="utf-8")

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan.memory.log import EpisodeLog
-from mulligan.report import plots, transfer_report
+from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
 from mulligan.report.outcomes import write_outcomes
 from mulligan.report.selection_report import selection_html, selection_markdown
+from mulligan.report.self_test_report import self_test_lines, self_test_note, self_test_rows
 from mulligan.report.stats import RunStats, StrategyStats, collect
 from mulligan.report.tables import (
     FIRST_NOTE,
@@ -29,9 +30,6 @@ from mulligan.report.tables import (
     paired_rows,
     role_cost_rows,
     role_rows,
-    self_test_lines,
-    self_test_note,
-    self_test_rows,
     setting_lines,
     success_rows,
     task_rows,
@@ -121,22 +119,30 @@ def notes(stats: RunStats) -> list[str]:
     return [note for note in (unmetered_note(stats), hidden_unrun_note(stats)) if note]
 
 
-def _transfer_markdown(stats: RunStats, transfer: TransferStats | None) -> list[str]:
-    if transfer is None:
+Block = repeats.Block
+
+
+def _blocks_markdown(title: str, blocks: list[Block]) -> list[str]:
+    """A section of paragraphs and tables (none without blocks)."""
+    if not blocks:
         return []
-    parts = [f"## {transfer_report.title(stats)}", ""]
-    for item in transfer_report.blocks(stats, transfer):
+    parts = [f"## {title}", ""]
+    for item in blocks:
         parts += [item if isinstance(item, str) else _markdown_table(*item), ""]
     return parts
 
 
-def _transfer_html(stats: RunStats, transfer: TransferStats | None) -> list[str]:
-    if transfer is None:
+def _blocks_html(title: str, blocks: list[Block]) -> list[str]:
+    if not blocks:
         return []
-    parts = [f"<h2>{html.escape(transfer_report.title(stats))}</h2>"]
-    for item in transfer_report.blocks(stats, transfer):
+    parts = [f"<h2>{html.escape(title)}</h2>"]
+    for item in blocks:
         parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else _html_table(*item))
     return parts
+
+
+def _transfer_blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
+    return transfer_report.blocks(stats, transfer) if transfer else []
 
 
 def markdown(
@@ -156,7 +162,7 @@ def markdown(
     setup, score, compared = headline(stats)
     parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
-    parts += _transfer_markdown(stats, transfer)
+    parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
     money = role_cost_rows(stats)
     parts += [
         "## Success per strategy",
@@ -164,8 +170,10 @@ def markdown(
         SUCCESS_NOTE,
         "",
         _markdown_table(*success_rows(stats)),
+        "",
     ]
-    parts += ["", "## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
+    parts += _blocks_markdown("Repeats", repeats.blocks(stats))
+    parts += ["## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
     parts += [cost_note(stats), ""] if cost_note(stats) else []
     parts += [
         "Tokens and cost count every model call an episode caused: the actor's turns, "
@@ -183,6 +191,7 @@ def markdown(
         "![success against tokens](success_by_tokens.svg)",
         "",
     ]
+    parts += frontier.section_markdown(stats)
     pairs = paired_rows(stats)
     if pairs[1]:
         parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
@@ -258,13 +267,14 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     money = role_cost_rows(stats)
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
-        *_transfer_html(stats, transfer),
+        *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
         "<h2>Success per strategy</h2>",
         f"<p>{html.escape(SUCCESS_NOTE)}</p>",
         _html_table(*success_rows(stats)),
         "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
         "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
+        *_blocks_html("Repeats", repeats.blocks(stats)),
         "<h2>Cost per strategy</h2>",
         _html_table(*cost_rows(stats)),
         *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
@@ -272,6 +282,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         _html_table(*role_rows(stats)),
         *([_html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
+        *frontier.section_html(stats),
     ]
     pairs = paired_rows(stats)
     if pairs[1]:
@@ -304,6 +315,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
 REPORT_FILES = (
     "report.md", "report.html", "outcomes.jsonl",
     "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+    *(f"frontier_{cost}.svg" for cost in frontier.COSTS),
 )  # fmt: skip
 """What `write_report` writes into its directory."""
 
@@ -333,6 +345,8 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.success_by_trial(stats, out / "success_by_trial.svg", suffix)
     plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
+    for cost in frontier.drawn(stats):
+        plots.success_against_cost(stats, cost, out / f"frontier_{cost}.svg", suffix)
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
     transfer = transfer_stats(log, stats)

@@ -5,7 +5,8 @@ selection strategy decided, and which model gave the feedback.
 
 Computed after the fact from the hidden verdicts of every attempt: the hidden verdicts of
 candidates that were not submitted are read here, for the report, and by nothing that
-decides. Success against tokens for every strategy is the report's success_by_tokens.svg."""
+decides. Success against cost for every strategy, its coverage beside it, is the report's
+frontier (frontier.py)."""
 
 from __future__ import annotations
 
@@ -17,18 +18,20 @@ from mulligan.report.tables import pct
 from mulligan.runs.lifecycle import configured
 
 NOTE = (
-    "Selection accuracy: of the tasks where some attempt (or candidate) passed the hidden "
-    "checks, the share whose submitted answer passed them (an oracle picking among the same "
-    "attempts scores 100%). A strategy that stops at its first visible pass submits that "
-    "attempt; a selection strategy submits the candidate its agreement rule picks. False pass: "
-    "of attempts whose self-tests all passed, the share the hidden checks failed; false alarm: "
-    "of attempts the hidden checks passed, the share a self-test failed. Success against "
-    "tokens for every strategy: success_by_tokens.svg."
+    "Coverage: the tasks where some attempt (or candidate) passed the hidden checks, what an "
+    "oracle picking among the draws would score. Selection accuracy: of those, the share whose "
+    "submitted answer passed them (an oracle picking among the same attempts scores 100%). A "
+    "strategy that stops at its first visible pass submits that attempt; a selection strategy "
+    "submits the candidate its agreement rule picks. False pass: of attempts whose self-tests "
+    "all passed, the share the hidden checks failed; false alarm: of attempts the hidden checks "
+    "passed, the share a self-test failed. Success against tokens, seconds and dollars for "
+    "every strategy, with each one's coverage: the section on success against cost."
 )
 
 
 def accuracy_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    header = ["strategy", "tasks", "some attempt passed", "submitted passed", "selection accuracy"]
+    header = ["strategy", "tasks", "coverage: some attempt passed", "submitted passed"]
+    header += ["selection accuracy"]
     header += ["self-test false pass", "self-test false alarm"]
     rows = []
     for s in stats.strategies:
@@ -50,12 +53,25 @@ def _oracle(s: StrategyStats) -> tuple[int, int]:
     return len(some), sum(1 for task in some if s.submitted[task][-1])
 
 
+def fell_short(s: StrategyStats) -> str:
+    """Whether the draws or the pick fell short: tasks where no draw passed the hidden
+    checks, and tasks where one did but the submitted answer did not."""
+    right, picked = _oracle(s)
+    return (
+        f"{s.label}: some draw passed the hidden checks on {right} of {s.tasks} tasks "
+        f"(coverage), the submitted answer on {picked}: the draws fell short on "
+        f"{s.tasks - right}, the pick on {right - picked}."
+    )
+
+
 def decision_lines(stats: RunStats) -> list[str]:
-    """Per selection strategy: which rule decided, candidates set aside, separations."""
+    """Per selection strategy: where it fell short, which rule decided, candidates set
+    aside, separations."""
     lines = []
     for s in stats.strategies:
         if not s.selections:
             continue
+        lines.append(fell_short(s))
         rules = Counter(selection.rule for selection in s.selections)
         decided = ", ".join(f"{rule} {n}" for rule, n in rules.most_common())
         crashed = sum(len(selection.crashed) for selection in s.selections)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from mulligan.memory.log import EpisodeLog
 from mulligan.runs.lifecycle import configured
 from mulligan.schema import Episode, Role, Selection, Usage, Verdict, add_by_role
 from mulligan.strategies.stopping import HONEST, STOP_RULES, StopRule, stop_rule
+from mulligan.studies.study import label_of, repeat_key
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -76,10 +78,13 @@ class StrategyStats:
     """How often the model's own tests agreed with the hidden ones (`--self-tests`)."""
     selections: list[Selection] = field(default_factory=list)
     """A selection strategy's record of each episode: how it chose."""
+    units: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """What the per-task dicts above are keyed by (`unit_of`): each task of each repeat of
+    the study, as (task, repeat); a study run once has one a task, keyed by the task."""
 
     @property
     def label(self) -> str:
-        return self.strategy if self.run_pass == 1 else f"{self.strategy} (pass {self.run_pass})"
+        return label_of(self.strategy, self.run_pass)
 
     @property
     def solved(self) -> int:
@@ -144,12 +149,34 @@ class RunStats:
     strategies: list[StrategyStats]
     task_ids: list[str]
     self_tests: list[dict[str, Any]] = field(default_factory=list)
-    """Per task, the self-tests written and kept, and those dropped by reason."""
+    """Per task (and repeat), the self-tests written and kept, and those dropped by reason."""
+
+    @property
+    def repeats(self) -> int:
+        """How many times the study ran over (`bench --repeats`; 1: once)."""
+        return int(self.manifest.get("repeats") or 1)
+
+
+SUFFIX = re.compile(r"(?::pass(\d+))?(?::repeat(\d+))?$")
+"""The end of an episode id of a later pass or repeat (runner.episode_id)."""
 
 
 def run_pass_of(episode_id: str) -> int:
     """Which pass over the suite an episode belongs to (`bench --passes`)."""
-    return int(episode_id.rsplit(":pass", 1)[1]) if ":pass" in episode_id else 1
+    found = SUFFIX.search(episode_id)
+    return int(found.group(1)) if found and found.group(1) else 1
+
+
+def repeat_of(episode_id: str) -> int:
+    """Which repeat of the study an episode belongs to (`bench --repeats`)."""
+    found = SUFFIX.search(episode_id)
+    return int(found.group(2)) if found and found.group(2) else 1
+
+
+def unit_of(task_id: str, repeat: int) -> str:
+    """A task of one repeat, as the report's per-task figures key it: the task's id in the
+    first repeat (a study run once is keyed by its tasks), marked in a later one."""
+    return task_id if repeat == 1 else f"{task_id} (repeat {repeat})"
 
 
 def collect(log: EpisodeLog, run_id: str) -> RunStats:
@@ -168,10 +195,16 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         for run_pass in range(1, int(manifest.get("passes", 1)) + 1):
             groups[(strategy, run_pass)] = StrategyStats(strategy, run_pass)
     events = _lesson_events_by_episode(log)
-    tests = log.run_self_tests(run_id)
-    written = {t["task_id"]: Usage.model_validate(t["usage"]) for t in tests}
+    repeats = int(manifest.get("repeats") or 1)
+    kept = {r: log.run_self_tests(repeat_key(run_id, r)) for r in range(1, repeats + 1)}
+    tests = [t for found in kept.values() for t in found]
+    written = {
+        (t["task_id"], r): Usage.model_validate(t["usage"])
+        for r, found in kept.items()
+        for t in found
+    }
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
-        run_pass = run_pass_of(row["id"])
+        run_pass, repeat = run_pass_of(row["id"]), repeat_of(row["id"])
         stats = groups.setdefault(
             (row["strategy"], run_pass), StrategyStats(row["strategy"], run_pass)
         )
@@ -179,18 +212,21 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         if episode is None or not row["ended_at"]:
             continue  # unfinished: not counted until resumed
         stats.tasks += 1
+        unit = unit_of(episode.task_id, repeat)
+        stats.units[unit] = (episode.task_id, repeat)
         budget = by_budget(episode, trials, honest)
-        stats.submitted[episode.task_id] = [b.passed for b in budget]
-        stats.any_passed[episode.task_id] = [b.any_passed for b in budget]
-        stats.spent[episode.task_id] = [b.tokens for b in budget]
-        stats.solved_at[episode.task_id] = budget[-1].trial if budget[-1].passed else None
+        stats.submitted[unit] = [b.passed for b in budget]
+        stats.any_passed[unit] = [b.any_passed for b in budget]
+        stats.spent[unit] = [b.tokens for b in budget]
+        stats.solved_at[unit] = budget[-1].trial if budget[-1].passed else None
         if episode.attempts and episode.attempts[0].lesson_ids:  # trial 1: the store's only
-            stats.shown_first.add(episode.task_id)
+            stats.shown_first.add(unit)
         for verdict in episode.verdicts:
             stats.self_tested.count(verdict)
             stats.hidden_unrun += int(bool(verdict.hidden_unrun))
-        if episode.task_id in written:  # every strategy pays for its tests once
-            stats.add(written[episode.task_id], {"tester": written[episode.task_id]})
+        if (episode.task_id, repeat) in written:  # every strategy pays for its tests once
+            tested = written[(episode.task_id, repeat)]
+            stats.add(tested, {"tester": tested})
         for attempt in episode.attempts:
             stats.attempts += 1
             stats.steps += len(attempt.steps)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mulligan import strategies
+from mulligan.report import repeats
 from mulligan.report.paired import (
     bootstrap_difference,
     mcnemar_exact,
@@ -198,7 +199,9 @@ def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     for task_id in stats.task_ids:
         row = [task_id]
         for s in stats.strategies:
-            if task_id not in s.solved_at:
+            if stats.repeats > 1:
+                row.append(repeats.task_cell(s, task_id))
+            elif task_id not in s.solved_at:
                 row.append("not run")
             else:
                 trial = s.solved_at[task_id]
@@ -227,13 +230,32 @@ def p_text(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
+def difference_interval(
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
+) -> tuple[float, float]:
+    """The paired bootstrap interval of B − A over the tasks both ran (in a repeated study,
+    whole tasks resampled with their repeats: `units` gives each one's task)."""
+    common = [task for task in a if task in b]
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    units = units or {}
+    repeated = any(repeat > 1 for _, repeat in units.values())
+    clusters = [units.get(t, (t, 1))[0] for t in common] if repeated else None
+    return bootstrap_difference(xs, ys, seed=seed, clusters=clusters)
+
+
 def paired_cells(
-    a: dict[str, bool], b: dict[str, bool], seed: int
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
 ) -> tuple[list[str], list[bool], list[bool]]:
     table = pair_table(a, b)
     common = [task for task in a if task in b]
     xs, ys = [a[t] for t in common], [b[t] for t in common]
-    low, high = bootstrap_difference(xs, ys, seed=seed)
+    low, high = difference_interval(a, b, seed, units)
     difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
     cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
     p = mcnemar_exact(table.only_a, table.only_b)
@@ -262,7 +284,9 @@ def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         for b in stats.strategies[i + 1 :]:
             if not _share_tasks(a, b):
                 continue
-            cells, xs, ys = paired_cells(submitted_passed(a), submitted_passed(b), seed)
+            cells, xs, ys = paired_cells(
+                submitted_passed(a), submitted_passed(b), seed, {**a.units, **b.units}
+            )
             extra = tokens_per_extra_success(
                 a.prompt_tokens + a.completion_tokens,
                 b.prompt_tokens + b.completion_tokens,
@@ -294,7 +318,7 @@ def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         if not _share_tasks(plain, b) or not b.shown_first:
             continue
         mine = shown_only(submitted_passed(b, 1), b.shown_first)
-        cells, _, _ = paired_cells(submitted_passed(plain, 1), mine, seed)
+        cells, _, _ = paired_cells(submitted_passed(plain, 1), mine, seed, b.units)
         rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
     return PAIRED_HEADER, rows
 
@@ -318,61 +342,5 @@ def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
             pct(s.repeated_answers, s.later_trials),
         ]
         for s in stats.strategies
-    ]
-    return header, rows
-
-
-def self_test_note(stats: RunStats) -> str:
-    """What the self-tests were, and what their two kinds of error did under the run's rule."""
-    own_first = stop_rule(stats).own_checks_first
-    deciding = (
-        "deciding whether to try again only on a task with no check of its own"
-        if own_first
-        else "deciding whether to try again"
-    )
-    alarm = (
-        "on a task with no check of its own, a right answer is tried again"
-        if own_first
-        else "a right answer is tried again"
-    )
-    return (
-        "Before trial 1 the model wrote asserts from the task prompt alone (`--self-tests`); the "
-        f"kept ones were feedback-visible checks of every attempt, {deciding}; they never count "
-        "in the score, which is the task's own checks. False pass: the self-tests all passed but "
-        "the hidden tests failed. False alarm: the hidden tests passed but a self-test failed "
-        f"({alarm})."
-    )
-
-
-def self_test_lines(stats: RunStats) -> list[str]:
-    """What the writing call produced: kept and dropped tests, over the run's tasks."""
-    if not stats.self_tests:
-        return []
-    kept = sum(len(t["tests"]) for t in stats.self_tests)
-    dropped: dict[str, int] = {}
-    for written in stats.self_tests:
-        for reason, n in written["dropped"].items():
-            dropped[reason] = dropped.get(reason, 0) + n
-    none = sum(1 for t in stats.self_tests if not t["tests"])
-    why = ", ".join(f"{reason} {n}" for reason, n in sorted(dropped.items())) or "none"
-    return [
-        f"Self-tests written for {len(stats.self_tests)} tasks: {kept} kept "
-        f"({kept / len(stats.self_tests):.1f} a task), dropped: {why}; tasks left without "
-        f"any: {none}."
-    ]
-
-
-def self_test_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
-    header = ["strategy", "attempts with self-tests", "false pass (hidden failed)"]
-    header += ["false alarm (a self-test failed)"]
-    rows = [
-        [
-            s.label,
-            str(s.self_tested.attempts),
-            pct(s.self_tested.false_passes, s.self_tested.self_passed),
-            pct(s.self_tested.false_alarms, s.self_tested.hidden_passed),
-        ]
-        for s in stats.strategies
-        if s.self_tested.attempts
     ]
     return header, rows

@@ -30,9 +30,11 @@ def self_tests_for(
     return prepare
 
 
-def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1) -> str:
-    """Deterministic, so a resumed run finds the episodes it already has."""
+def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1, repeat: int = 1) -> str:
+    """Deterministic, so a resumed run finds the episodes it already has; a later pass over
+    the memory and a later repeat of the study each have their own."""
     suffix = f":pass{run_pass}" if run_pass > 1 else ""
+    suffix += f":repeat{repeat}" if repeat > 1 else ""
     return f"{run_id}:{strategy}:{task_id}{suffix}"
 
 
@@ -45,6 +47,7 @@ def run_tasks(
     memory: Memory,
     concurrency: int = 1,
     run_pass: int = 1,
+    repeat: int = 1,
     on_episode: Callable[[Task, Episode], None] | None = None,
     first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
     executor: Executor | None = None,
@@ -56,19 +59,23 @@ def run_tasks(
     `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
     task's shared trial 1 (a paired study), if it has one. Another `executor` (Ray) runs
     the episodes elsewhere; this process still writes the log. `prepare` turns a task into
-    the one its episode runs (its self-tests added), above the loop.
+    the one its episode runs (its self-tests added), above the loop. `run_pass` and `repeat`
+    name the episodes of a later pass over the memory, or of a later repeat of a study.
     """
     if prepare is not None:  # each task's self-tests, `concurrency` written at once
         with concurrent.futures.ThreadPoolExecutor(max(1, concurrency)) as pool:
             tasks = list(pool.map(prepare, tasks))
     if executor is not None:
-        jobs = [(n, t, episode_id(run_id, strategy, t.id, run_pass)) for n, t in enumerate(tasks)]
+        jobs = [
+            (n, t, episode_id(run_id, strategy, t.id, run_pass, repeat))
+            for n, t in enumerate(tasks)
+        ]
         return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)
     local = threading.local()
     lock = threading.Lock()
 
     def one(position: int, task: Task) -> Episode:
-        eid = episode_id(run_id, strategy, task.id, run_pass)
+        eid = episode_id(run_id, strategy, task.id, run_pass, repeat)
         done = _finished(memory, eid)
         if done is None:
             if not hasattr(local, "loop"):

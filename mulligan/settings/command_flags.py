@@ -19,6 +19,12 @@ class CommandFlags(Section):
     sample: int | None = Field(default=None, ge=1, description="a seeded random sample of N tasks")
     seed: int = Field(default=0, description="seeds the sample and the task order")
     passes: int = Field(default=1, ge=1, description="run the suite again over the memory")
+    repeats: int = Field(
+        default=1,
+        ge=1,
+        description="run the whole study K times over, each repeat drawing its own attempts "
+        "(trial 1 too), into one run; the report gives the spread, pass@k and pass^k",
+    )
     k: int = Field(default=5, ge=1, description="results for search")
     port: int | None = Field(
         default=None, ge=1, le=65535, description="port on 127.0.0.1 (default: a free one)"

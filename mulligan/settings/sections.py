@@ -17,7 +17,8 @@ DETERMINISTIC_TEMPERATURE = 0.0
 """The temperature of a run nobody set one for, when each task gets one attempt."""
 REPEATED_TEMPERATURE = 0.7
 """... and when a strategy repeats a task over several trials (at 0, a deterministic
-endpoint would repeat its first attempt, so `retry` could not differ from `react`)."""
+endpoint would repeat its first attempt, so `retry` could not differ from `react`), or a study
+is repeated (`bench --repeats`: at 0 every repeat would make the same attempts)."""
 MAX_CONCURRENCY = 256
 """Tasks at once, at most."""
 
@@ -63,7 +64,8 @@ class EndpointSettings(Section):
         le=2,
         allow_inf_nan=False,
         description=f"sampling temperature (default {DETERMINISTIC_TEMPERATURE}; "
-        f"{REPEATED_TEMPERATURE} when a strategy repeats a task over several trials)",
+        f"{REPEATED_TEMPERATURE} when a strategy repeats a task over several trials, or a "
+        "study is repeated)",
     )
     timeout: float = Field(
         default=120.0, gt=0, allow_inf_nan=False, description="seconds per model call"

@@ -12,7 +12,6 @@ tasks, with the memory frozen unless `keep_learning`. Training and test tasks ne
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,12 @@ from mulligan.llm.base import ChatModel
 from mulligan.memory.curator import Curator, CuratorSettings, curation_of, lessons_written_by
 from mulligan.runs.build import loop_settings
 from mulligan.runs.lifecycle import lifecycle
-from mulligan.schema import Episode, Task
-from mulligan.studies.study import Study
+from mulligan.schema import Task
+from mulligan.studies.study import OnEpisode, Study
 from mulligan.studies.verify import Verification, verify, verify_run_id
 from mulligan.tasks.files import TASK_SUFFIXES, load_task_path
 
 SAMPLE = "sample:"
-OnEpisode = Callable[[str, int, Task, Episode], None]
 
 
 def learn_run_id(run_id: str) -> str:

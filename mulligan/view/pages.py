@@ -15,7 +15,7 @@ import jinja2
 
 from mulligan.errors import UserError
 from mulligan.memory.reading import MemoryReader, RunRow
-from mulligan.report import tables
+from mulligan.report import frontier, plots, repeats, tables
 from mulligan.report.cells import OUTCOMES, Grid, build_grid, episode_ids
 from mulligan.report.stats import RunStats, collect
 from mulligan.runs.lifecycle import configured
@@ -106,6 +106,9 @@ def run_page(
         outcome=outcome,
         strategy=strategy,
         total=len(grid.rows),
+        repeats=repeats.repeat_rows(stats) if stats.repeats > 1 else None,
+        frontier=frontier.frontier_lines(stats),
+        plots=[plots.frontier_svg(stats, cost) for cost in frontier.drawn(stats)],  # made here
         episodes={
             (task, label): cell.episode_id
             for task, cells in grid.rows

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.self_test_report import self_test_note
 from mulligan.report.stats import collect
-from mulligan.report.tables import self_test_note
 from mulligan.schema import (
     SELF_TEST,
     Attempt,

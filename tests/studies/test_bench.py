@@ -84,9 +84,10 @@ def test_report_rebuilds_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFix
     again = tmp_path / "again"
     assert main(["report", run_id, "--memory", str(out / "memory"), "--out", str(again)]) == 0
     second = {p.name: p.read_bytes() for p in again.iterdir() if p.is_file()}
+    # no price: no frontier in dollars
     assert sorted(first) == sorted(second) == [
-        "outcomes.jsonl", "report.html", "report.md", "success_by_tokens.svg",
-        "success_by_trial.svg", "tokens_per_success.svg",
+        "frontier_seconds.svg", "frontier_tokens.svg", "outcomes.jsonl", "report.html",
+        "report.md", "success_by_tokens.svg", "success_by_trial.svg", "tokens_per_success.svg",
     ]  # fmt: skip
 
     def without_stamp(data: bytes) -> bytes:
