@@ -133,3 +133,31 @@ def test_reflexion_with_memory_from_python(tmp_path: Path) -> None:
     assert "trial 1: FAIL 'Sydney'" in done.stdout and "trial 2: PASS 'Canberra'" in done.stdout
     stored = Memory(tmp_path / "mem", HashEmbedding()).store.all()
     assert [s.text for s in stored if s.kind != "case"] == [lesson]  # and trial 2, a case
+
+
+def test_the_readmes_python_section_runs_against_an_endpoint(tmp_path: Path) -> None:
+    """README.md's "From Python", as written, its URL the fake server's: wrong, reflected on,
+    right; the lesson kept in `agent-memory` as a candidate."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    lesson = "Name the capital city, which is often not the largest city."
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if "You review a failed attempt" in str(body["messages"][0]["content"]):
+            diagnosis = "Sydney is the largest city; the capital is Canberra."
+            return FakeReply(content=json.dumps({"diagnosis": diagnosis, "lesson": lesson}))
+        return FakeReply(content="Canberra" if "Canberra" in json.dumps(body) else "Sydney")
+
+    with FakeOpenAIServer(policy=policy) as server:
+        assert code.count("http://127.0.0.1:8011/v1") == 1
+        code = code.replace("http://127.0.0.1:8011/v1", server.base_url)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+            env={**os.environ, "MULLIGAN_EMBEDDING": "hash"}, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True ['Sydney', 'Canberra']"
+    assert f"failure candidate {lesson}" in lines
+    assert (tmp_path / "agent-memory" / "episodes.db").exists()
