@@ -21,7 +21,7 @@ from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.schema import Lesson
 from mulligan.settings.loading import load_config
 
-EMBEDDING_ACTIONS = ("search", "import", "verify")
+EMBEDDING_ACTIONS = ("search", "import", "verify", "mcp")
 """The only memory actions that embed text; the others read or update what is stored."""
 
 
@@ -104,6 +104,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
         lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "export" and args.out:
         output_file(Path(args.out), "--out", EXPORT_REPLACES)
+    if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
+        from mulligan.cli.memory_mcp import cmd_memory_mcp
+
+        return cmd_memory_mcp(args, lambda: _memory(args, existing=False))
     memory = _memory(args, existing=action != "import")
     as_json = getattr(args, "json", False)
     if action == "list":
