@@ -45,8 +45,9 @@ def build_server(service: MemoryService) -> Any:
     @server.tool()
     def recall(task: str, family: str = "") -> dict[str, Any]:
         """Before an attempt: the lessons to show for this task (validated ones, and an
-        unverified candidate when verification assigns this attempt to try it), each with
-        its id, status, kind, text and evidence, and this task's diagnoses from earlier
+        unverified candidate when verification assigns this attempt to try it: show it as
+        the validated ones are shown, since attempts not shown it are its comparison), each
+        with its id, status, kind, text and evidence, and this task's diagnoses from earlier
         failed attempts in this session. `family`: the group of tasks whose lessons are
         shared (default: the server's)."""
         return answered(lambda: service.recall(task, family))

@@ -4,10 +4,13 @@
 Each task a client names is an episode of the service's run in the memory's episode log, and
 each report an attempt of it (the answer, the lessons it was shown, a verdict of one
 feedback-visible check saying what the client's own checks said), so the lessons' provenance,
-`mulligan episodes show` and the viewer read them as any run's. A report is counted for the
-lessons it was shown as the loop counts an attempt; after a failure the reflector writes a
-diagnosis (shown again at this task's next recall in the same session) and at most one general
-lesson, kept as a candidate: nothing a client's agent wrote is a rule until verified.
+`mulligan episodes show` and the viewer read them as any run's. A recall shows what a memory
+arm's attempt is shown (`Memory.recall`: validated lessons, and from the second attempt at a
+task the relevant candidate when verification's assignment says so); a report is its outcome,
+counted as the loop counts an attempt's (`Memory.finish_attempt`: online, and as half of a
+verification pair). After a failure the reflector writes a diagnosis (shown again at this
+task's next recall in the same session) and at most one general lesson, kept as a candidate:
+nothing a client's agent wrote is a rule until verified.
 
 Bad arguments (a blank task, a lesson id the memory does not hold) are `UserError`s raised
 before anything is stored.
@@ -54,13 +57,33 @@ class Shown:
 def to_show(
     memory: Memory, task: Task, settings: LoopSettings, episode: Episode, trial: int
 ) -> Shown:
-    """What attempt `trial` at `task` is shown from the store: validated lessons (with
-    `show_candidates`, candidates too, marked), each counted `retrieved` once per attempt."""
-    found = memory.retrieve(
-        task, settings.retrieved_lessons, set(episode.lessons_written), episode.id, trial,
-        min_similarity=settings.min_similarity, candidates=settings.show_candidates,
+    """What attempt `trial` at `task` is shown from the store, as a memory arm's attempt is
+    (`Memory.recall`): validated lessons, and from trial 2 on the relevant candidate when
+    verification's assignment says so (with `show_candidates`, every candidate instead).
+    Each lesson as the log holds it now (the assigned candidate keeps its own status)."""
+    found = memory.recall(
+        task, episode.id, trial, k=settings.retrieved_lessons,
+        exclude=set(episode.lessons_written), min_similarity=settings.min_similarity,
+        show_candidates=settings.show_candidates,
     )  # fmt: skip
-    return Shown(found)
+    truth = {lesson.id: lesson for lesson in memory.lessons([x.id for x in found])}
+    assigned = memory.assignment(episode.id, trial)
+    tried = {assigned.lesson_id} if assigned and assigned.shown else set()
+    return Shown([truth.get(x.id, x) for x in found], tried)
+
+
+def record(
+    memory: Memory, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
+) -> None:
+    """The attempt logged and its outcome counted for what it was shown, as the loop's
+    (`Memory.finish_attempt`). An attempt that was not the arm it was assigned (the client
+    left out the candidate it was given to try) makes no half of a verification pair: its
+    outcome is counted online only, so a pair compares only attempts that differ in the
+    candidate alone."""
+    assigned = memory.assignment(episode.id, attempt.trial)
+    if assigned is not None and assigned.shown != (assigned.lesson_id in attempt.lesson_ids):
+        memory.record_outcome(episode.id, attempt.trial, None, [])  # its half: told nothing
+    memory.finish_attempt(episode, attempt, verdict, given)
 
 
 class MemoryService:
@@ -121,7 +144,7 @@ class MemoryService:
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = passed
-            self.memory.finish_attempt(episode, attempt, verdict, given)
+            record(self.memory, episode, attempt, verdict, given)
             written = [] if passed else self._reflect(chosen, episode, given)
             self.memory.finish_episode(episode)
         counted = self.memory.lessons([lesson.id for lesson in given])

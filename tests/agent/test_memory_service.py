@@ -146,3 +146,53 @@ def test_a_bad_report_is_refused_and_stores_nothing(
     assert memory.log.episodes() == []
     assert memory.lessons(["proven"])[0].validity.hurt == 0
     assert [x.id for x in memory.store.all()] == ["proven"]
+
+
+def path_task(km: int) -> str:
+    return f"A path is {km} km long. How long is it in metres?"
+
+
+def test_later_attempts_are_assigned_the_candidate_and_their_reports_are_its_evidence(
+    memory: Memory,
+) -> None:
+    """The client's agent passes exactly when shown the candidate: trial 1 never is; at
+    trial 2 each block of two tasks has one attempt with it and one without; each such pair
+    helped, and after two it is validated and shown at a new session's first attempt."""
+    plant(memory, "rule", LESSON)  # a candidate
+    server = service(
+        memory, ScriptedModel(policy=lambda m, t: json.dumps({"diagnosis": DIAGNOSIS}))
+    )
+    arms = []
+    for km in range(1, 5):
+        first = server.recall(path_task(km))
+        assert [x["id"] for x in first["lessons"]] == []  # trial 1: no candidate
+        server.report(path_task(km), str(km), False, "expected metres")
+        second = server.recall(path_task(km))
+        tried = [x for x in second["lessons"] if x["id"] == "rule"]
+        assert all(x["status"] == "candidate" and x["assigned"] for x in tried)
+        arms.append(bool(tried))
+        shown = [x["id"] for x in second["lessons"] + second["diagnoses"]]
+        server.report(path_task(km), str(km * 1000) if tried else str(km), bool(tried), "", shown)
+    assert arms[0] != arms[1] and arms[2] != arms[3]  # a block of two: one of each
+    v = memory.lessons(["rule"])[0].validity
+    assert (v.status, v.evidence.pairs, v.evidence.helped) == ("validated", 2, 2)
+    later = service(memory, run_id="mcp-2").recall(path_task(9))["lessons"]
+    assert [(x["id"], x["status"], x["assigned"]) for x in later] == [("rule", "validated", False)]
+
+
+def test_an_attempt_that_left_out_its_assigned_candidate_is_no_half_of_a_pair(
+    memory: Memory,
+) -> None:
+    """Its outcome still counts for what it was shown; the other arm waits for a half that
+    was made as assigned."""
+    plant(memory, "rule", LESSON)
+    reviewer = ScriptedModel(policy=lambda m, t: json.dumps({"diagnosis": DIAGNOSIS}))
+    server = service(memory, reviewer)
+    for km in (1, 2):
+        task_id = server.report(path_task(km), str(km), False, "expected metres")["task_id"]
+        tried = any(x["id"] == "rule" for x in server.recall(path_task(km))["lessons"])
+        server.report(path_task(km), str(km), False, "still km", [])  # shown nothing
+        assignment = memory.assignment(f"{server.run_id}:{task_id}", 2)
+        assert assignment is not None and assignment.shown == tried
+        assert assignment.outcome == ("told nothing" if tried else "failed")
+    assert memory.lessons(["rule"])[0].validity.evidence.pairs == 0
