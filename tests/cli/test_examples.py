@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,24 @@ def test_the_readmes_python_section_runs_against_an_endpoint(tmp_path: Path) -> 
     assert lines[0] == "True ['Sydney', 'Canberra']"
     assert f"failure candidate {lesson}" in lines
     assert (tmp_path / "agent-memory" / "episodes.db").exists()
+
+
+def test_a_persistent_agent_run_twice_grows_its_lessons_evidence(tmp_path: Path) -> None:
+    """examples/persistent_agent.py in two processes on one memory: the first task's lesson
+    is tried on later attempts by assignment, each pair of them its evidence; the second run
+    goes on from the first's evidence, the lesson is validated within six tasks, and then a
+    first attempt is shown it and passes."""
+    command = [sys.executable, str(EXAMPLES / "persistent_agent.py"), str(tmp_path / "mem")]
+    runs = [subprocess.run(command, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [done.returncode for done in runs] == [0, 0], runs[-1].stderr
+
+    def lesson_lines(output: str) -> list[tuple[str, str, int]]:
+        found = re.findall(r"lesson (\w+): (\w+), pairs (\d+)", output)
+        return [(lesson, status, int(pairs)) for lesson, status, pairs in found]
+
+    first, second = (lesson_lines(done.stdout) for done in runs)
+    assert len({lesson for lesson, _, _ in first + second}) == 1  # one lesson, kept
+    assert first[-1][2] >= 1  # a pair already in the first process
+    pairs = [p for _, _, p in first + second]
+    assert pairs == sorted(pairs) and second[-1] == (first[0][0], "validated", pairs[-1])
+    assert re.search(r"^task \d+: PASS \(shown the lesson\)$", runs[1].stdout, re.M)
