@@ -31,7 +31,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mulligan.memory.validity import ValidityRules, apply_evidence, settle
+from mulligan.memory.validity import (
+    ValidityRules,
+    apply_evidence,
+    by_chance_while_working,
+    settle,
+)
 from mulligan.schema import Lesson
 
 if TYPE_CHECKING:
@@ -197,3 +202,36 @@ def withheld(conn: sqlite3.Connection, lesson_ids: list[str] | None = None) -> t
         args = list(lesson_ids)
     halves = _rows(conn, where, args)
     return sum(bool(h.passed) for h in halves), len(halves)
+
+
+def summary(assigned: list[Assignment]) -> str:
+    """How often the lesson was tried while working, in words."""
+    if not assigned:
+        return "never assigned while working"
+    with_ = [a for a in assigned if a.shown and a.told]
+    without = [a for a in assigned if not a.shown and a.told]
+    pairs = len({a.pair for a in assigned if a.pair})
+    return (
+        f"assigned to {len(assigned)} later attempt(s) while working: shown to "
+        f"{len(with_)} judged (passed {sum(bool(a.passed) for a in with_)}), withheld from "
+        f"{len(without)} (passed {sum(bool(a.passed) for a in without)}); {pairs} pair(s)"
+    )
+
+
+def line(a: Assignment) -> str:
+    pair = f", pair {a.pair}" if a.pair else ""
+    return f"{a.episode_id} trial {a.trial} ({a.task_id}): {a.arm}, {a.outcome}{pair} ({a.coin})"
+
+
+def chance_line(pairs: int, without: tuple[int, int], rules: ValidityRules) -> str | None:
+    """What noise alone does to a lesson that changes nothing, settled pair by pair as here,
+    at the pass rate the withheld attempts had (None: no pair, or no withheld attempt told)."""
+    passed, told = without
+    if not pairs or not told:
+        return None
+    luck = by_chance_while_working(pairs, passed / told, rules)
+    return (
+        f"by chance alone (a lesson that changes nothing, at the {luck.pass_rate:.0%} pass "
+        f"rate of the attempts a candidate was withheld from): validated by its pair {pairs} "
+        f"{luck.validated:.0%} of the time, refuted {luck.refuted:.0%}"
+    )

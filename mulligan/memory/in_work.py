@@ -9,7 +9,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from mulligan.memory.assignment import Assignment, assign, at, judge, of_episode
+from mulligan.memory.assignment import (
+    Assignment,
+    assign,
+    at,
+    judge,
+    of_episode,
+    of_lesson,
+    withheld,
+)
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, ValidityRules
 from mulligan.schema import Lesson, Task
@@ -76,6 +84,15 @@ class InWorkVerification:
 
     def assignment(self, episode_id: str, trial: int) -> Assignment | None:
         return at(self.episodes.db.conn, episode_id, trial)
+
+    def of_lesson(self, lesson_id: str) -> list[Assignment]:
+        """Every attempt assigned for the lesson, in order (`memory show`, the viewer)."""
+        return of_lesson(self.episodes.db.conn, lesson_id)
+
+    def withheld(self, lesson_ids: list[str] | None = None) -> tuple[int, int]:
+        """Of the attempts assigned without their candidate that told something, how many
+        passed: the pass rate chance is measured against."""
+        return withheld(self.episodes.db.conn, lesson_ids)
 
     def _candidate(
         self, task: Task, episode_id: str, trial: int, exclude: set[str], k: int, floor: float
