@@ -204,9 +204,10 @@ class Loop:
             known = known | set(episode.lessons_written)
             trial = len(episode.attempts) + 1
             lessons, cases = self.strategy.wants(s.retrieved_lessons, s.retrieved_cases)
-            return self.memory.retrieve(
-                task, lessons, known, episode.id, trial, min_similarity=s.min_similarity,
-                candidates=s.show_candidates, cases=cases, shuffled=self.strategy.shuffles,
+            return self.memory.recall(
+                task, episode.id, trial, k=lessons, exclude=known, cases=cases,
+                min_similarity=s.min_similarity, show_candidates=s.show_candidates,
+                verify=self.strategy.verifies, shuffled=self.strategy.shuffles,
             )  # fmt: skip
 
         return retrieve

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -14,14 +15,14 @@ from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
 from mulligan.errors import UserError
 from mulligan.inputs.paths import output_file
-from mulligan.memory import Memory, make_embedder
+from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
 from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.schema import Lesson
 from mulligan.settings.loading import load_config
 
-EMBEDDING_ACTIONS = ("search", "import", "verify")
+EMBEDDING_ACTIONS = ("search", "import", "verify", "mcp")
 """The only memory actions that embed text; the others read or update what is stored."""
 
 
@@ -74,8 +75,11 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
 def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
     """One lesson and its history: JSON (record and events), or text."""
     events = list(memory.log.lesson_events(lesson.id))
+    assigned = memory.in_work.of_lesson(lesson.id)
     if as_json:
-        print(json.dumps({"lesson": lesson.model_dump(mode="json"), "events": events}, default=str))
+        record = {"lesson": lesson.model_dump(mode="json"), "events": events}
+        record["assignments"] = [dataclasses.asdict(a) for a in assigned]
+        print(json.dumps(record, default=str))
         return
     v = lesson.validity
     print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
@@ -94,6 +98,12 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
         )
     print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
           f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
+    print(f"  {assignment.summary(assigned)}")
+    for half in assigned:
+        print(f"    {assignment.line(half)}")
+    chance = assignment.chance_line(v.evidence.pairs, memory.in_work.withheld(), memory.rules)
+    if chance and assigned:
+        print(f"  {chance}")
     for e in events:
         print(f"  {e['event']:<18} {e['episode_id']} trial {e['trial']} {e['detail']}")
 
@@ -104,6 +114,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
         lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "export" and args.out:
         output_file(Path(args.out), "--out", EXPORT_REPLACES)
+    if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
+        from mulligan.cli.memory_mcp import cmd_memory_mcp
+
+        return cmd_memory_mcp(args, lambda: _memory(args, existing=False))
     memory = _memory(args, existing=action != "import")
     as_json = getattr(args, "json", False)
     if action == "list":

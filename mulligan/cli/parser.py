@@ -137,7 +137,8 @@ def add_memory(commands: Commands) -> None:
     memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
     memory.add_argument(
         "action",
-        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify"],
+        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify", "mcp"],
+        help="mcp: serve the memory to other agents over MCP on stdio (tools recall, report)",
     )
     memory.add_argument("query", nargs="?", help="text, lesson id, file (import), tasks (verify)")
     add_command_flag(memory, "k")
@@ -156,6 +157,9 @@ def add_memory(commands: Commands) -> None:
     memory.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
     memory.add_argument(
         "--embedding", help="search, import: embed with this (default: as the store was built)"
+    )
+    memory.add_argument(
+        "--family", help="mcp: the tasks' family when a call names none (default: custom)"
     )
     memory.set_defaults(handler="mulligan.cli.memory:cmd_memory")
 

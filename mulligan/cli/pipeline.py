@@ -29,18 +29,19 @@ from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, connect_feedback, local_fields
+from mulligan.llm.connect import local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import embedding_available
 from mulligan.memory.log import EpisodeLog
-from mulligan.runs.build import local_server_settings, loop_for
+from mulligan.runs import build
+from mulligan.runs.build import loop_for, with_default_temperature
 from mulligan.runs.executors import Executor, open_executor
 from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
 from mulligan.schema import Task
-from mulligan.settings.run_config import DETERMINISTIC_TEMPERATURE, REPEATED_TEMPERATURE, RunConfig
+from mulligan.settings.run_config import RunConfig
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -77,12 +78,8 @@ def resolved(config: RunConfig, request: RunRequest) -> RunConfig:
     """The configuration as the run records it: a temperature nobody set is the default for
     this run (several trials of a strategy that repeats, or several repeats of a study, need
     some variety)."""
-    if config.endpoint.temperature is not None:
-        return config
     repeated = request.repeats(config) or int(request.selection.get("repeats", 1)) > 1
-    chosen = REPEATED_TEMPERATURE if repeated else DETERMINISTIC_TEMPERATURE
-    why = "the default for repeated attempts" if repeated else "the default for one trial"
-    return config.updated("endpoint.temperature", chosen, why)
+    return with_default_temperature(config, repeated)
 
 
 def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
@@ -92,12 +89,9 @@ def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
 
 
 def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
-    """The actor's model and the feedback model (reflector, self-tests, a selection's inputs,
-    the curator): the actor's own unless [reflector] names one, connected here and nowhere
-    else."""
-    actor = connect(config.endpoint, reporter=REPORTER, local=local_server_settings(config))
-    feedback = connect_feedback(config.reflector, config.endpoint, REPORTER)
-    return actor, feedback or actor
+    """The actor's model and the feedback model (runs/build.py `connect_models`), each
+    announcing a local model's preparation on stderr."""
+    return build.connect_models(config, REPORTER)
 
 
 @dataclass

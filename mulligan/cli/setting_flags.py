@@ -58,7 +58,8 @@ COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "serve": ("endpoint.model", "local", "compression.threshold_tokens",
               "budget.max_reply_tokens"),  # the model, its slots, threads and context
     "memory": ("endpoint", "budget", "memory.verify_pairs", "run.concurrency",
-               "loop.min_similarity"),  # memory verify
+               "loop.min_similarity",  # memory verify
+               "reflector", "memory.show_candidates", "validity"),  # memory mcp
 }  # fmt: skip
 """The settings whose flags a command takes (`section` or `section.field`; `-path`: all
 but it). `run`, `bench` and `solve` take every setting's flag, so a new setting's flag

@@ -132,9 +132,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def solve_config(args: argparse.Namespace) -> RunConfig:
-    # a project's lessons are stored under its own family: no similarity floor within it; and
-    # no verification runs in a project, so its lessons are shown marked as unverified
-    defaults = {"loop.min_similarity": 0.0, "memory.show_candidates": True}
+    # a project's lessons are stored under its own family: no similarity floor within it
+    defaults = {"loop.min_similarity": 0.0}
     return load_config(vars(args), defaults=defaults)
 
 

@@ -11,7 +11,7 @@ here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies
 from mulligan.actor import Actor, ActorSettings
@@ -19,13 +19,41 @@ from mulligan.actor.tools import Approver
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
+from mulligan.llm.connect import connect, connect_feedback
+from mulligan.llm.local_model import Reporter
 from mulligan.llm.local_server import ServerSettings, context_per_slot
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.sandbox import Policy
-from mulligan.settings.run_config import RunConfig
+from mulligan.settings.run_config import (
+    DETERMINISTIC_TEMPERATURE,
+    REPEATED_TEMPERATURE,
+    RunConfig,
+)
 from mulligan.settings.sections import Budget
+
+if TYPE_CHECKING:
+    from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
+
+
+def connect_models(
+    config: RunConfig, reporter: Reporter | None = None
+) -> tuple[OpenAIChatModel, ChatModel]:
+    """The actor's model and the feedback model (reflector, self-tests, a selection's inputs,
+    the curator): the actor's own unless [reflector] names one, connected here and nowhere
+    else (the commands through their pipeline, an `Agent` directly). `reporter` hears how a
+    local model is being prepared."""
+    actor = connect(config.endpoint, reporter=reporter, local=local_server_settings(config))
+    feedback = connect_feedback(config.reflector, config.endpoint, reporter)
+    return actor, feedback or actor
+
+
+def connect_reflector(config: RunConfig, reporter: Reporter | None = None) -> ChatModel:
+    """The feedback model alone, for what reflects but never acts (the memory service, an
+    Agent given its own actor): the one [reflector] names, else the endpoint's."""
+    named = connect_feedback(config.reflector, config.endpoint, reporter)
+    return named or connect(config.endpoint, reporter=reporter, local=local_server_settings(config))
 
 
 def build_loop(
@@ -111,6 +139,16 @@ def loop_settings(config: RunConfig, strategy: str, **more: Any) -> LoopSettings
         **more,
     }
     return LoopSettings(strategy=strategy, **chosen)
+
+
+def with_default_temperature(config: RunConfig, repeats: bool) -> RunConfig:
+    """The configuration as a run records it: a temperature nobody set is the default for a
+    run that `repeats` a task over several trials (some variety) or for one that does not."""
+    if config.endpoint.temperature is not None:
+        return config
+    chosen = REPEATED_TEMPERATURE if repeats else DETERMINISTIC_TEMPERATURE
+    why = "the default for repeated trials" if repeats else "the default for one trial"
+    return config.updated("endpoint.temperature", chosen, why)
 
 
 def local_server_settings(config: RunConfig) -> ServerSettings:

@@ -63,6 +63,11 @@ class Strategy:
     twin: str | None = None
     """A faithfulness twin shows what it retrieved `empty`, `shuffled` or `corrupted`
     (memory/twins.py); the report sets it against the arm with the same items and none."""
+    verifies: bool = False
+    """Its later attempts verify candidate lessons while working: from trial 2 on, each one
+    is assigned at random to be shown the task's candidate or not (memory/assignment.py), and
+    the outcomes are the candidate's evidence. Without it, a strategy that reads the store
+    sees validated lessons only (or every one, with `show_candidates`)."""
     reads_from_trial: int = 1
     """The first trial shown what it reads from the store: 2 shows it only after a failed
     attempt, so its trial 1 is the one without memory (shared in a paired study)."""

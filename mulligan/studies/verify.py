@@ -1,6 +1,7 @@
 """Verification: nothing is a rule until it changed an outcome.
 
-Each candidate lesson is tried on up to `pairs` tasks it is retrieved for (tasks other than
+Each candidate lesson (with `memory verify`, each validated one too, checked again) is tried
+on up to `pairs` tasks it is retrieved for (tasks other than
 the one it was written on, in the order given), one pair per task: one attempt with the
 lesson shown (alone, as a validated lesson would be) and one without any (the same model
 and sampling settings, made once per task and shared by every lesson tried there). A pair
@@ -26,7 +27,7 @@ from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, Luck, ValidityRules, apply_evidence, by_chance, settle
 from mulligan.runs.runner import episode_id, run_tasks
-from mulligan.schema import Episode, Lesson, Task, tells_nothing
+from mulligan.schema import Episode, Lesson, LessonStatus, Task, tells_nothing
 
 log = logging.getLogger("mulligan")
 WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
@@ -79,9 +80,11 @@ def verify(
     min_similarity: float,
     pairs: int,
     concurrency: int = 1,
+    statuses: tuple[LessonStatus, ...] = ("candidate",),
 ) -> Verification:
-    """Pair every candidate of `lessons` on the tasks it is retrieved for (see the module)."""
-    candidates = [x for x in lessons if x.validity.status == "candidate" and x.kind in GENERAL]
+    """Pair every lesson of `lessons` in `statuses` (candidates; `memory verify` checks the
+    validated ones again too) on the tasks it is retrieved for (see the module)."""
+    candidates = [x for x in lessons if x.validity.status in statuses and x.kind in GENERAL]
     plan = retrieved_for(memory, candidates, tasks, k, min_similarity, pairs)
     result = Verification({i: [t.id for t in chosen] for i, chosen in plan.items()})
     if not plan:

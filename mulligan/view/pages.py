@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from mulligan.errors import UserError
+from mulligan.memory import assignment
 from mulligan.memory.reading import MemoryReader, RunRow
 from mulligan.report import frontier, plots, repeats, tables
 from mulligan.report.cells import OUTCOMES, Grid, build_grid, episode_ids
@@ -130,7 +131,7 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
         links,
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
-        attempts=episode_view.attempts(episode, lessons, stored),
+        attempts=episode_view.attempts(episode, lessons, stored, reader.assignments(episode.id)),
         selection=episode_view.selection_view(episode, submitted),
         submitted=submitted,
         written=[
@@ -146,6 +147,7 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
     if lesson is None:
         raise UserError(f"no lesson {lesson_id!r} in {reader.directory}")
     stored = lesson_id in reader.stored([lesson_id])
+    assigned = reader.assigned(lesson_id)
     return render(
         "lesson.html",
         links,
@@ -153,6 +155,8 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
         lesson=episode_view.lesson_line(lesson, stored),
         record=lesson,
         uses=episode_view.uses(reader.lesson_uses(lesson_id)),
+        assigned=assigned,
+        assigned_summary=assignment.summary(assigned),
     )
 
 

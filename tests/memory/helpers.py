@@ -72,3 +72,25 @@ def one_trial(model: ScriptedModel, memory: Memory, **settings: Any) -> Any:
 
 def fresh(tmp_path: Path) -> Memory:
     return Memory(tmp_path / "mem", HashEmbedding())
+
+
+DIAGNOSIS = "Look at the unit the question asks for."
+
+
+def working_model(
+    right_when: str | None = None, wrong_when: str | None = None, retry_right: bool = False
+) -> ScriptedModel:
+    """Answers in metres when `right_when` is in the prompt (`retry_right`: on any attempt
+    after the first, which carries the reviewer's diagnosis), in km whenever `wrong_when` is;
+    the reviewer diagnoses and writes no general lesson."""
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if "You review a failed attempt" in messages[0]["content"]:
+            return json.dumps({"diagnosis": DIAGNOSIS, "lesson": ""})
+        text = prompt_of(messages)
+        km = int(text.split("A path is ")[1].split(" km")[0])
+        right = bool(right_when and right_when in text) or (retry_right and DIAGNOSIS in text)
+        right = right and not (wrong_when and wrong_when in text)
+        return str(km * 1000) if right else str(km)
+
+    return ScriptedModel(policy=policy)

@@ -57,6 +57,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("report",),
     ("studies",),
     ("solve",),
+    ("agent",),
     ("runs",),
     ("testing",),
     ("loop",),
@@ -160,6 +161,7 @@ def test_no_strategy_is_compared_by_name_outside_strategies() -> None:
 # ---------------------------------------------------------------- one pipeline, one definition
 
 PIPELINE = "mulligan.cli.pipeline"
+BUILDER = "mulligan.runs.build"
 RUN_RECORD = "mulligan.runs.lifecycle"
 
 
@@ -187,10 +189,13 @@ def callers_of(names: set[str], within: str = "mulligan") -> set[str]:
     }
 
 
-def test_only_the_pipeline_connects_opens_the_executor_and_opens_memory_for_a_command() -> None:
-    """Connecting, the executor and the memory are the pipeline's (cli/pipeline.py): the
-    commands ask it; the llm package and the memory package define them."""
-    assert callers_of({"connect", "connect_endpoint"}) - {"mulligan.llm.connect"} == {PIPELINE}
+def test_one_place_connects_and_only_the_pipeline_opens_the_executor_and_memory_for_a_command() -> (
+    None
+):
+    """Connecting is the builder's (runs/build.py `connect_models`), which the commands ask
+    through their pipeline and an `Agent` directly; the executor and a command's memory are the
+    pipeline's (cli/pipeline.py); the llm package and the memory package define them."""
+    assert callers_of({"connect", "connect_endpoint"}) - {"mulligan.llm.connect"} == {BUILDER}
     assert callers_of({"open_executor"}) == {PIPELINE}
     assert callers_of({"Memory"}, within="mulligan.cli") == {PIPELINE}
 
