@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from mulligan.bench.stats import collect
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import collect
 
 
 def bench_command(args: argparse.Namespace, concurrency: int, out: Path) -> list[str]:

@@ -26,16 +26,17 @@ from pathlib import Path
 from typing import Any, cast
 
 from mulligan.actor import ActorSettings
-from mulligan.bench.runner import episode_id
-from mulligan.bench.stats import same_answer, wilson
-from mulligan.build import build_loop
-from mulligan.config import load_config
 from mulligan.defaults import Carry
-from mulligan.lifecycle import upgraded
 from mulligan.llm.connect import connect
 from mulligan.loop import LoopSettings
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import RunConfig
+from mulligan.report.stats import same_answer, wilson
+from mulligan.runs.build import actor_settings as actor_settings_of
+from mulligan.runs.build import build_loop
+from mulligan.runs.lifecycle import upgraded
+from mulligan.runs.runner import episode_id
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
 from mulligan.tasks.suites import load_suite, select
 
 
@@ -49,11 +50,11 @@ def parse_variant(text: str) -> tuple[str, Carry, Path | None]:
     return text, cast(Carry, mode), Path(folder).resolve() if folder else None
 
 
-def actor_settings(manifest: dict[str, Any]) -> ActorSettings:
+def logged_actor_settings(manifest: dict[str, Any]) -> ActorSettings:
     """The run's own actor settings (budget, compression, protocol), read from its manifest."""
     logged = upgraded(manifest)["config"]
     sections = {k: logged[k] for k in ("actor", "budget", "compression") if k in logged}
-    return RunConfig.model_validate(sections).actor_settings()
+    return actor_settings_of(RunConfig.model_validate(sections))
 
 
 def main() -> None:
@@ -101,7 +102,7 @@ def main() -> None:
 
     config = load_config({"temperature": manifest.get("temperature")})
     model = connect(config.endpoint, default_temperature=0.7)
-    chosen = actor_settings(manifest)
+    chosen = logged_actor_settings(manifest)
     variants = [parse_variant(text) for text in args.variants.split(",")]
     loops = {
         label: build_loop(model, LoopSettings(strategy="reflexion", trials=2, carry=mode), chosen)

@@ -30,11 +30,11 @@ import itertools
 import sys
 from pathlib import Path
 
-from mulligan.bench.outcomes import read_outcomes
-from mulligan.bench.stats import StrategyStats, collect
-from mulligan.bench.tables import PAIRED_HEADER, paired_cells, submitted_passed
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.outcomes import read_outcomes
+from mulligan.report.stats import StrategyStats, collect
+from mulligan.report.tables import PAIRED_HEADER, paired_cells, submitted_passed
 
 
 def strategies(spec: str) -> list[tuple[str, StrategyStats]]:

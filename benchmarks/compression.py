@@ -9,12 +9,15 @@ Token counts are the offline estimate the scripted model reports as usage.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from long_task import LongTaskScript, is_summary_request  # beside this script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripted task is the tests'
 
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
-from mulligan.actor.tokens import raw_estimate
+from mulligan.llm.tokens import raw_estimate
 from mulligan.testing import ScriptedModel
+from tests.helpers.long_task import LongTaskScript, is_summary_request
 
 
 def measure(script: LongTaskScript, compression: CompressionSettings) -> dict[str, object]:

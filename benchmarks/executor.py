@@ -18,7 +18,7 @@ import time
 
 from one_call_tasks import fake_endpoint, fresh_memory, run_react, say_ok_tasks
 
-from mulligan.bench.executors import QUIET_RAY
+from mulligan.runs.executors import QUIET_RAY
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
         os.environ.setdefault(key, value)
     import ray
 
-    from mulligan.bench.ray_executor import RayExecutor
+    from mulligan.runs.ray_executor import RayExecutor
 
     ray.init(include_dashboard=False, log_to_driver=False)
     tasks = say_ok_tasks(args.tasks)

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from mulligan.actor import ActorSettings
-from mulligan.bench.runner import run_tasks
-from mulligan.build import build_loop
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import build_loop
+from mulligan.runs.runner import run_tasks
 from mulligan.schema import ContainsCheck, Episode, Task
 
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from replay_io import read_logged, replay_parser, rewrite_lines
 
-from mulligan.bench.stats import AtBudget, by_budget
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import AtBudget, by_budget
 from mulligan.schema import Episode, Verdict
 from mulligan.strategies.stopping import StopRule, stop_rule
 

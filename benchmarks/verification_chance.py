@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mulligan.bench.verify import logged_without, verify_run_id
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import ValidityRules, by_chance, status_of
+from mulligan.studies.verify import logged_without, verify_run_id
 
 AFTER = (1, 2, 3)
 

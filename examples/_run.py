@@ -6,11 +6,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mulligan import display
 from mulligan.actor import Actor, build_tools
-from mulligan.config import load_config
+from mulligan.cli import display
 from mulligan.errors import UserError
 from mulligan.llm.connect import connect
+from mulligan.settings.loading import load_config
 from mulligan.tasks.examples import EXAMPLE_TOOLS, TASKS
 
 

@@ -1,17 +1,14 @@
 """Reflexion with a persistent lesson memory, from Python: up to three tries at a question;
-the lesson it learns stays in the memory directory, a candidate until `mulligan memory verify`
-finds it helps (MULLIGAN_SHOW_CANDIDATES=1 shows it to the next run at once, marked).
+the lesson it learns stays in the memory directory for the next run, a candidate until later
+attempts show that it helps.
 
     OPENAI_BASE_URL=http://127.0.0.1:8011/v1 python examples/reflexion_memory.py [MEMORY_DIR]
 """
 
 import sys
 
-from mulligan.build import build_loop
-from mulligan.config import load_config
+from mulligan import Agent
 from mulligan.errors import UserError
-from mulligan.llm.connect import connect
-from mulligan.memory import Memory, make_embedder
 from mulligan.schema import ExactMatchCheck, Task
 
 task = Task(
@@ -20,20 +17,12 @@ task = Task(
     prompt="What is the capital city of Australia? Answer with one word.",
     checks=[ExactMatchCheck(answer="Canberra", name="capital")],
 )
-try:
-    config = load_config({})  # flags none; MULLIGAN_*, mulligan.toml and the user file apply
-    model = connect(config.endpoint)
+try:  # the endpoint and settings as the commands read them: MULLIGAN_*, mulligan.toml
+    agent = Agent(memory=sys.argv[1] if len(sys.argv) > 1 else "mulligan-memory")
 except UserError as exc:
     sys.exit(f"reflexion_memory.py: {exc}")
-memory = Memory(
-    sys.argv[1] if len(sys.argv) > 1 else "mulligan-memory",
-    make_embedder(config.run.embedding, model),
-)
-loop = build_loop(
-    model, config.loop_settings("reflexion-memory"), config.actor_settings(), memory=memory
-)
-episode = loop.run_episode(task)
+episode = agent.solve(task)
 for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=True):
     print(f"trial {attempt.trial}: {'PASS' if verdict.passed else 'FAIL'} {attempt.answer!r}")
-for lesson in memory.lessons(episode.lessons_written):
+for lesson in agent.lessons(episode.lessons_written):
     print(f"{lesson.kind}: {lesson.text}")

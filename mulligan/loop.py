@@ -19,15 +19,15 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
-from mulligan.carry import unseen
-from mulligan.cases import case_of
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import LoopSection, MemorySection
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
+from mulligan.settings.run_config import LoopSection, MemorySection
+from mulligan.strategies.carry import unseen
+from mulligan.strategies.cases import case_of
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
@@ -204,16 +204,17 @@ class Loop:
             known = known | set(episode.lessons_written)
             trial = len(episode.attempts) + 1
             lessons, cases = self.strategy.wants(s.retrieved_lessons, s.retrieved_cases)
-            return self.memory.retrieve(
-                task, lessons, known, episode.id, trial, min_similarity=s.min_similarity,
-                candidates=s.show_candidates, cases=cases, shuffled=self.strategy.shuffles,
+            return self.memory.recall(
+                task, episode.id, trial, k=lessons, exclude=known, cases=cases,
+                min_similarity=s.min_similarity, show_candidates=s.show_candidates,
+                verify=self.strategy.verifies, shuffled=self.strategy.shuffles,
             )  # fmt: skip
 
         return retrieve
 
     def _keep_case(self, task: Task, episode: Episode) -> None:
         """A strategy that writes the store keeps an attempt whose visible checks passed as a
-        case (mulligan/cases.py)."""
+        case (mulligan/strategies/cases.py)."""
         if self.memory and self.strategy.writes_store and not self.memory.frozen:
             case = case_of(task, episode.attempts[-1], episode.verdicts[-1], episode.id)
             if case:

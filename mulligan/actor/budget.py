@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from mulligan.run_config import Budget
 from mulligan.schema import Role, Step, StopReason, Usage, add_by_role
+from mulligan.settings.run_config import Budget
 
 __all__ = ["Budget", "Spend"]
 

@@ -21,13 +21,13 @@ import re
 from typing import Any, Literal
 
 from mulligan import prompts
-from mulligan.actor.tokens import TokenEstimator
 from mulligan.actor.tools import strict_json
 from mulligan.errors import ModelError
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, Message
-from mulligan.run_config import CompressionSettings
+from mulligan.llm.tokens import TokenEstimator
 from mulligan.schema import CompressionEvent, Step, Usage
+from mulligan.settings.run_config import CompressionSettings
 from mulligan.untrusted import neutralise, neutralise_all
 
 log = logging.getLogger("mulligan")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -107,12 +108,42 @@ def cut_output(text: str, limit: int) -> str:
     return head_and_tail(text, limit)
 
 
+class ToolThreads:
+    """Threads that run tool functions under their timeouts, kept from one call to the next
+    (starting a thread per call was the largest part of an actor step's own time). A thread
+    whose call timed out is left to it, never given another call."""
+
+    def __init__(self) -> None:
+        self._idle: list[concurrent.futures.ThreadPoolExecutor] = []
+        self._lock = threading.Lock()
+
+    def call(self, function: Callable[..., Any], arguments: dict[str, Any], timeout: float) -> Any:
+        with self._lock:
+            pool = self._idle.pop() if self._idle else concurrent.futures.ThreadPoolExecutor(1)
+        future = pool.submit(function, **arguments)
+        try:
+            value = future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            pool.shutdown(wait=False)  # not `with`: a timeout must not wait
+            raise
+        except BaseException:
+            self._give_back(pool)
+            raise
+        self._give_back(pool)
+        return value
+
+    def _give_back(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        with self._lock:
+            self._idle.append(pool)
+
+
 @dataclass
 class ToolRegistry:
     tools: dict[str, Tool] = field(default_factory=dict)
     approve: Approver | None = None
     max_output_chars: int = 4000
     workers: int = 8
+    threads: ToolThreads = field(default_factory=ToolThreads, compare=False, repr=False)
 
     @classmethod
     def of(cls, tools: Iterable[Tool], **kwargs: Any) -> ToolRegistry:
@@ -161,15 +192,12 @@ class ToolRegistry:
             return "error", f"Error: invalid arguments for {call.name}: {_brief(exc)}"
         if chosen.needs_approval and not (self.approve and self.approve(call)):
             return "denied", f"Denied: {call.name} needs approval and it was not given."
-        pool = concurrent.futures.ThreadPoolExecutor(1)  # not `with`: a timeout must not wait
         try:
-            value = pool.submit(chosen.function, **dict(arguments)).result(timeout=chosen.timeout)
+            value = self.threads.call(chosen.function, dict(arguments), chosen.timeout)
         except concurrent.futures.TimeoutError:
             return "timeout", f"Error: {call.name} timed out after {chosen.timeout:g}s."
         except Exception as exc:  # a tool's failure is an observation for the model
             return "error", f"Error: {type(exc).__name__}: {exc}"
-        finally:
-            pool.shutdown(wait=False)
         if isinstance(value, str):
             return "ok", value
         try:

@@ -12,7 +12,6 @@ from mulligan.cli import help_format
 from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
-from mulligan.inputs.flags import check_flags
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
@@ -27,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        from mulligan.cli.flag_checks import check_flags  # pydantic: once a command runs
+
         help_format.settle(args)
         check_flags(args)
         return handler_of(args)(args)

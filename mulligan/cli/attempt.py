@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mulligan import display
 from mulligan.actor import Actor, build_tools
+from mulligan.cli import display
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import cli_approver
 from mulligan.cli.pipeline import connect_models
-from mulligan.config import load_config
 from mulligan.llm.pricing import require_price_for_cost_budget
+from mulligan.runs.build import actor_settings, box_policy
+from mulligan.settings.loading import load_config
 
 
 def cmd_attempt(args: argparse.Namespace) -> int:
@@ -25,9 +26,9 @@ def cmd_attempt(args: argparse.Namespace) -> int:
             workspace=Path(args.workspace),
             network=args.network,
             extra=mcp.tools,
-            policy=config.policy(),  # the settings files stay out of the box
+            policy=box_policy(config),  # the settings files stay out of the box
         )
-        chosen = config.actor_settings()
+        chosen = actor_settings(config)
         require_price_for_cost_budget(model.name, model.price, config.given("budget.max_cost"), [])
         actor = Actor(model, chosen, approve=cli_approver(args.yes))
         attempt = actor.run("question", args.question, tools)

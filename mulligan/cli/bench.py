@@ -5,43 +5,41 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import strategies as registry
 from mulligan.actor import Tool
-from mulligan.bench import demo
-from mulligan.bench.report import report_in, write_report
-from mulligan.bench.stats import RunStats
-from mulligan.bench.study import Study, study_fields
-from mulligan.bench.transfer import (
+from mulligan.cli import mcp as cli_mcp
+from mulligan.cli.common import feedback_of, selected, selection_of
+from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
+from mulligan.cli.progress import Progress
+from mulligan.errors import UserError
+from mulligan.memory.curator import CuratorSettings
+from mulligan.report.repeats import repeat_summaries
+from mulligan.report.report import report_in, write_report
+from mulligan.report.stats import RunStats
+from mulligan.runs.build import box_policy
+from mulligan.runs.lifecycle import new_run_id
+from mulligan.schema import Episode, Task
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
+from mulligan.studies import demo
+from mulligan.studies.study import OnEpisode, Study, check_repeats, study_fields
+from mulligan.studies.transfer import (
     Transfer,
     TransferStudy,
     check_test_strategies,
     training_split,
 )
-from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import feedback_of, selected, selection_of
-from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
-from mulligan.cli.progress import Progress
-from mulligan.config import load_config
-from mulligan.errors import UserError
-from mulligan.lifecycle import new_run_id
-from mulligan.memory.curator import CuratorSettings
-from mulligan.run_config import RunConfig
-from mulligan.schema import Episode, Task
 from mulligan.tasks.suites import Suite, load_suite
 
-StudyCallback = Callable[[str, int, Task, Episode], None]
 
-
-def bench_progress(total: int, prefix: str = "") -> tuple[Progress, StudyCallback]:
-    """Progress per strategy (and pass): bars on a terminal, plain lines otherwise."""
+def bench_progress(total: int, prefix: str = "") -> tuple[Progress, OnEpisode]:
+    """Progress per strategy (and pass, or repeat): bars on a terminal, plain lines otherwise."""
     progress = Progress(total, prefix)
 
-    def on_episode(strategy: str, run_pass: int, task: Task, episode: Episode) -> None:
-        key = strategy if run_pass == 1 else f"{strategy} (pass {run_pass})"
-        progress.advance(key, episode.passed, episode.usage.total_tokens, episode.usage.cost)
+    def on_episode(label: str, task: Task, episode: Episode) -> None:
+        progress.advance(label, episode.passed, episode.usage.total_tokens, episode.usage.cost)
 
     return progress, on_episode
 
@@ -71,6 +69,14 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
         lines.append(
             f"{prefix}{s.label:<22} submitted answer passed, {budgets}: {by_trial} of {s.tasks} "
             f"(any attempt passed: {oracle})"
+        )
+    k = stats.repeats
+    for r in repeat_summaries(stats):
+        solved = ", ".join(str(n) for n in r.solved)
+        lines.append(
+            f"{prefix}{r.label:<22} in each of {k} repeats: {solved} of {len(stats.task_ids)}; "
+            f"of {r.tasks} tasks every repeat finished, pass^{k} {r.pass_hat[-1]:.0%} "
+            f"(solved every time), pass@{k} {r.pass_at[-1]:.0%} (solved at all)"
         )
     return lines
 
@@ -108,6 +114,7 @@ def transfer_of(args: argparse.Namespace, test: list[Task]) -> Transfer | None:
         return None
     for flag, given in (
         ("--passes", args.passes != 1),
+        ("--repeats", args.repeats != 1),
         ("--first-from", args.first_from),
         ("--executor ray", args.executor != "threads"),
     ):
@@ -130,12 +137,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     refuse_to_overwrite(Path(args.out), args.resume, resumable=True)
     with (
         cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
-        opened(config, request, suite.hidden(config.policy())) as run,
+        opened(config, request, suite.hidden(box_policy(config))) as run,
     ):
         if request.repeats(run.config) and run.model.temperature == 0:
             print(
                 "mulligan: warning: temperature 0 with several trials: a deterministic "
                 "endpoint repeats its first attempt, so `retry` cannot differ from `react`",
+                file=sys.stderr,
+            )
+        if args.repeats > 1 and run.model.temperature == 0:
+            print(
+                "mulligan: warning: temperature 0 with --repeats: a deterministic endpoint "
+                "makes the same attempts in every repeat, so they measure only its own noise",
                 file=sys.stderr,
             )
         study = bench_study(args, run, suite.tasks, suite.tools)
@@ -152,7 +165,10 @@ def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | N
     transfer = transfer_of(args, suite.tasks)
     args.strategies = args.strategies or ",".join(registry.DEFAULT_STUDY)
     names = [s.name for s in registry.parse(args.strategies)]
-    study = study_fields(names, suite.tasks, args.seed, args.passes, args.design, args.first_from)
+    check_repeats(names, args.repeats, args.passes)
+    study = study_fields(
+        names, suite.tasks, args.seed, args.passes, args.design, args.first_from, args.repeats
+    )
     return (
         config,
         suite,
@@ -185,6 +201,7 @@ def bench_study(
         policy=run.policy,
         seed=args.seed,
         passes=args.passes,
+        repeats=args.repeats,
         design=args.design,
         info={**run.request.selection, **run.connected},
         executor=run.executor,

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.cli.output import table
-from mulligan.config import load_config
 from mulligan.defaults import CONFIG_FILE, user_config_path
-from mulligan.run_config import SECRETS, every_path
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import SECRETS, every_path
 
 
 def shown(key: str, value: Any) -> Any:

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from mulligan import sandbox
 from mulligan.cli.local import REPORTER
 from mulligan.cli.pipeline import connect_models, open_memory
-from mulligan.config import endpoint_configured, load_config
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect_local, local_wanted
 from mulligan.llm.local_server import ServerSettings
-from mulligan.run_config import EndpointSettings
+from mulligan.runs.build import local_server_settings
+from mulligan.settings.loading import endpoint_configured, load_config
+from mulligan.settings.run_config import EndpointSettings
 
 Report = Callable[[str, bool, str], None]
 
@@ -50,7 +51,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except (UserError, AgentRunError) as exc:
             report("endpoint", False, str(exc))
     needed = local or not endpoint_configured(settings)
-    check_local_model(settings, report, needed=needed, local=config.local_server())
+    check_local_model(settings, report, needed=needed, local=local_server_settings(config))
     try:
         memory = open_memory(config)
         report("episode log", True, str(memory.log.path))

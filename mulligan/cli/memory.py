@@ -10,33 +10,34 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mulligan import display
+from mulligan.cli import display
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
-from mulligan.config import load_config
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.lesson_file import lesson_lines
 from mulligan.inputs.memory_files import memory_directory, memory_to_read
 from mulligan.inputs.paths import output_file
-from mulligan.memory import Memory, make_embedder
+from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
+from mulligan.memory.lesson_file import lesson_lines
 from mulligan.memory.reading import MemoryReader
 from mulligan.memory.store_reading import refuse_another, search_lessons, stored_embedding
-from mulligan.memory.validity import evidence_phrase, online_phrase
-from mulligan.run_config import RunConfig
+from mulligan.memory.validity import ValidityRules, evidence_phrase, online_phrase
 from mulligan.schema import Lesson
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore
 
-EMBEDDING_ACTIONS = ("search", "import", "verify")
+EMBEDDING_ACTIONS = ("search", "import", "verify", "mcp")
 """The only memory actions that embed text; the others read or update what is stored."""
 READING_ACTIONS = ("list", "search", "show", "stats", "export")
 """The memory actions that only read: they write nothing to the memory."""
@@ -136,11 +137,14 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
     table([*header, "family", "lesson"], rows, plain, sys.stdout)
 
 
-def show_lesson(lesson: Lesson, reader: MemoryReader, as_json: bool) -> None:
-    """One lesson and its history: JSON (record and events), or text."""
+def show_lesson(lesson: Lesson, reader: MemoryReader, rules: ValidityRules, as_json: bool) -> None:
+    """One lesson and its history (events, the attempts assigned for it): JSON, or text."""
     events = list(reader.log.lesson_events(lesson.id))
+    assigned = assignment.of_lesson(reader.log.db.conn, lesson.id)
     if as_json:
-        print(json.dumps({"lesson": lesson.model_dump(mode="json"), "events": events}, default=str))
+        record = {"lesson": lesson.model_dump(mode="json"), "events": events}
+        record["assignments"] = [dataclasses.asdict(a) for a in assigned]
+        print(json.dumps(record, default=str))
         return
     v = lesson.validity
     print(f"{lesson.id}  {lesson.kind}  {v.status}  confidence {v.confidence:.2f}")
@@ -159,6 +163,14 @@ def show_lesson(lesson: Lesson, reader: MemoryReader, as_json: bool) -> None:
         )
     print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
           f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
+    print(f"  {assignment.summary(assigned)}")
+    for half in assigned:
+        print(f"    {assignment.line(half)}")
+    chance = assignment.chance_line(
+        v.evidence.pairs, assignment.withheld(reader.log.db.conn), rules
+    )
+    if chance and assigned:
+        print(f"  {chance}")
     for e in events:
         print(f"  {e['event']:<18} {e['episode_id']} trial {e['trial']} {e['detail']}")
 
@@ -171,6 +183,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return _read(args, ReadMemory(args))
     if action == "import":  # every line checked before the memory is even opened
         lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
+    if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
+        from mulligan.cli.memory_mcp import cmd_memory_mcp
+
+        return cmd_memory_mcp(args, lambda: _memory(args, existing=False))
     memory = _memory(args, existing=action != "import")
     if action == "retract":
         retracted = memory.retract(_need(args.query, "retract ID"))
@@ -199,7 +215,7 @@ def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
         found = memory.lesson(lesson_id)
         if found is None:
             raise UserError(f"no lesson {lesson_id!r} in {memory.where}")
-        show_lesson(found, memory.reader, as_json)
+        show_lesson(found, memory.reader, memory.config.validity, as_json)
     elif action == "export":
         export(memory.lessons(), args.out)
     elif action == "stats":

@@ -137,7 +137,8 @@ def add_memory(commands: Commands) -> None:
     memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
     memory.add_argument(
         "action",
-        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify"],
+        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify", "mcp"],
+        help="mcp: serve the memory to other agents over MCP on stdio (tools recall, report)",
     )
     memory.add_argument("query", nargs="?", help="text, lesson id, file (import), tasks (verify)")
     add_command_flag(memory, "k")
@@ -156,6 +157,9 @@ def add_memory(commands: Commands) -> None:
     memory.add_argument("--memory", help=f"memory directory or chroma URL ({DEFAULT_MEMORY})")
     memory.add_argument(
         "--embedding", help="search, import: embed with this (default: as the store was built)"
+    )
+    memory.add_argument(
+        "--family", help="mcp: the tasks' family when a call names none (default: custom)"
     )
     memory.set_defaults(handler="mulligan.cli.memory:cmd_memory")
 
@@ -192,10 +196,12 @@ def add_bench(commands: Commands) -> None:
     add_selection_flags(bench)
     bench.add_argument(
         "--strategies",
-        help=f"of {', '.join(STRATEGIES)} (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
+        help=f"of {', '.join(STRATEGIES)}, each with its options in brackets, e.g. "
+        f"memory-frozen[cases,shuffled] (default: {','.join(DEFAULT_STUDY)}; with --learn-on "
         f"{','.join(TRANSFER_STUDY)})",
     )
     add_command_flag(bench, "passes")
+    add_command_flag(bench, "repeats", metavar="K")
     bench.add_argument("--out", default="mulligan-bench", help="report and memory directory")
     bench.add_argument(
         "--design",

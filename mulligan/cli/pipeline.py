@@ -24,23 +24,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies as registry
-from mulligan.bench.executors import Executor, open_executor
-from mulligan.build import loop_for
 from mulligan.cli.local import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.embedding import embedding_available
-from mulligan.inputs.memory_files import memory_directory, memory_to_read
-from mulligan.lifecycle import lifecycle, manifest, new_run_id
+from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, connect_feedback, local_fields
+from mulligan.llm.connect import local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
+from mulligan.memory.embeddings import embedding_available
 from mulligan.memory.log import EpisodeLog
-from mulligan.run_config import DETERMINISTIC_TEMPERATURE, REPEATED_TEMPERATURE, RunConfig
+from mulligan.runs import build
+from mulligan.runs.build import loop_for, with_default_temperature
+from mulligan.runs.executors import Executor, open_executor
+from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
 from mulligan.schema import Task
+from mulligan.settings.run_config import RunConfig
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -75,13 +76,10 @@ class RunRequest:
 
 def resolved(config: RunConfig, request: RunRequest) -> RunConfig:
     """The configuration as the run records it: a temperature nobody set is the default for
-    this run (several trials of a strategy that repeats need some variety)."""
-    if config.endpoint.temperature is not None:
-        return config
-    repeated = request.repeats(config)
-    chosen = REPEATED_TEMPERATURE if repeated else DETERMINISTIC_TEMPERATURE
-    why = "the default for repeated trials" if repeated else "the default for one trial"
-    return config.updated("endpoint.temperature", chosen, why)
+    this run (several trials of a strategy that repeats, or several repeats of a study, need
+    some variety)."""
+    repeated = request.repeats(config) or int(request.selection.get("repeats", 1)) > 1
+    return with_default_temperature(config, repeated)
 
 
 def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
@@ -91,12 +89,9 @@ def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
 
 
 def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
-    """The actor's model and the feedback model (reflector, self-tests, a selection's inputs,
-    the curator): the actor's own unless [reflector] names one, connected here and nowhere
-    else."""
-    actor = connect(config.endpoint, reporter=REPORTER, local=config.local_server())
-    feedback = connect_feedback(config.reflector, config.endpoint, REPORTER)
-    return actor, feedback or actor
+    """The actor's model and the feedback model (runs/build.py `connect_models`), each
+    announcing a local model's preparation on stderr."""
+    return build.connect_models(config, REPORTER)
 
 
 @dataclass
@@ -200,7 +195,7 @@ def open_memory(
     memory_directory(location)
     if existing:
         memory_to_read(location)
-    remote = location.startswith(("http://", "https://"))
+    remote = is_server(location)
     if remote:
         memory_directory(default)
     directory = default if remote else location
@@ -216,7 +211,7 @@ def open_memory(
 def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
     """`--resume` needs the log that holds the run: refused before anything is created."""
     location = config.run.memory or default
-    directory = default if location.startswith(("http://", "https://")) else location
+    directory = default if is_server(location) else location
     log = Path(directory).expanduser() / "episodes.db"
     if not log.exists():
         raise UserError(

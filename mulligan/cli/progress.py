@@ -73,13 +73,6 @@ class Progress:
     def _fields(c: Counts) -> dict[str, Any]:
         return {"passed": c.passed, "tokens": f"{c.tokens:,}", "cost": _cost(c.cost)}
 
-    def start_key(self, key: str) -> None:
-        """Show a bar at 0 before the key's first task ends (plain mode: nothing)."""
-        self.started.setdefault(key, time.monotonic())
-        if self._bars is not None and key not in self._ids:
-            c = self.counts.setdefault(key, Counts())
-            self._ids[key] = self._bars.add_task(key, total=self.total, **self._fields(c))
-
     @contextmanager
     def shown(self) -> Iterator[Progress]:
         live = self.stream.isatty() if self.live is None else self.live

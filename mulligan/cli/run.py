@@ -6,17 +6,19 @@ import argparse
 import json
 import sys
 
-from mulligan import display, strategies
-from mulligan.bench.runner import run_tasks, self_tests_for
+from mulligan import strategies
+from mulligan.cli import display
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import selected, selection_of, usage_json
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import Pipeline, RunRequest, opened
 from mulligan.cli.progress import Progress
-from mulligan.config import load_config
 from mulligan.evaluator.self_tests import SelfTestWriter
-from mulligan.run_config import RunConfig
+from mulligan.runs.build import box_policy
+from mulligan.runs.runner import run_tasks, self_tests_for
 from mulligan.schema import Episode, Task
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
 from mulligan.tasks.suites import Suite
 
 
@@ -43,7 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config, suite, request = plan_run(args)
     with (
         cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
-        opened(config, request, suite.hidden(config.policy())) as run,
+        opened(config, request, suite.hidden(box_policy(config))) as run,
     ):
         return _run_suite(args, run, suite)
 

@@ -18,10 +18,11 @@ from types import FrameType
 
 from mulligan.cli.exits import FAILED
 from mulligan.cli.local import REPORTER
-from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect_local
+from mulligan.runs.build import local_server_settings
+from mulligan.settings.loading import load_config
 
 SHARED_SLOTS = 4
 """Slots when `--local-slots` is not given: a server shared by a few processes at once."""
@@ -57,7 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     packaged = local_model.packaged(spec)
     if packaged is not None and not local_model.available(packaged):
         raise UserError(local_model.missing_message(packaged))
-    shape = config.local_server().model_copy(
+    shape = local_server_settings(config).model_copy(
         update={"slots": config.local.slots or SHARED_SLOTS, "port": args.port or 0}
     )
     model = connect_local(config.endpoint, spec, 0.0, REPORTER, shape)

@@ -12,22 +12,24 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mulligan import display, prompts, strategies
+from mulligan import prompts, strategies
 from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
 from mulligan.actor.tools import Approver
-from mulligan.bench.runner import episode_id
+from mulligan.cli import display
 from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
 from mulligan.cli.pipeline import RunRequest, opened
-from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import RunConfig
+from mulligan.runs.build import box_policy
+from mulligan.runs.runner import episode_id
 from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
 from mulligan.solve import (
     ChangeRecordingEvaluator,
     CheckRun,
@@ -131,9 +133,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def solve_config(args: argparse.Namespace) -> RunConfig:
-    # a project's lessons are stored under its own family: no similarity floor within it; and
-    # no verification runs in a project, so its lessons are shown marked as unverified
-    defaults = {"loop.min_similarity": 0.0, "memory.show_candidates": True}
+    # a project's lessons are stored under its own family: no similarity floor within it
+    defaults = {"loop.min_similarity": 0.0}
     return load_config(vars(args), defaults=defaults)
 
 
@@ -169,7 +170,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
     finish_interrupted_apply(directory)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     family = request.selection["family"]
-    with opened(config, request, config.policy()) as run:
+    with opened(config, request, box_policy(config)) as run:
         protocol = solve_protocol(run.config, run.model.base_url)
         run.config = run.config.updated("actor.protocol", protocol, "solve's choice here")
         project = Project(directory, skip=[run.memory.directory.resolve()])

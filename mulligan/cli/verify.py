@@ -1,20 +1,22 @@
-"""`mulligan memory verify TASKS`: each candidate lesson paired, with it and without it, on
-the given tasks it is retrieved for (mulligan/bench/verify.py); what each pair showed is
-printed and kept in the lesson's validity."""
+"""`mulligan memory verify TASKS`: each candidate lesson, and each validated one again,
+paired, with it and without it, on the given tasks it is retrieved for
+(mulligan/studies/verify.py); what each pair showed is printed and kept in the lesson's
+validity, so a validated lesson that now hurts is demoted."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from mulligan.bench.verify import luck, luck_line, verify
-from mulligan.build import loop_for
 from mulligan.cli.pipeline import connect_models, running
-from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.lifecycle import manifest, new_run_id
 from mulligan.loop import Loop
 from mulligan.memory import Memory
+from mulligan.memory.validity import ACTIVE
+from mulligan.runs.build import box_policy, loop_for, loop_settings
+from mulligan.runs.lifecycle import manifest, new_run_id
+from mulligan.settings.loading import load_config
+from mulligan.studies.verify import luck, luck_line, verify
 from mulligan.tasks.suites import load_suite, select
 
 
@@ -25,16 +27,16 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
     suite = load_suite(args.query, data=args.data, feedback="em")
     ids = [i.strip() for i in args.ids.split(",")] if args.ids else None
     suite.tasks = select(suite.tasks, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
-    lessons = [x for x in memory.store.all() if x.validity.status == "candidate"]
+    lessons = [x for x in memory.store.all() if x.validity.status in ACTIVE]
     if not lessons:
-        print(f"no candidate lesson in {memory.where}: nothing to verify")
+        print(f"no candidate or validated lesson in {memory.where}: nothing to verify")
         return 0
     model, reflector = connect_models(config)
     run_id = f"verify-{new_run_id(None)}"
     wanted = manifest(
         config, command="memory verify", suite=args.query, tasks=[t.id for t in suite.tasks]
     )
-    policy = suite.hidden(config.policy())
+    policy = suite.hidden(box_policy(config))
 
     def make_loop(strategy: str) -> Loop:
         return loop_for(
@@ -46,9 +48,9 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
         print(f"run id: {run_id}", file=sys.stderr)
         found = verify(
             memory, lessons, suite.tasks, make_loop, run_id,
-            k=config.loop_settings("react").retrieved_lessons,
+            k=loop_settings(config, "react").retrieved_lessons,
             min_similarity=config.loop.min_similarity, pairs=config.memory.verify_pairs,
-            concurrency=config.run.concurrency,
+            concurrency=config.run.concurrency, statuses=ACTIVE,
         )  # fmt: skip
     verified = memory.lessons([x.id for x in lessons])
     for lesson in verified:

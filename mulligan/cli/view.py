@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import is_server
 from mulligan.memory.reading import MemoryReader, RunRow
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 def _reader(location: str | None) -> MemoryReader:
     location = location or DEFAULT_MEMORY
-    if location.startswith(("http://", "https://")):
+    if is_server(location):
         raise UserError(f"--memory {location}: the viewer reads the episode log; pass the "
                         "memory directory that holds episodes.db")  # fmt: skip
     if not Path(location).expanduser().is_dir():

@@ -22,7 +22,7 @@ from mulligan.evaluator.probe import CRASH, Inputs, outputs, write_inputs
 from mulligan.evaluator.separate import separate
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CodeTarget, Selection, Task, Usage, Verdict
-from mulligan.settings_sections import LoopSection
+from mulligan.settings.sections import LoopSection
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,18 @@ from mulligan.inputs.paths import creatable
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def is_server(location: str) -> bool:
+    """Whether a memory location names a chroma server (its URL) rather than a directory:
+    decided here alone."""
+    return location.startswith(("http://", "https://"))
+
+
 def memory_directory(location: str) -> None:
     """A memory directory that can be used: not a file, creatable, its databases intact.
 
     Nothing is created or written here; damaged files are reported, never repaired.
     """
-    if location.startswith(("http://", "https://")):
+    if is_server(location):
         chroma_url(location)
         return
     path = Path(location).expanduser()
@@ -40,7 +46,7 @@ def memory_directory(location: str) -> None:
 def memory_to_read(location: str) -> None:
     """A command that only reads a memory (or marks a lesson in it) needs one that is there:
     a mistyped --memory is refused, not made into a new, empty memory."""
-    if location.startswith(("http://", "https://")):
+    if is_server(location):
         return
     path = Path(location).expanduser()
     if not path.exists():

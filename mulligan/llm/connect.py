@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from mulligan.config import NO_ENDPOINT, endpoint_configured
 from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
-from mulligan.run_config import EndpointSettings, ReflectorSettings
+from mulligan.settings.loading import NO_ENDPOINT, endpoint_configured
+from mulligan.settings.run_config import EndpointSettings, ReflectorSettings
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()

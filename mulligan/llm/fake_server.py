@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mulligan.actor.tokens import raw_estimate
 from mulligan.llm.scripted import next_call_number
+from mulligan.llm.tokens import raw_estimate
 
 
 @dataclass

@@ -30,7 +30,7 @@ from pathlib import Path
 from mulligan.errors import UserError
 from mulligan.llm.llama_child import READY_MARK
 from mulligan.llm.local_model import SOURCE_BUILD, ModelFile
-from mulligan.settings_sections import LocalSection
+from mulligan.settings.sections import LocalSection
 
 log = logging.getLogger("mulligan")
 

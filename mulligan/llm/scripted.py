@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mulligan.actor.tokens import raw_estimate
 from mulligan.errors import DeadlineExceeded
 from mulligan.llm.base import ChatResponse, Message
+from mulligan.llm.tokens import raw_estimate
 from mulligan.schema import ToolCall, Usage
 
 

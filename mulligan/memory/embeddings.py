@@ -174,6 +174,20 @@ class MiniLMEmbedding:
         return [by_position[i] for i in range(len(texts))]
 
 
+def embedding_available(spec: str) -> None:
+    """Before a run that will use the lesson store: its embedding model can be loaded."""
+    kind, _, argument = spec.partition(":")
+    if kind != "minilm":
+        return
+    find_minilm(argument or None)
+    for package in ("onnxruntime", "tokenizers"):
+        if importlib.util.find_spec(package) is None:
+            raise UserError(
+                f"the minilm embedding needs the {package} package: pip install "
+                "'mulligan[minilm]', or pick --embedding hash or --embedding openai"
+            )
+
+
 def spec_for(name: str) -> str:
     """The --embedding value that builds the embedder a store records as `name`."""
     kind, _, rest = name.partition("-")

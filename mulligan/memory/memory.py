@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import is_server
+from mulligan.memory.assignment import Assignment
 from mulligan.memory.embeddings import Embedder
+from mulligan.memory.in_work import InWorkVerification
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
@@ -51,12 +54,12 @@ class Memory:
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
         self.frozen = False
         """The store stays as it is (see `freeze`)."""
+        self.in_work = InWorkVerification(self.log, self._active, self._change)
 
     @property
     def where(self) -> str:
         """The lesson store as a person would name it: its URL, or the memory directory."""
-        remote = self._store_location.startswith(("http://", "https://"))
-        return self._store_location if remote else str(self.directory)
+        return self._store_location if is_server(self._store_location) else str(self.directory)
 
     @property
     def store(self) -> LessonStore:
@@ -107,7 +110,7 @@ class Memory:
         if episode and episode.attempts:
             attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
             given = self.lessons(attempt.lesson_ids)
-            self._count_outcome(episode.id, attempt, verdict, given)
+            self.record_outcome(episode.id, attempt.trial, told(attempt, verdict), given)
         return episode
 
     def reflection_to_redo(self, episode: Episode) -> bool:
@@ -131,26 +134,27 @@ class Memory:
     def finish_attempt(
         self, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
     ) -> None:
-        """Log the attempt, then count `helped` or `hurt` on every lesson it was given."""
+        """Log the attempt, then record its outcome (`record_outcome`)."""
         self.log.log_attempt(episode, attempt, verdict)
-        self._count_outcome(episode.id, attempt, verdict, given)
+        self.record_outcome(episode.id, attempt.trial, told(attempt, verdict), given)
 
-    def _count_outcome(
-        self, episode_id: str, attempt: Attempt, verdict: Verdict, given: list[Lesson]
+    def record_outcome(
+        self, episode_id: str, trial: int, passed: bool | None, shown: list[Lesson]
     ) -> None:
-        """Once per attempt, however often a resumed run gets here. Counted on what the
-        feedback-visible checks said, never the hidden ones; not at all when the attempt
-        tells nothing (no visible check, the endpoint failed, a check could not start)."""
-        passed, trial = verdict.visible_passed, attempt.trial
-        if passed is None or tells_nothing(attempt, verdict):
-            return
+        """What an attempt's feedback-visible checks said (None: it told nothing), as
+        evidence: `helped` or `hurt` counted online on every lesson it was shown, and its
+        assignment's half of a pair (mulligan/memory/assignment.py). Once per attempt,
+        however often a resumed run gets here; the hidden checks decide nothing."""
+        if passed is not None:
 
-        def count(lesson: Lesson) -> list[str]:
-            changed = apply_outcome(lesson, passed, self.rules)
-            return [f"status:{changed}"] if changed else []
+            def count(lesson: Lesson) -> list[str]:
+                changed = apply_outcome(lesson, passed, self.rules)
+                return [f"status:{changed}"] if changed else []
 
-        event = "helped" if passed else "hurt"
-        self._change(given, event, count, episode_id=episode_id, trial=trial, once=bool(episode_id))
+            event = "helped" if passed else "hurt"
+            where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
+            self._change(shown, event, count, **where)
+        self.in_work.judged(episode_id, trial, passed, self.rules)
 
     def log_charges(self, episode: Episode) -> None:
         """Log the last attempt again, now charged with the calls made after it."""
@@ -242,6 +246,44 @@ class Memory:
             episode_id=episode_id, trial=trial, once=bool(episode_id), stored=True,
             details=[f"{task.id} score {score:.3f}" for _, score in found],
         )  # fmt: skip
+
+    def recall(
+        self,
+        task: Task,
+        episode_id: str,
+        trial: int,
+        *,
+        k: int = 3,
+        exclude: set[str] | None = None,
+        min_similarity: float = 0.0,
+        show_candidates: bool = False,
+        verify: bool = True,
+        cases: int = 0,
+        shuffled: bool = False,
+    ) -> list[Lesson]:
+        """What attempt `trial` at `task` is shown: the top-k validated lessons (and cases:
+        `retrieve`), and from trial 2 on, with `verify`, the relevant candidate when its
+        assignment says so (verification while working, mulligan/memory/assignment.py).
+        `show_candidates`: every active lesson instead, marked, and no assignment."""
+        exclude = set(exclude or ())
+        shown = self.retrieve(
+            task, k, exclude, episode_id, trial, min_similarity=min_similarity,
+            candidates=show_candidates, cases=cases, shuffled=shuffled,
+        )  # fmt: skip
+        if not verify or show_candidates or shuffled or self.frozen or not k:
+            return shown
+        exclude |= {lesson.id for lesson in shown}
+        return shown + self.in_work.tried(task, episode_id, trial, exclude, k, min_similarity)
+
+    def assignment(self, episode_id: str, trial: int) -> Assignment | None:
+        """Whether that attempt was assigned a candidate, and which arm."""
+        return self.in_work.assignment(episode_id, trial)
+
+    def _active(self, task: Task, k: int, exclude: set[str], floor: float) -> list[Lesson]:
+        """The top-k active general lessons for the task, as the log has them now."""
+        found = self.store.search(task.prompt, k, task.family, min_similarity=floor)
+        truth = self.log.lessons([lesson.id for lesson, _ in found if lesson.id not in exclude])
+        return [lesson for lesson in truth if lesson.validity.status in ACTIVE]
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""
@@ -342,3 +384,9 @@ class Memory:
 
 def _nothing(lesson: Lesson) -> list[str]:
     return []
+
+
+def told(attempt: Attempt, verdict: Verdict) -> bool | None:
+    """What the attempt's feedback-visible checks said; None when it tells nothing (no
+    visible check, the endpoint failed, a check could not start)."""
+    return None if tells_nothing(attempt, verdict) else verdict.visible_passed

@@ -114,10 +114,33 @@ def _m004_self_tests(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m005_assignments(db: sqlite_utils.Database) -> None:
+    """Verification while working (mulligan/memory/assignment.py): one row per attempt
+    assigned to be shown a candidate lesson or not; its visible outcome once judged (`told`
+    0: the attempt told nothing), and the number of the pair it completed, per lesson."""
+    db.table("assignments").create(
+        {
+            "episode_id": str,
+            "trial": int,
+            "lesson_id": str,
+            "task_id": str,
+            "shown": int,
+            "coin": str,
+            "assigned_at": float,
+            "passed": int,
+            "told": int,
+            "pair": int,
+        },
+        pk=("episode_id", "trial"),
+    )
+    db.table("assignments").create_index(["lesson_id", "trial", "shown"])
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
     ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
     ("004_self_tests", _m004_self_tests),
+    ("005_assignments", _m005_assignments),
 ]
 """Append only: never edit or reorder an entry that has shipped."""

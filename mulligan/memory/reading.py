@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
+from mulligan.memory.assignment import Assignment, of_episode, of_lesson
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.migrations import MIGRATIONS
 from mulligan.schema import Episode, Lesson, Verdict
@@ -75,11 +76,6 @@ class MemoryReader:
             cursor = self.log.db.conn.execute(sql, args)
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-    def has_table(self, name: str) -> bool:
-        return bool(
-            self._query("select 1 from sqlite_master where type='table' and name=?", [name])
-        )
 
     # ------------------------------------------------------------ runs and episodes
 
@@ -146,6 +142,16 @@ class MemoryReader:
     def stored(self, ids: list[str]) -> set[str]:
         """Which of these lessons were kept in the lesson store (others stayed in an episode)."""
         return self.log.stored_ids(ids)
+
+    def assigned(self, lesson_id: str) -> list[Assignment]:
+        """The attempts assigned to be shown the lesson or not, while working, in order."""
+        with self.log._lock:
+            return of_lesson(self.log.db.conn, lesson_id)
+
+    def assignments(self, episode_id: str) -> dict[int, Assignment]:
+        """The episode's assigned attempts, by trial."""
+        with self.log._lock:
+            return of_episode(self.log.db.conn, episode_id)
 
     def lesson_uses(self, lesson_id: str) -> list[LessonUse]:
         """The lesson's events in order, each with the verdict of the attempt it concerns."""

@@ -34,7 +34,7 @@ BATCH = 4000
 EVERY_LESSON = "every-lesson"
 """Beside one collection per family, one of every lesson: a search without a family is one
 query there instead of one per family and a fetch of each record found (p95 at 100k lessons,
-before and after: benchmarks/results/2026-12-01-lesson-search.md)."""
+before and after: results/2026-12-01-lesson-search.md)."""
 
 
 class _ChromaEmbedding(EmbeddingFunction[Documents]):

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from math import comb
 
-from mulligan.run_config import ValidityRules
 from mulligan.schema import Lesson, LessonStatus, LessonValidity
+from mulligan.settings.run_config import ValidityRules
 
 __all__ = [
     "Luck",
@@ -21,6 +21,7 @@ __all__ = [
     "apply_evidence",
     "apply_outcome",
     "by_chance",
+    "by_chance_while_working",
     "evidence_phrase",
     "is_usable",
     "online_phrase",
@@ -102,6 +103,33 @@ def by_chance(
             same = (1 - helps - hurts) ** (pairs - helped - hurt)
             chances[status_of(helped, hurt, rules)] += ways * helps**helped * hurts**hurt * same
     return Luck(pairs, pass_rate, shown, chances["validated"], chances["refuted"])
+
+
+def by_chance_while_working(
+    pairs: int, pass_rate: float, rules: ValidityRules, with_rate: float | None = None
+) -> Luck:
+    """`by_chance` for verification while working, which settles the lesson after each pair
+    (memory/assignment.py): the chance that a lesson is validated, or refuted, by the time
+    it has had `pairs` pairs, each pair's halves independent draws as in `by_chance`. A
+    status reached stops the count: a validated lesson is shown to every attempt and makes
+    no more pairs, a refuted one none."""
+    shown = pass_rate if with_rate is None else with_rate
+    helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
+    open_counts, settled = {(0, 0): 1.0}, {"validated": 0.0, "refuted": 0.0}
+    for _ in range(pairs):
+        after: dict[tuple[int, int], float] = {}
+        for (helped, hurt), chance in open_counts.items():
+            for step, weight in (((1, 0), helps), ((0, 1), hurts), ((0, 0), 1 - helps - hurts)):
+                key = (helped + step[0], hurt + step[1])
+                after[key] = after.get(key, 0.0) + chance * weight
+        open_counts = {}
+        for (helped, hurt), chance in after.items():
+            status = status_of(helped, hurt, rules)
+            if status == "candidate":
+                open_counts[(helped, hurt)] = chance
+            else:
+                settled[status] += chance
+    return Luck(pairs, pass_rate, shown, settled["validated"], settled["refuted"])
 
 
 def is_usable(

@@ -10,7 +10,6 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from mulligan.run_config import Budget
 from mulligan.schema.checks import (
     SELF_TEST,
     CallableCheck,
@@ -43,6 +42,7 @@ from mulligan.schema.records import (
     Usage,
     add_by_role,
 )
+from mulligan.settings.run_config import Budget
 
 # ---------------------------------------------------------------- tasks
 

@@ -29,8 +29,8 @@ from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
+from mulligan.settings.run_config import LoopSection, RunConfig
 from mulligan.solve.cold import Ran, cold_edit
 from mulligan.solve.context import Diagnosis, repair_prompt
 from mulligan.solve.copies import ChangeRecordingEvaluator, ProjectCopies
@@ -55,6 +55,8 @@ class RepairSettings:
     max_tokens: int | None = 1024
     timeout: float | None = None
     retrieved_lessons: int = 3
+    show_candidates: bool = False
+    """Lessons not yet verified are shown too (marked); by default validated ones only."""
 
     @classmethod
     def of(cls, config: RunConfig) -> RepairSettings:
@@ -63,6 +65,7 @@ class RepairSettings:
             loop=config.loop,
             concurrency=config.run.concurrency,
             max_tokens=config.budget.max_reply_tokens,
+            show_candidates=config.memory.show_candidates,
         )
 
 
@@ -243,6 +246,7 @@ class RepairPipeline:
         return self.memory.retrieve(
             task, self.settings.retrieved_lessons, set(), episode.id, 1,
             min_similarity=self.settings.loop.min_similarity,
+            candidates=self.settings.show_candidates,
         )  # fmt: skip
 
     def _log(self, episode: Episode, candidate: Candidate, lessons: list[Lesson]) -> None:

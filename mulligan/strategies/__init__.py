@@ -6,7 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
-from mulligan.strategies.memory_frozen import MEMORY_FROZEN, ON_RETRY, VARIANTS
+from mulligan.strategies.memory_frozen import MEMORY_FROZEN, legacy
 from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
 from mulligan.strategies.reflexion import REFLEXION
@@ -25,8 +25,6 @@ REGISTRY: dict[str, Strategy] = {
         REFLEXION_MEMORY,
         REPAIR,
         MEMORY_FROZEN,
-        *VARIANTS,
-        *ON_RETRY,
         SELECT,
         PATCH,
     )
@@ -36,7 +34,7 @@ DEFAULT_STUDY: tuple[str, ...] = tuple(s.name for s in REGISTRY.values() if s.in
 LEARNER = REFLEXION_MEMORY.name
 """What the learning phase of a transfer study (bench --learn-on) runs over the training tasks."""
 VERIFY_WITH, VERIFY_WITHOUT = MEMORY_FROZEN.name, REACT.name
-"""Verification's pair (bench/verify.py): one attempt with the store's place in the prompt
+"""Verification's pair (studies/verify.py): one attempt with the store's place in the prompt
 showing the lesson tried (`Loop.shown`), one with no memory; each makes one trial."""
 TRANSFER_STUDY: tuple[str, ...] = (REACT.name, REFLEXION.name, MEMORY_FROZEN.name)
 """Its test phase by default: without the memory (react's trial 1 is reflexion's), and with it
@@ -46,13 +44,16 @@ BASELINES: tuple[str, ...] = (REACT.name, RETRY.name)
 nothing carried over."""
 
 
-def get(name: str) -> Strategy:
-    """The strategy of that name; an unknown name is the user's mistake."""
-    if name not in REGISTRY:
+def get(name: str, flag: str = "") -> Strategy:
+    """The strategy of that name, with its options in brackets (`memory-frozen[cases]`); an
+    unknown name or option is the user's mistake."""
+    found = known(name, flag)
+    if found is None:
         from mulligan.errors import UserError
 
-        raise UserError(f"unknown strategy {name!r}: use one of {', '.join(NAMES)}")
-    return REGISTRY[name]
+        where = f"{flag}: " if flag else ""
+        raise UserError(f"{where}unknown strategy {name!r}: use one of {', '.join(NAMES)}")
+    return found
 
 
 def for_loop(name: str) -> Strategy:
@@ -81,21 +82,43 @@ def agent_default() -> Strategy:
     return REGISTRY[AGENT_DEFAULT]
 
 
-def known(name: str) -> Strategy | None:
-    """For reading logs: a run may name a strategy this version no longer has."""
-    return REGISTRY.get(name)
+def known(name: str, flag: str = "--strategies") -> Strategy | None:
+    """The strategy a name stands for, with its options; None for a name this version does
+    not have (a log may name one). A known name with an unknown option is the user's
+    mistake."""
+    base, bracket, words = name.partition("[")
+    if bracket:
+        if not words.endswith("]") or base not in REGISTRY:
+            return None
+        chosen = [w.strip() for w in words.removesuffix("]").split(",") if w.strip()]
+        return REGISTRY[base].with_options(chosen, flag)
+    return REGISTRY.get(name) or legacy(name)
+
+
+def split_names(text: str) -> list[str]:
+    """Comma-separated arms, a comma inside brackets belonging to the arm's options."""
+    names, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            names.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [n for n in [*names, current.strip()] if n]
 
 
 def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
-    """Comma-separated names, each known, at least one."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in REGISTRY]
+    """Comma-separated names, each known (with its options in brackets), at least one."""
+    names = split_names(text)
+    found = [known(n, flag) for n in names]
+    unknown = [n for n, strategy in zip(names, found, strict=True) if strategy is None]
     if unknown or not names:
         from mulligan.errors import UserError
 
         named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
         raise UserError(f"{flag}: {named}; use {', '.join(NAMES)}")
-    return [REGISTRY[n] for n in names]
+    return [strategy for strategy in found if strategy is not None]
 
 
 __all__ = [

@@ -4,9 +4,9 @@ Kept free of heavy imports: `mulligan --help` lists the strategies without loadi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mulligan.defaults import Carry
@@ -14,6 +14,19 @@ if TYPE_CHECKING:
 
 Retrieve = Callable[[set[str]], list["Lesson"]]
 """Lessons from the persistent store for the next attempt, skipping the ids given."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One word a strategy takes in brackets (`memory-frozen[cases,shuffled]`): the fields of
+    the strategy it sets. At most one option of a `group` at once."""
+
+    word: str
+    group: str
+    summary: str
+    sets: Mapping[str, Any]
+    refuses: tuple[str, ...] = ()
+    """Options it cannot go with (a case has no rule to corrupt)."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +63,46 @@ class Strategy:
     twin: str | None = None
     """A faithfulness twin shows what it retrieved `empty`, `shuffled` or `corrupted`
     (memory/twins.py); the report sets it against the arm with the same items and none."""
+    verifies: bool = False
+    """Its later attempts verify candidate lessons while working: from trial 2 on, each one
+    is assigned at random to be shown the task's candidate or not (memory/assignment.py), and
+    the outcomes are the candidate's evidence. Without it, a strategy that reads the store
+    sees validated lessons only (or every one, with `show_candidates`)."""
     reads_from_trial: int = 1
     """The first trial shown what it reads from the store: 2 shows it only after a failed
     attempt, so its trial 1 is the one without memory (shared in a paired study)."""
+    options: tuple[Option, ...] = field(default=(), compare=False)
+    """The words it takes in brackets, each setting some of the fields above."""
+
+    def with_options(self, words: list[str], flag: str = "--strategies") -> Strategy:
+        """This strategy with the options named (`memory-frozen[cases,on-retry]`), named in
+        the options' own order; an unknown word or two of a group are the user's mistake."""
+        from mulligan.errors import UserError
+
+        known = {option.word: option for option in self.options}
+        unknown = [word for word in words if word not in known]
+        if unknown:
+            takes = ", ".join(known) or "none"
+            raise UserError(
+                f"{flag}: {self.name} takes no option {unknown[0]!r} (it takes: {takes})"
+            )
+        chosen = [option for option in self.options if option.word in words]
+        groups = [option.group for option in chosen]
+        clash = next((g for g in groups if groups.count(g) > 1), None)
+        refused = [(o.word, w) for o in chosen for w in o.refuses if w in words]
+        if clash or refused:
+            why = (
+                f"one {clash} option at most"
+                if clash
+                else "{} cannot go with {}".format(*refused[0])
+            )
+            raise UserError(f"{flag}: {self.name}[{','.join(words)}]: {why}")
+        if not chosen:
+            return self
+        sets = {key: value for option in chosen for key, value in option.sets.items()}
+        name = f"{self.name}[{','.join(option.word for option in chosen)}]"
+        summary = "; ".join([self.summary, *(option.summary for option in chosen)])
+        return replace(self, name=name, summary=summary, **sets)
 
     @property
     def shares_first_attempt(self) -> bool:
@@ -91,7 +141,7 @@ class Strategy:
         self, task: Task, episode: Episode, lessons: list[Lesson], mode: Carry
     ) -> tuple[list[str], str]:
         """(texts for the lessons block, the previous-attempt block) for the next attempt."""
-        from mulligan.carry import carry_over
+        from mulligan.strategies.carry import carry_over
 
         if not (self.carries_attempt or lessons):
             return [], ""

@@ -1,22 +1,14 @@
-"""memory-frozen, the test phase of a transfer study, and its variants: what it reads
-(lessons, cases or both), the faithfulness twins (its retrieved items emptied, shuffled
-or corrupted: memory/twins.py), and `-on-retry`: the memory shown only after a failed
-attempt, so that trial 1 is the one without memory."""
+"""memory-frozen, the test phase of a transfer study, and its options: what it reads
+(`lessons`, `cases` or `both`), a faithfulness twin (its retrieved items `empty`, `shuffled`
+or `corrupted`: memory/twins.py), and `on-retry`: the memory shown only after a failed
+attempt, so that trial 1 is the one without memory. One arm each in `--strategies`, e.g.
+`memory-frozen[cases,shuffled]`; the names of before (`memory-frozen-cases-shuffled`, ...)
+still read, resume and report as they were."""
 
 from dataclasses import replace
 
-from mulligan.strategies.base import Strategy
+from mulligan.strategies.base import Option, Strategy
 
-MEMORY_FROZEN = Strategy(
-    "memory-frozen",
-    "as reflexion, plus general lessons retrieved from the persistent store, which it never "
-    "writes: the test phase of a transfer study (bench --learn-on)",
-    reflects=True,
-    uses_store=True,
-    carries_reflections=True,
-    carries_attempt=True,
-    in_default_study=False,
-)
 ITEMS = {
     "lessons": "general lessons",
     "cases": "cases (worked examples)",
@@ -27,30 +19,53 @@ TWINS = {
     "shuffled": "shuffled (each item stood in for by another family's)",
     "corrupted": "corrupted (each lesson negated by a fixed rewrite)",
 }
-
-
-def variant(base: Strategy, items: str, twin: str | None) -> Strategy:
-    """`base` reading `items`, as the `twin` if one is given: `memory-frozen-cases`,
-    `memory-frozen-shuffled`, `memory-frozen-both-corrupted`, ..."""
-    name = "-".join(
-        [base.name] + ([items] if items != "lessons" else []) + ([twin] if twin else [])
-    )
-    summary = f"as {base.name}, reading {ITEMS[items]}" + (f", {TWINS[twin]}" if twin else "")
-    return replace(base, name=name, summary=summary, items=items, twin=twin)
-
-
-def on_retry(base: Strategy) -> Strategy:
-    """`base` shown its memory only from trial 2 on: `memory-frozen-cases-on-retry`, ..."""
-    summary = f"{base.summary}, only after a failed attempt (trial 1 without memory)"
-    return replace(base, name=f"{base.name}-on-retry", summary=summary, reads_from_trial=2)
-
-
-VARIANTS = tuple(
-    variant(MEMORY_FROZEN, items, twin)
-    for items in ITEMS
-    for twin in (None, *TWINS)
-    if (items, twin) != ("lessons", None) and not (items == "cases" and twin == "corrupted")
+OPTIONS = (
+    *(
+        Option(items, "items", f"reading {words}", {"items": items})
+        for items, words in ITEMS.items()
+        if items != "lessons"
+    ),
+    *(
+        Option(twin, "twin", words, {"twin": twin}, ("cases",) if twin == "corrupted" else ())
+        for twin, words in TWINS.items()
+    ),
+    Option(
+        "on-retry",
+        "from",
+        "only after a failed attempt (trial 1 without memory)",
+        {"reads_from_trial": 2},
+    ),
 )
-"""Every variant but memory-frozen itself; a case has no rule to corrupt."""
-ON_RETRY = tuple(on_retry(s) for s in (MEMORY_FROZEN, *VARIANTS) if s.twin is None)
-"""memory-frozen-on-retry, -cases-on-retry and -both-on-retry."""
+
+MEMORY_FROZEN = Strategy(
+    "memory-frozen",
+    "as reflexion, plus general lessons retrieved from the persistent store, which it never "
+    "writes: the test phase of a transfer study (bench --learn-on)",
+    reflects=True,
+    uses_store=True,
+    carries_reflections=True,
+    carries_attempt=True,
+    in_default_study=False,
+    options=OPTIONS,
+)
+
+
+def legacy_words(name: str) -> list[str] | None:
+    """The options an old name stood for (`memory-frozen-cases-on-retry` -> cases, on-retry),
+    or None if it is not one."""
+    prefix = MEMORY_FROZEN.name + "-"
+    if not name.startswith(prefix):
+        return None
+    rest, words = name.removeprefix(prefix), []
+    if rest.endswith("on-retry"):
+        rest, words = rest.removesuffix("on-retry").rstrip("-"), ["on-retry"]
+    parts = rest.split("-") if rest else []
+    return parts + words if all(p in ITEMS or p in TWINS for p in parts) else None
+
+
+def legacy(name: str) -> Strategy | None:
+    """An old name's strategy, keeping the old name: a logged run's episodes keep their ids."""
+    words = legacy_words(name)
+    if not words:
+        return None
+    return replace(MEMORY_FROZEN.with_options(words), name=name)

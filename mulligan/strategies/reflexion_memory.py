@@ -8,4 +8,5 @@ REFLEXION_MEMORY = Strategy(
     writes_store=True,
     carries_reflections=True,
     carries_attempt=True,
+    verifies=True,
 )

@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from mulligan.bench.cells import Grid
-from mulligan.bench.stats import RunStats
 from mulligan.errors import UserError
 from mulligan.memory.reading import MemoryReader
+from mulligan.report.cells import Grid
+from mulligan.report.stats import RunStats
 from mulligan.view import pages
 from mulligan.view.links import ServerLinks
 

@@ -12,9 +12,9 @@ import json
 import os
 from pathlib import Path
 
-from mulligan.bench.cells import OUTCOMES
 from mulligan.errors import UserError
 from mulligan.memory.reading import MemoryReader
+from mulligan.report.cells import OUTCOMES
 from mulligan.view import pages
 from mulligan.view.links import BundleLinks
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from mulligan.bench.stats import same_answer
+from mulligan.memory.assignment import Assignment
 from mulligan.memory.reading import LessonUse
 from mulligan.memory.validity import evidence_phrase, online_phrase
+from mulligan.report.stats import same_answer
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 
@@ -130,12 +131,21 @@ def attempt_view(
     }
 
 
-def attempts(episode: Episode, lessons: dict[str, Lesson], stored: set[str]) -> list[Any]:
+def attempts(
+    episode: Episode,
+    lessons: dict[str, Lesson],
+    stored: set[str],
+    assigned: dict[int, Assignment] | None = None,
+) -> list[Any]:
+    """Each attempt's view; `assigned`: the attempts verification while working assigned a
+    candidate to, by trial (the candidate shown, or withheld)."""
     found = []
     for n, attempt in enumerate(episode.attempts):
         verdict = episode.verdicts[n] if n < len(episode.verdicts) else None
         before = episode.attempts[n - 1] if n else None
-        found.append(attempt_view(attempt, verdict, before, lessons, stored))
+        view = attempt_view(attempt, verdict, before, lessons, stored)
+        view["assigned"] = (assigned or {}).get(attempt.trial)
+        found.append(view)
     return found
 
 

@@ -13,12 +13,13 @@ from typing import Any
 
 import jinja2
 
-from mulligan.bench import tables
-from mulligan.bench.cells import OUTCOMES, Grid, build_grid, episode_ids
-from mulligan.bench.stats import RunStats, collect
 from mulligan.errors import UserError
-from mulligan.lifecycle import configured
+from mulligan.memory import assignment
 from mulligan.memory.reading import MemoryReader, RunRow
+from mulligan.report import frontier, plots, repeats, tables
+from mulligan.report.cells import OUTCOMES, Grid, build_grid, episode_ids
+from mulligan.report.stats import RunStats, collect
+from mulligan.runs.lifecycle import configured
 from mulligan.view import episode_view
 from mulligan.view.links import Links
 
@@ -106,6 +107,9 @@ def run_page(
         outcome=outcome,
         strategy=strategy,
         total=len(grid.rows),
+        repeats=repeats.repeat_rows(stats) if stats.repeats > 1 else None,
+        frontier=frontier.frontier_lines(stats),
+        plots=[plots.frontier_svg(stats, cost) for cost in frontier.drawn(stats)],  # made here
         episodes={
             (task, label): cell.episode_id
             for task, cells in grid.rows
@@ -127,7 +131,7 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
         links,
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
-        attempts=episode_view.attempts(episode, lessons, stored),
+        attempts=episode_view.attempts(episode, lessons, stored, reader.assignments(episode.id)),
         selection=episode_view.selection_view(episode, submitted),
         submitted=submitted,
         written=[
@@ -143,6 +147,7 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
     if lesson is None:
         raise UserError(f"no lesson {lesson_id!r} in {reader.directory}")
     stored = lesson_id in reader.stored([lesson_id])
+    assigned = reader.assigned(lesson_id)
     return render(
         "lesson.html",
         links,
@@ -150,6 +155,8 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
         lesson=episode_view.lesson_line(lesson, stored),
         record=lesson,
         uses=episode_view.uses(reader.lesson_uses(lesson_id)),
+        assigned=assigned,
+        assigned_summary=assignment.summary(assigned),
     )
 
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 from mulligan.actor import Actor, ActorSettings, Budget, tool
-from mulligan.display import trajectory
+from mulligan.cli.display import trajectory
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatResponse
 from mulligan.schema import Attempt, ToolCall, Usage

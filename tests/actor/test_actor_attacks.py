@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.long_task import SUMMARISER_MARK
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.llm.base import ChatResponse
 from mulligan.schema import Attempt, Step, ToolCall, Usage
 from mulligan.testing import ScriptedModel, orphan_problems, reply, tool_call
+from tests.helpers.long_task import SUMMARISER_MARK
 
 HUGE_INT = "1" + "0" * 5000  # past Python's int-conversion limit: json raises ValueError
 DEEP = "[" * 50_000 + "]" * 50_000  # json raises RecursionError

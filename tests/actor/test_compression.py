@@ -4,13 +4,13 @@ observations are cut where they are made."""
 
 from __future__ import annotations
 
-from benchmarks.long_task import LONG_TASK_FACT, LongTaskScript, is_summary_request
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.actor.context import extractive_summary
-from mulligan.actor.tokens import TokenEstimator, raw_estimate
-from mulligan.display import trajectory
+from mulligan.cli.display import trajectory
+from mulligan.llm.tokens import TokenEstimator, raw_estimate
 from mulligan.schema import Step, ToolCall, ToolResult
 from mulligan.testing import ScriptedModel, orphan_problems
+from tests.helpers.long_task import LONG_TASK_FACT, LongTaskScript, is_summary_request
 
 PROMPT = "Read the pages one by one, then tell me the vault code."
 THRESHOLD = 4000

@@ -14,9 +14,9 @@ import pytest
 from mulligan.actor import ToolRegistry
 from mulligan.actor.mcp_tools import MCPServers
 from mulligan.cli import main
-from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.schema import ToolCall
+from mulligan.settings.loading import load_config
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 SERVER = Path(__file__).parents[1] / "helpers" / "mcp_server.py"

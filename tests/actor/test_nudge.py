@@ -93,7 +93,7 @@ def test_solve_speaks_text_to_a_self_hosted_endpoint_unless_told(
     base_url: str | None, protocol: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mulligan.cli.solve import solve_protocol
-    from mulligan.config import load_config
+    from mulligan.settings.loading import load_config
 
     monkeypatch.delenv("MULLIGAN_PROTOCOL", raising=False)
     assert solve_protocol(load_config({"base_url": base_url})) == protocol

@@ -159,3 +159,30 @@ def test_listing_a_file_or_a_missing_path_says_what_it_is(tmp_path: Path) -> Non
     assert call(registry, "list_files", '{"path": "empty"}') == ("ok", "(empty directory)")
     status, output = call(registry, "list_files", '{"path": "src/tests"}')
     assert status == "error" and output.split("does not exist", 1)[1].count("tests/") == 1
+
+
+def test_a_tool_thread_is_kept_between_calls_but_never_given_to_a_call_after_a_timeout() -> None:
+    """Tool functions run on kept threads (no thread started per call); a call that timed out
+    keeps its thread, and the next call runs on another and is answered."""
+    import threading
+
+    release = threading.Event()
+
+    @tool(timeout=0.2)
+    def where(stall: bool) -> str:
+        """Use to say which thread runs the tool."""
+        if stall:
+            release.wait(10)
+        return str(threading.get_ident())
+
+    registry = ToolRegistry.of([where])
+    try:
+        first, again = (registry.run(ToolCall(id=i, name="where", arguments='{"stall": false}'))
+                        for i in ("1", "2"))  # fmt: skip
+        assert first.status == again.status == "ok" and first.output == again.output
+        stuck = registry.run(ToolCall(id="3", name="where", arguments='{"stall": true}'))
+        assert stuck.status == "timeout"
+        after = registry.run(ToolCall(id="4", name="where", arguments='{"stall": false}'))
+        assert after.status == "ok" and after.output != first.output
+    finally:
+        release.set()

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan import display
 from mulligan.actor import Actor
-from mulligan.cli import main
+from mulligan.cli import display, main
 from mulligan.errors import EndpointUnreachable, ModelError
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.testing import FakeOpenAIServer, FakeReply

@@ -16,6 +16,7 @@ import pytest
 
 from mulligan import sandbox
 from mulligan.actor import ToolRegistry, build_tools
+from mulligan.runs.build import box_policy
 from mulligan.sandbox import Limits
 from mulligan.schema import (
     PythonTestsCheck,
@@ -231,7 +232,7 @@ def test_hidden_paths_are_covered_in_the_box(host_paths: list[Path]) -> None:
 
 def test_the_api_key_in_mulligan_toml_is_not_readable_in_the_box(host_paths: list[Path]) -> None:
     """A project's mulligan.toml (often world-readable) holds the API key; the box must not read it."""
-    from mulligan.config import load_config
+    from mulligan.settings.loading import load_config
 
     if not IS_ROOT:
         pytest.skip("needs root to make a world-readable file outside the box's private /tmp")
@@ -247,7 +248,7 @@ def test_the_api_key_in_mulligan_toml_is_not_readable_in_the_box(host_paths: lis
         loaded = load_config({}, config_path=config)
         assert loaded.endpoint.api_key == key
         code = READ_BACK.format(paths=[str(config)])
-        output = sandbox.run_python(code, policy=loaded.policy()).describe()
+        output = sandbox.run_python(code, policy=box_policy(loaded)).describe()
         assert "done" in output, output
         assert key not in output, output
         # the policy is what covers it: a run without it (proving the attack) reads the key

@@ -14,12 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mulligan import sandbox
-from mulligan.build import build_loop
-from mulligan.config import load_config
 from mulligan.llm.scripted import ScriptedModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import box_policy, build_loop
 from mulligan.schema import Task
+from mulligan.settings.loading import load_config
 from mulligan.tasks.suites import load_suite
 
 PEEK = (
@@ -58,7 +58,7 @@ def test_loading_a_suite_or_the_settings_hides_nothing_process_wide(tmp_path: Pa
     config = load_config({}, config_path=tmp_path / "mulligan.toml")
     assert sandbox.shared_policy() == before
     assert str(path.resolve()) in suite.hidden().hidden
-    assert str((tmp_path / "mulligan.toml").resolve()) in config.policy().hidden
+    assert str((tmp_path / "mulligan.toml").resolve()) in box_policy(config).hidden
 
 
 def test_the_runs_policy_covers_the_answers_and_the_memory_in_its_checks(tmp_path: Path) -> None:

@@ -335,7 +335,7 @@ def test_every_numeric_flag_has_a_bound() -> None:
     import argparse
 
     from mulligan.cli import build_parser
-    from mulligan.settings_fields import bounded_flags
+    from mulligan.settings.fields import bounded_flags
 
     unbounded = set()
     parsers = [build_parser()]

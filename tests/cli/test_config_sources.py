@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
-from mulligan.config import load_config
 from mulligan.defaults import user_config_path
 from mulligan.errors import UserError
+from mulligan.settings.loading import load_config
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,52 @@ def test_reflexion_with_memory_from_python(tmp_path: Path) -> None:
     assert "trial 1: FAIL 'Sydney'" in done.stdout and "trial 2: PASS 'Canberra'" in done.stdout
     stored = Memory(tmp_path / "mem", HashEmbedding()).store.all()
     assert [s.text for s in stored if s.kind != "case"] == [lesson]  # and trial 2, a case
+
+
+def test_the_readmes_python_section_runs_against_an_endpoint(tmp_path: Path) -> None:
+    """README.md's "From Python", as written, its URL the fake server's: wrong, reflected on,
+    right; the lesson kept in `agent-memory` as a candidate."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    lesson = "Name the capital city, which is often not the largest city."
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if "You review a failed attempt" in str(body["messages"][0]["content"]):
+            diagnosis = "Sydney is the largest city; the capital is Canberra."
+            return FakeReply(content=json.dumps({"diagnosis": diagnosis, "lesson": lesson}))
+        return FakeReply(content="Canberra" if "Canberra" in json.dumps(body) else "Sydney")
+
+    with FakeOpenAIServer(policy=policy) as server:
+        assert code.count("http://127.0.0.1:8011/v1") == 1
+        code = code.replace("http://127.0.0.1:8011/v1", server.base_url)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+            env={**os.environ, "MULLIGAN_EMBEDDING": "hash"}, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True ['Sydney', 'Canberra']"
+    assert f"failure candidate {lesson}" in lines
+    assert (tmp_path / "agent-memory" / "episodes.db").exists()
+
+
+def test_a_persistent_agent_run_twice_grows_its_lessons_evidence(tmp_path: Path) -> None:
+    """examples/persistent_agent.py in two processes on one memory: the first task's lesson
+    is tried on later attempts by assignment, each pair of them its evidence; the second run
+    goes on from the first's evidence, the lesson is validated within six tasks, and then a
+    first attempt is shown it and passes."""
+    command = [sys.executable, str(EXAMPLES / "persistent_agent.py"), str(tmp_path / "mem")]
+    runs = [subprocess.run(command, capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [done.returncode for done in runs] == [0, 0], runs[-1].stderr
+
+    def lesson_lines(output: str) -> list[tuple[str, str, int]]:
+        found = re.findall(r"lesson (\w+): (\w+), pairs (\d+)", output)
+        return [(lesson, status, int(pairs)) for lesson, status, pairs in found]
+
+    first, second = (lesson_lines(done.stdout) for done in runs)
+    assert len({lesson for lesson, _, _ in first + second}) == 1  # one lesson, kept
+    assert first[-1][2] >= 1  # a pair already in the first process
+    pairs = [p for _, _, p in first + second]
+    assert pairs == sorted(pairs) and second[-1] == (first[0][0], "validated", pairs[-1])
+    assert re.search(r"^task \d+: PASS \(shown the lesson\)$", runs[1].stdout, re.M)

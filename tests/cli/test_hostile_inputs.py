@@ -354,8 +354,8 @@ def test_bench_does_not_overwrite_the_users_files(
 
 def test_a_command_check_on_a_task_without_a_workspace_runs_in_an_empty_one(here: Path) -> None:
     """It used to fail as "cannot run: the task has no workspace", charged to the model."""
-    from mulligan.build import build_loop
     from mulligan.loop import LoopSettings
+    from mulligan.runs.build import build_loop
     from mulligan.schema import CommandCheck, Task
     from mulligan.testing import ScriptedModel
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench import demo
 from mulligan.cli import main
 from mulligan.memory import embeddings
+from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]

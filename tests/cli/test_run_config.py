@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
-from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.lifecycle import check_resume, manifest
 from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
-from mulligan.run_config import SECTIONS, RunConfig, every_path
+from mulligan.runs.build import actor_settings
+from mulligan.runs.lifecycle import check_resume, manifest
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import SECTIONS, RunConfig, every_path
 
 EVERY_SECTION = """\
 model = "top-level-model"
@@ -89,7 +90,7 @@ def test_flags_over_environment_over_the_file_in_every_section(
     assert config.source_of("compression.enabled") == "--no-compression"
     assert config.validity.ttl_days == 3.0
     # a budget given anywhere overrides a task's own; the defaults do not
-    assert config.actor_settings().forced == ("max_steps",)
+    assert actor_settings(config).forced == ("max_steps",)
 
 
 @pytest.mark.parametrize(

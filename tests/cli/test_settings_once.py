@@ -13,17 +13,17 @@ import pytest
 from mulligan.cli import build_parser, main
 from mulligan.cli.help_format import commands_of
 from mulligan.cli.reference import settings_reference
-from mulligan.config import load_config
 from mulligan.errors import UserError
-from mulligan.run_config import SECRETS
-from mulligan.settings_fields import settings
+from mulligan.settings.fields import settings
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import SECRETS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def a_value(one: object) -> object:
     """A valid value other than the default, as a string a flag or variable would give."""
-    from mulligan.settings_fields import Setting
+    from mulligan.settings.fields import Setting
 
     assert isinstance(one, Setting)
     if one.choices:
@@ -44,6 +44,14 @@ def a_value(one: object) -> object:
 def test_the_committed_settings_reference_is_current() -> None:
     committed = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
     assert committed == settings_reference(), "run: mulligan config reference > docs/settings.md"
+
+
+def test_the_committed_flag_table_is_current() -> None:
+    """The parser's table of flags (read without pydantic) says what the fields say."""
+    from mulligan.cli.setting_flags import TABLE, flag_table, read_table
+
+    committed = read_table(TABLE.read_text(encoding="utf-8"))
+    assert committed == flag_table(), "run: python scripts/flag_table.py"
 
 
 def test_every_setting_is_in_the_reference_with_its_flag_and_variable() -> None:
@@ -71,7 +79,7 @@ def test_every_flagged_setting_is_a_flag_of_run_bench_and_solve_with_its_help() 
 def test_every_variable_sets_its_setting(
     one: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from mulligan.settings_fields import Setting
+    from mulligan.settings.fields import Setting
 
     assert isinstance(one, Setting)
     monkeypatch.chdir(tmp_path)
@@ -91,7 +99,7 @@ def test_every_variable_sets_its_setting(
 def test_every_setting_is_a_key_of_its_section_in_mulligan_toml(
     one: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from mulligan.settings_fields import Setting
+    from mulligan.settings.fields import Setting
 
     assert isinstance(one, Setting)
     monkeypatch.chdir(tmp_path)
@@ -108,7 +116,7 @@ def test_every_setting_is_a_key_of_its_section_in_mulligan_toml(
 def test_a_bound_is_the_same_from_a_flag_a_variable_and_a_file(
     one: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from mulligan.settings_fields import Setting
+    from mulligan.settings.fields import Setting
 
     assert isinstance(one, Setting)
     bounds = one.bounds()

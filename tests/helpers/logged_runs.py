@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mulligan.memory.log import EpisodeLog
+from mulligan.runs.runner import episode_id
 from mulligan.schema import Attempt, Episode, Verdict
 
 Made = Mapping[str, Mapping[str, Sequence[Verdict]]]  # strategy: task: each attempt's verdict
@@ -23,12 +24,35 @@ def log_run(
     attempt: Callable[[int, bool], Attempt] = plain_attempt,
 ) -> None:
     """Log a finished run as the loop would: `attempt(trial, last)` makes each attempt."""
+    log_repeats(log, run_id, config, {1: made}, attempt)
+
+
+def log_repeats(
+    log: EpisodeLog,
+    run_id: str,
+    config: dict[str, Any],
+    repeats: Mapping[int, Made],
+    attempt: Callable[[int, bool], Attempt] = plain_attempt,
+) -> None:
+    """`log_run` of a study repeated: each repeat's episodes under their own ids."""
     log.start_run(run_id, config)
+    for repeat, made in repeats.items():
+        log_episodes(log, run_id, made, attempt, repeat)
+    log.end_run(run_id)
+
+
+def log_episodes(
+    log: EpisodeLog,
+    run_id: str,
+    made: Made,
+    attempt: Callable[[int, bool], Attempt],
+    repeat: int = 1,
+) -> None:
     for strategy, tasks in made.items():
         for position, (task_id, verdicts) in enumerate(tasks.items()):
             episode = Episode(
-                id=f"{run_id}:{strategy}:{task_id}", run_id=run_id, task_id=task_id,
-                strategy=strategy,
+                id=episode_id(run_id, strategy, task_id, repeat=repeat), run_id=run_id,
+                task_id=task_id, strategy=strategy,
             )  # fmt: skip
             log.start_episode(episode, position)
             for trial, verdict in enumerate(verdicts, 1):
@@ -39,4 +63,3 @@ def log_run(
                 log.log_attempt(episode, tried, verdict)
             episode.passed = episode.verdicts[-1].passed
             log.end_episode(episode)
-    log.end_run(run_id)

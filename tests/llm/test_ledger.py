@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.long_task import SUMMARISER_MARK
 from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
 from mulligan.errors import DeadlineExceeded
 from mulligan.evaluator import Evaluator
@@ -31,6 +30,7 @@ from mulligan.schema import (
     Usage,
 )
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel, tool_call
+from tests.helpers.long_task import SUMMARISER_MARK
 
 REFLECT_MARK = "You review a failed attempt"
 JUDGE_MARK = "You grade an answer against a rubric"

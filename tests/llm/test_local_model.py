@@ -12,7 +12,7 @@ from mulligan.errors import UserError
 from mulligan.llm import connect as connect_module
 from mulligan.llm import local_model
 from mulligan.llm.local_model import PackagedModel
-from mulligan.run_config import EndpointSettings
+from mulligan.settings.run_config import EndpointSettings
 
 STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
 
@@ -175,7 +175,7 @@ def test_each_packaged_models_extra_installs_the_server_and_its_parts(
 ) -> None:
     """pyproject's extra of each packaged model and the packages `join_default` reads are the
     same list."""
-    from mulligan.config import tomllib
+    from mulligan.settings.loading import tomllib
 
     text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     extra = tomllib.loads(text)["project"]["optional-dependencies"][model.extra]

@@ -226,7 +226,7 @@ def test_doctor_shows_the_local_model(
     """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
     from mulligan.cli.doctor import check_local_model
     from mulligan.llm.local_server import ServerSettings
-    from mulligan.run_config import EndpointSettings
+    from mulligan.settings.run_config import EndpointSettings
 
     monkeypatch.syspath_prepend(str(STANDIN))
     lines: list[tuple[str, bool, str]] = []

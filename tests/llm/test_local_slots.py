@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from mulligan.config import load_config
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatResponse
 from mulligan.llm.local_server import LocalServer
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import Price
+from mulligan.runs.build import local_server_settings
+from mulligan.settings.loading import load_config
 from tests.llm.smollm2 import smollm2  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.timeout(600)  # a real server on a busy 2-core machine
@@ -36,15 +37,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_slot_per_concurrent_task_unless_local_says_otherwise(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shape = load_config({"concurrency": 3}).local_server()
+    shape = local_server_settings(load_config({"concurrency": 3}))
     assert (shape.slots, shape.threads) == (3, None)
     (project / "mulligan.toml").write_text("[local]\nslots = 2\nthreads = 1\n")
     config = load_config({"concurrency": 3})
-    assert (config.local_server().slots, config.local_server().threads) == (2, 1)
+    assert (local_server_settings(config).slots, local_server_settings(config).threads) == (2, 1)
     assert config.source_of("local.slots") == f"{project / 'mulligan.toml'}:2"
     monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "2")
     config = load_config({})
-    assert config.local_server().threads == 2
+    assert local_server_settings(config).threads == 2
     assert config.source_of("local.threads") == "$MULLIGAN_LOCAL_THREADS"
     monkeypatch.setenv("MULLIGAN_LOCAL_THREADS", "0")
     with pytest.raises(UserError, match="MULLIGAN_LOCAL_THREADS"):
@@ -54,10 +55,12 @@ def test_a_slot_per_concurrent_task_unless_local_says_otherwise(
 def test_each_slot_holds_the_compression_threshold_and_a_capped_reply(project: Path) -> None:
     for threshold, reply in [(4000, 2048), (12000, 4096), (500, 100)]:
         flags = {"compress_at": threshold, "max_reply_tokens": reply, "concurrency": 2}
-        shape = load_config(flags).local_server()
+        shape = local_server_settings(load_config(flags))
         assert shape.context_per_slot >= threshold + reply
         assert shape.context_per_slot % 1024 == 0
-    assert load_config({}).local_server().context_per_slot == 8192  # the defaults: 4000 + 2048
+    assert (
+        local_server_settings(load_config({})).context_per_slot == 8192
+    )  # the defaults: 4000 + 2048
 
 
 def slots_of(server: LocalServer) -> list[dict[str, Any]]:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from mulligan.bench.stats import collect
 from mulligan.cli import main
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.memory import Memory
+from mulligan.report.stats import collect
 from mulligan.schema import (
     Episode,
     Usage,
@@ -217,9 +217,9 @@ def test_a_log_from_before_the_split_migrates_and_reports_its_tokens_as_unsplit(
 
     import sqlite_utils
 
-    from mulligan.bench.report import role_rows
     from mulligan.memory.log import EpisodeLog
     from mulligan.memory.migrations import _m001_initial
+    from mulligan.report.report import role_rows
     from mulligan.schema import Attempt, Verdict
 
     path = tmp_path / "episodes.db"

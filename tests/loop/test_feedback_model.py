@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench.stats import collect
-from mulligan.bench.study import Study
-from mulligan.build import build_loop
-from mulligan.config import load_config
 from mulligan.llm.connect import connect_feedback
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.report.stats import collect
+from mulligan.runs.build import build_loop
 from mulligan.schema import ExactMatchCheck, PythonTestsCheck, Task, Usage
+from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 YES = Task(id="t", family="f", prompt="Say yes.", checks=[ExactMatchCheck(answer="yes")])

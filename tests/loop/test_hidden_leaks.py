@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from mulligan.actor import Actor
-from mulligan.build import build_loop
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.curator import Curator
 from mulligan.reflector import Reflector
+from mulligan.runs.build import build_loop
 from mulligan.schema import (
     CallableCheck,
     Check,
@@ -260,9 +260,9 @@ def test_a_task_with_only_hidden_checks_submits_its_first_attempt(tmp_path: Path
 
 def test_the_report_says_when_a_hidden_check_could_not_start(tmp_path: Path) -> None:
     """The agent is not told (above); the reader of the report is."""
-    from mulligan.bench.report import markdown
-    from mulligan.bench.stats import collect
     from mulligan.memory.log import EpisodeLog
+    from mulligan.report.report import markdown
+    from mulligan.report.stats import collect
     from mulligan.schema import Verdict
     from tests.helpers.logged_runs import log_run
 

@@ -13,10 +13,6 @@ import pytest
 
 from mulligan import strategies
 from mulligan.actor import Actor
-from mulligan.bench.report import write_report
-from mulligan.bench.stats import collect
-from mulligan.bench.study import Study
-from mulligan.build import build_loop
 from mulligan.errors import ModelError, UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.openai_client import OpenAIChatModel
@@ -24,7 +20,9 @@ from mulligan.llm.pricing import Price
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.report.report import write_report
+from mulligan.report.stats import collect
+from mulligan.runs.build import build_loop
 from mulligan.schema import (
     Attempt,
     CheckResult,
@@ -37,6 +35,8 @@ from mulligan.schema import (
     Usage,
     Verdict,
 )
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.helpers.logged_runs import log_run
 

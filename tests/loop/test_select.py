@@ -12,16 +12,16 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from mulligan.bench.stats import collect
-from mulligan.bench.study import Study
-from mulligan.build import build_loop
 from mulligan.evaluator.selector import Selector
 from mulligan.evaluator.self_tests import with_self_tests
 from mulligan.llm.base import Message
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.report.stats import collect
+from mulligan.runs.build import build_loop
 from mulligan.schema import Episode, ExactMatchCheck, PythonTestsCheck, Task
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import ScriptedModel
 
 

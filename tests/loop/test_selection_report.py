@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan.bench.report import write_report
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.report import write_report
 from mulligan.schema import Attempt, CheckResult, Episode, Selection, Usage, Verdict
 
 
@@ -85,3 +85,15 @@ def test_selection_accuracy_matches_a_hand_count(tmp_path: Path) -> None:
     assert "selector tok/task" in text
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<h2>Selection</h2>" in page and "2/3 = 67%" in page
+
+
+def test_the_section_says_whether_the_draws_or_the_pick_fell_short(tmp_path: Path) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    write_report(memory.log, logged(memory), tmp_path / "out")
+    section = (tmp_path / "out" / "report.md").read_text().split("## Selection")[1]
+    # every task had a right candidate (t1 trial 2, t2 trial 1, t3 trial 2); t2's pick was wrong
+    assert (
+        "select: some draw passed the hidden checks on 3 of 3 tasks (coverage), the submitted "
+        "answer on 2: the draws fell short on 0, the pick on 1." in section
+    )
+    assert "retry: some draw" not in section  # no selection: its honest stop is the table's

@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from mulligan.bench.stats import collect
-from mulligan.bench.study import Study
-from mulligan.bench.tables import self_test_note
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.report.self_test_report import self_test_note
+from mulligan.report.stats import collect
 from mulligan.schema import (
     SELF_TEST,
     Attempt,
@@ -26,6 +24,8 @@ from mulligan.schema import (
     Task,
     Verdict,
 )
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import ScriptedModel
 from tests.helpers.logged_runs import log_run
 

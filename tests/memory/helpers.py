@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mulligan.build import build_loop
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import build_loop
 from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, Task
 from mulligan.testing import ScriptedModel
 
@@ -72,3 +72,25 @@ def one_trial(model: ScriptedModel, memory: Memory, **settings: Any) -> Any:
 
 def fresh(tmp_path: Path) -> Memory:
     return Memory(tmp_path / "mem", HashEmbedding())
+
+
+DIAGNOSIS = "Look at the unit the question asks for."
+
+
+def working_model(
+    right_when: str | None = None, wrong_when: str | None = None, retry_right: bool = False
+) -> ScriptedModel:
+    """Answers in metres when `right_when` is in the prompt (`retry_right`: on any attempt
+    after the first, which carries the reviewer's diagnosis), in km whenever `wrong_when` is;
+    the reviewer diagnoses and writes no general lesson."""
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        if "You review a failed attempt" in messages[0]["content"]:
+            return json.dumps({"diagnosis": DIAGNOSIS, "lesson": ""})
+        text = prompt_of(messages)
+        km = int(text.split("A path is ")[1].split(" km")[0])
+        right = bool(right_when and right_when in text) or (retry_right and DIAGNOSIS in text)
+        right = right and not (wrong_when and wrong_when in text)
+        return str(km * 1000) if right else str(km)
+
+    return ScriptedModel(policy=policy)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.build import build_loop
 from mulligan.cli import main
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import build_loop
 from mulligan.schema import ContainsCheck, ExactMatchCheck, Lesson
 from tests.memory.helpers import fresh, prompt_of, units_model, units_tasks
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan.bench.study import Study
-from mulligan.build import build_loop
 from mulligan.loop import LoopSettings
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.runs.build import build_loop
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import ScriptedModel
 from tests.memory.helpers import RIGHT, fresh, plant, prompt_of, units_model, units_tasks
 

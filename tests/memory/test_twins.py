@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mulligan import strategies
-from mulligan.build import build_loop
 from mulligan.loop import LoopSettings
 from mulligan.memory.twins import negate
+from mulligan.runs.build import build_loop
+from tests.helpers.arms import every_arm
 from tests.memory.helpers import RIGHT, fresh, plant, prompt_of, units_model, units_tasks
 
 OTHER = "Name the capital city, not the largest one."
@@ -54,12 +54,18 @@ def test_the_negation_rule() -> None:
 
 
 def test_every_twin_names_its_real_arm_by_what_it_reads_not_by_name() -> None:
-    twins = [s for s in strategies.REGISTRY.values() if s.twin]
+    arms = every_arm()
+    twins = [s for s in arms if s.twin]
     assert {s.twin for s in twins} == {"empty", "shuffled", "corrupted"}
+
+    def words(name: str) -> set[str]:
+        base, _, options = name.partition("[")
+        return {base, *options.rstrip("]").split(",")} - {""}
+
     for twin in twins:
         (real,) = [
-            s for s in strategies.REGISTRY.values()
+            s for s in arms
             if s.uses_store and not s.writes_store and not s.twin and s.items == twin.items
             and s.reads_from_trial == twin.reads_from_trial
         ]  # fmt: skip
-        assert twin.name.startswith(real.name)
+        assert words(twin.name) - {twin.twin} == words(real.name)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench import demo
 from mulligan.cli import main
+from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 from tests.studies.test_transfer import TRAIN, bench, run_ids
 from tests.studies.test_transfer import tasks as tasks  # noqa: F401  (the fixture)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mulligan.bench.verify import pair_ids, verify
 from mulligan.schema import ExactMatchCheck
+from mulligan.studies.verify import pair_ids, verify
 from mulligan.testing import ScriptedModel
 from tests.memory.helpers import (
     RIGHT,

@@ -217,24 +217,29 @@ def test_no_passing_attempt_exits_1_and_episodes_show_each_diff(
     assert "+    return a * b" in shown
 
 
-def test_a_lesson_reaches_the_first_attempt_of_a_later_solve(tmp_path: Path) -> None:
-    """Same agent, two sessions: the second process starts with the first one's lesson."""
+def test_a_lesson_reaches_a_later_solve_as_every_command_shows_it(tmp_path: Path) -> None:
+    """Same agent, two sessions: the second process's first attempt sees no unverified
+    lesson (as in `run`), unless --show-candidates says so; then it starts with it."""
     project = make_project(tmp_path / "calc")
     memory = tmp_path / "mem"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
 
-    def solve(server: FakeOpenAIServer, trials: str) -> subprocess.CompletedProcess[str]:
+    def solve(server: FakeOpenAIServer, *more: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "mulligan.cli", *solve_args(server, project, memory)]
         return subprocess.run(
-            argv + ["--trials", trials], capture_output=True, text=True, env=env, timeout=300
+            argv + list(more), capture_output=True, text=True, env=env, timeout=300
         )
 
     with FakeOpenAIServer(policy=solver(knows_the_lesson)) as server:
-        first = solve(server, "2")
+        first = solve(server, "--trials", "2")
     assert first.returncode == 0, first.stderr
     assert "PASS attempt 2" in first.stderr
     with FakeOpenAIServer(policy=solver(knows_the_lesson)) as server:
-        second = solve(server, "1")
+        plain = solve(server, "--trials", "1")
+        assert not knows_the_lesson(server.requests[0])
+    assert plain.returncode == 1 and "attempt 1 was given" not in plain.stderr
+    with FakeOpenAIServer(policy=solver(knows_the_lesson)) as server:
+        second = solve(server, "--trials", "1", "--show-candidates")
         assert knows_the_lesson(server.requests[0])
     assert second.returncode == 0, second.stderr
     assert f"attempt 1 was given: {LESSON}\nPASS attempt 1" in second.stderr

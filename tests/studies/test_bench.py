@@ -13,10 +13,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from mulligan.bench import demo
-from mulligan.bench.stats import collect, wilson
 from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import collect, wilson
+from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 
 
@@ -84,9 +84,10 @@ def test_report_rebuilds_byte_for_byte(tmp_path: Path, capsys: pytest.CaptureFix
     again = tmp_path / "again"
     assert main(["report", run_id, "--memory", str(out / "memory"), "--out", str(again)]) == 0
     second = {p.name: p.read_bytes() for p in again.iterdir() if p.is_file()}
+    # no price: no frontier in dollars
     assert sorted(first) == sorted(second) == [
-        "outcomes.jsonl", "report.html", "report.md", "success_by_tokens.svg",
-        "success_by_trial.svg", "tokens_per_success.svg",
+        "frontier_seconds.svg", "frontier_tokens.svg", "outcomes.jsonl", "report.html",
+        "report.md", "success_by_tokens.svg", "success_by_trial.svg", "tokens_per_success.svg",
     ]  # fmt: skip
 
     def without_stamp(data: bytes) -> bytes:
@@ -186,7 +187,7 @@ def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
 
 
 def test_report_counts_rescues_and_answers_repeated_after_a_failure(tmp_path: Path) -> None:
-    from mulligan.bench.report import first_trial_rows, later_trial_rows, paired_rows
+    from mulligan.report.report import first_trial_rows, later_trial_rows, paired_rows
     from mulligan.schema import Attempt, Episode, Verdict
 
     log = EpisodeLog(tmp_path / "episodes.db")

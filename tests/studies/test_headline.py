@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench.headline import Comparison
-from mulligan.bench.report import write_report
 from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.headline import Comparison
+from mulligan.report.report import write_report
 from mulligan.schema import Verdict
 from tests.helpers.logged_runs import log_run
 

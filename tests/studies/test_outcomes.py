@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from mulligan.bench.outcomes import read_outcomes
-from mulligan.bench.report import write_report
-from mulligan.bench.stats import collect
 from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.outcomes import read_outcomes
+from mulligan.report.report import write_report
+from mulligan.report.stats import collect
 from mulligan.schema import SELF_TEST, Attempt, CheckResult, Usage, Verdict
 from tests.helpers.logged_runs import log_run
 

@@ -13,21 +13,21 @@ from typing import Any
 
 import pytest
 
-from mulligan.bench.paired import (
+from mulligan.cli import main
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.paired import (
     bootstrap_difference,
     mcnemar_exact,
     pair_table,
     tokens_per_extra_success,
 )
-from mulligan.bench.report import write_report
-from mulligan.bench.study import Study
-from mulligan.cli import main
-from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
+from mulligan.report.report import write_report
 from mulligan.schema import (
     ExactMatchCheck,
     Task,
 )
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.studies.test_paper import (
     is_reflection,

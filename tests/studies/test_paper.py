@@ -10,7 +10,6 @@ from typing import Any
 
 from mulligan import prompts
 from mulligan.actor import Actor
-from mulligan.carry import carried_answer
 from mulligan.cli import main
 from mulligan.defaults import MIN_SIMILARITY
 from mulligan.evaluator import Evaluator
@@ -27,6 +26,7 @@ from mulligan.schema import (
     Task,
     Verdict,
 )
+from mulligan.strategies.carry import carried_answer
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 # an answer whose lines try to pass for instructions or close the quoted block

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench import plots
-from mulligan.bench.stats import RunStats, StrategyStats, wilson
+from mulligan.report import plots
+from mulligan.report.stats import RunStats, StrategyStats, wilson
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 import ray
 
-import mulligan.bench as bench_package
-from mulligan.bench import demo, executors
-from mulligan.bench.stats import collect
+import mulligan.runs as runs_package
 from mulligan.cli import main
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import collect
+from mulligan.runs import executors
+from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 from tests.helpers.chroma_server import chroma_server
 
@@ -216,8 +217,8 @@ def test_a_missing_ray_is_one_line_before_any_work(
     tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed
-    monkeypatch.delitem(sys.modules, "mulligan.bench.ray_executor", raising=False)
-    monkeypatch.delattr(bench_package, "ray_executor", raising=False)
+    monkeypatch.delitem(sys.modules, "mulligan.runs.ray_executor", raising=False)
+    monkeypatch.delattr(runs_package, "ray_executor", raising=False)
     with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
         argv = [
             "bench", str(tasks), "--base-url", server.base_url, "--out", str(tmp_path / "out"),
@@ -237,7 +238,7 @@ def test_embedded_memory_refused_on_a_cluster_of_several_nodes(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from mulligan.bench import ray_executor
+    from mulligan.runs import ray_executor
 
     monkeypatch.setattr(ray_executor.RayExecutor, "node_count", lambda self: 3)
     with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
@@ -352,9 +353,9 @@ def test_a_loop_that_cannot_leave_this_process_is_one_clear_error(
 ) -> None:
     import threading
 
-    from mulligan.bench.ray_executor import RayExecutor
-    from mulligan.bench.runner import run_tasks
     from mulligan.memory import HashEmbedding, Memory
+    from mulligan.runs.ray_executor import RayExecutor
+    from mulligan.runs.runner import run_tasks
     from mulligan.schema import ContainsCheck, Task
 
     live_connection = threading.Lock()  # as an MCP session's tools hold one
@@ -373,7 +374,7 @@ def test_a_loop_that_cannot_leave_this_process_is_one_clear_error(
 
 
 def test_the_relay_keeps_each_senders_order_whatever_order_ray_delivers(ray_address: str) -> None:
-    from mulligan.bench.ray_executor import _Relay
+    from mulligan.runs.ray_executor import _Relay
 
     relay = _Relay.remote()  # type: ignore[attr-defined]
     ray.get(relay.send.remote("worker-a", 1, b"step 2"))

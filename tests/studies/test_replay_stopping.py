@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mulligan.bench.study import Study
 from mulligan.evaluator.self_tests import with_self_tests
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, RunConfig
 from mulligan.schema import PythonTestsCheck, Task
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import ScriptedModel
 
 REPLAY = Path(__file__).parents[2] / "benchmarks" / "replay_stopping.py"

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from mulligan.bench.report import write_report
-from mulligan.bench.stats import collect
-from mulligan.bench.study import Study
-from mulligan.bench.transfer import Transfer, TransferStudy
 from mulligan.cli import main
-from mulligan.lifecycle import check_resume
 from mulligan.llm.base import ChatResponse
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.run_config import LoopSection, MemorySection, RunConfig
+from mulligan.report.report import write_report
+from mulligan.report.stats import collect
+from mulligan.runs.lifecycle import check_resume
 from mulligan.schema import Attempt, CheckResult, ExactMatchCheck, Task, Usage, Verdict
+from mulligan.settings.run_config import LoopSection, MemorySection, RunConfig
+from mulligan.studies.study import Study
+from mulligan.studies.transfer import Transfer, TransferStudy
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.helpers.logged_runs import log_run
 from tests.studies.test_paper import is_reflection

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from mulligan import prompts
-from mulligan.bench import demo
-from mulligan.bench.stats import collect
-from mulligan.bench.transfer import learn_run_id, training_split
 from mulligan.cli import main
 from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.curator import estimated_tokens
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.stats import collect
 from mulligan.schema import Episode
+from mulligan.studies import demo
+from mulligan.studies.transfer import learn_run_id, training_split
 from mulligan.tasks.files import load_task_file
 from mulligan.testing import FakeOpenAIServer
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.bench.cells import build_grid, episode_ids
-from mulligan.bench.stats import collect
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.reading import MemoryReader
+from mulligan.report.cells import build_grid, episode_ids
+from mulligan.report.stats import collect
 from mulligan.schema import Attempt
 from mulligan.view import pages
 from mulligan.view.app import Viewer
@@ -170,10 +170,10 @@ def test_a_select_episode_says_which_candidate_was_submitted_and_why(tmp_path: P
     score, and marks trial 2 as the submitted candidate, trial 1 as not."""
     import json
 
-    from mulligan.bench.study import Study
     from mulligan.memory import HashEmbedding, Memory
-    from mulligan.run_config import LoopSection, RunConfig
     from mulligan.schema import PythonTestsCheck, Task
+    from mulligan.settings.run_config import LoopSection, RunConfig
+    from mulligan.studies.study import Study
     from mulligan.testing import ScriptedModel
 
     def code(body: str) -> str:

@@ -1,0 +1,252 @@
+"""The memory as a service to an agent that is not mulligan's: before an attempt it asks
+`recall(task)` what to show, after it `report`s how the attempt went.
+
+Each task a client names is an episode of the service's run in the memory's episode log, and
+each report an attempt of it (the answer, the lessons it was shown, a verdict of one
+feedback-visible check saying what the client's own checks said), so the lessons' provenance,
+`mulligan episodes show` and the viewer read them as any run's. A recall shows what a memory
+arm's attempt is shown (`Memory.recall`: validated lessons, and from the second attempt at a
+task the relevant candidate when verification's assignment says so); a report is its outcome,
+counted as the loop counts an attempt's (`Memory.finish_attempt`: online, and as half of a
+verification pair). After a failure the reflector writes a diagnosis (shown again at this
+task's next recall in the same session) and at most one general lesson, kept as a candidate:
+nothing a client's agent wrote is a rule until verified.
+
+Bad arguments (a blank task, a lesson id the memory does not hold) are `UserError`s raised
+before anything is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mulligan.errors import UserError
+from mulligan.loop import LoopSettings
+from mulligan.memory import Memory
+from mulligan.memory.validity import evidence_phrase
+from mulligan.reflector import Reflector
+from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
+from mulligan.strategies.carry import unseen
+from mulligan.text_cut import head
+
+log = logging.getLogger("mulligan")
+
+STRATEGY = "memory-service"
+"""The episodes' strategy in the log: attempts made by the client's agent, not by mulligan."""
+REPORTED = "reported"
+"""The name of the one check of a reported verdict: the client's own checks, as it said."""
+MAX_TEXT = 20_000
+"""Longer answers and feedback are kept cut to this many characters."""
+
+
+@dataclass
+class Shown:
+    """What one attempt at a task is shown: stored lessons and this episode's diagnoses."""
+
+    lessons: list[Lesson] = field(default_factory=list)
+    assigned: set[str] = field(default_factory=set)
+    """The unverified candidates among them that the assignment chose to show."""
+
+
+def to_show(
+    memory: Memory, task: Task, settings: LoopSettings, episode: Episode, trial: int
+) -> Shown:
+    """What attempt `trial` at `task` is shown from the store, as a memory arm's attempt is
+    (`Memory.recall`): validated lessons, and from trial 2 on the relevant candidate when
+    verification's assignment says so (with `show_candidates`, every candidate instead).
+    Each lesson as the log holds it now (the assigned candidate keeps its own status)."""
+    found = memory.recall(
+        task, episode.id, trial, k=settings.retrieved_lessons,
+        exclude=set(episode.lessons_written), min_similarity=settings.min_similarity,
+        show_candidates=settings.show_candidates,
+    )  # fmt: skip
+    truth = {lesson.id: lesson for lesson in memory.lessons([x.id for x in found])}
+    assigned = memory.assignment(episode.id, trial)
+    tried = {assigned.lesson_id} if assigned and assigned.shown else set()
+    return Shown([truth.get(x.id, x) for x in found], tried)
+
+
+def record(
+    memory: Memory, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
+) -> None:
+    """The attempt logged and its outcome counted for what it was shown, as the loop's
+    (`Memory.finish_attempt`). An attempt that was not the arm it was assigned (the client
+    left out the candidate it was given to try) makes no half of a verification pair: its
+    outcome is counted online only, so a pair compares only attempts that differ in the
+    candidate alone."""
+    assigned = memory.assignment(episode.id, attempt.trial)
+    if assigned is not None and assigned.shown != (assigned.lesson_id in attempt.lesson_ids):
+        memory.record_outcome(episode.id, attempt.trial, None, [])  # its half: told nothing
+    memory.finish_attempt(episode, attempt, verdict, given)
+
+
+class MemoryService:
+    """`recall` and `report` over one memory, for the run `run_id` (one per service)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        reflector: Reflector | None,
+        settings: LoopSettings,
+        run_id: str,
+        family: str = "",
+    ) -> None:
+        self.memory = memory
+        self.reflector = reflector
+        self.settings = settings
+        self.run_id = run_id
+        self.family = family or str(Task.model_fields["family"].default)
+        self._lock = threading.Lock()
+        self._episodes: dict[str, Episode] = {}
+
+    # ------------------------------------------------------------ the two calls
+
+    def recall(self, task: str, family: str = "") -> dict[str, Any]:
+        """What to show an attempt at this task, each lesson with its id (to report back),
+        status, kind, evidence and whether the assignment chose it."""
+        chosen = self._task(task, family)
+        with self._lock:
+            episode = self._episode(chosen)
+            trial = len(episode.attempts) + 1
+            shown = to_show(self.memory, chosen, self.settings, episode, trial)
+            carried = self._diagnoses(episode)
+        return {
+            "task_id": chosen.id,
+            "attempt": trial,
+            "lessons": [described(x, x.id in shown.assigned) for x in shown.lessons],
+            "diagnoses": [described(x, False) for x in carried],
+        }
+
+    def report(
+        self,
+        task: str,
+        answer: str,
+        passed: bool,
+        feedback: str = "",
+        shown: Sequence[str] = (),
+        family: str = "",
+    ) -> dict[str, Any]:
+        """Record one attempt's outcome for the lessons it was shown; after a failure, the
+        reflector's diagnosis and lesson (a candidate)."""
+        chosen = self._task(task, family)
+        outcome = checked_outcome(answer, passed, feedback)
+        given = self._known(shown)  # every argument checked before anything is stored
+        with self._lock:
+            episode = self._episode(chosen)
+            attempt, verdict = reported(chosen, len(episode.attempts) + 1, *outcome)
+            attempt.lesson_ids = [lesson.id for lesson in given]
+            episode.attempts.append(attempt)
+            episode.verdicts.append(verdict)
+            episode.passed = passed
+            record(self.memory, episode, attempt, verdict, given)
+            written = [] if passed else self._reflect(chosen, episode, given)
+            self.memory.finish_episode(episode)
+        counted = self.memory.lessons([lesson.id for lesson in given])
+        return {
+            "task_id": chosen.id,
+            "attempt": attempt.trial,
+            "recorded": "passed" if passed else "failed",
+            "shown": [described(x, False) for x in counted],
+            "written": [described(x, False) for x in written],
+        }
+
+    # ------------------------------------------------------------ what they share
+
+    def _task(self, text: str, family: str) -> Task:
+        if not isinstance(text, str) or not text.strip():
+            raise UserError("task: blank; pass the task's text, as the agent is given it")
+        family = family.strip() or self.family
+        digest = hashlib.sha256(f"{family}\n{text}".encode()).hexdigest()[:12]
+        words = re.findall(r"[a-z0-9]+", text.lower())[:5]
+        return Task(id="-".join([*words, digest]), family=family, prompt=text)
+
+    def _known(self, ids: Sequence[str]) -> list[Lesson]:
+        """The lessons of these ids, refused (nothing stored) if the memory lacks any."""
+        if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+            raise UserError("shown: a list of lesson ids, as recall returned them")
+        wanted = list(dict.fromkeys(i.strip() for i in ids))
+        found = {lesson.id: lesson for lesson in self.memory.lessons(wanted)}
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise UserError(
+                f"shown: no lesson {', '.join(map(repr, missing))} in {self.memory.where}; "
+                "name only the ids recall returned (nothing was recorded)"
+            )
+        return [found[i] for i in wanted]
+
+    def _episode(self, task: Task) -> Episode:
+        """This session's episode of the task, started at its first recall or report."""
+        if task.id not in self._episodes:
+            episode_id = f"{self.run_id}:{task.id}"
+            self._episodes[task.id] = self.memory.episode_for(
+                episode_id, self.run_id, task.id, STRATEGY, len(self._episodes)
+            )
+        return self._episodes[task.id]
+
+    def _diagnoses(self, episode: Episode) -> list[Lesson]:
+        """This episode's last diagnoses, as the loop carries them to the next attempt."""
+        written = self.memory.lessons(episode.lessons_written)
+        diagnoses = [lesson for lesson in written if lesson.kind == "diagnosis"]
+        return diagnoses[-self.settings.carried_reflections :] if diagnoses else []
+
+    def _reflect(self, task: Task, episode: Episode, given: list[Lesson]) -> list[Lesson]:
+        """The reflector's diagnosis (kept in the log for this episode) and general lesson
+        (stored as a candidate) on the attempt just reported."""
+        if self.reflector is None:
+            return []
+        attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
+        reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
+        attempt.charge("reflector", self.reflector.take_usage())
+        self.memory.log_charges(episode)
+        found = ([reflection.diagnosis] if reflection.diagnosis else []) + reflection.lessons
+        own = self.memory.lessons(episode.lessons_written)
+        kept = [
+            self.memory.keep(lesson, persistent=lesson.kind != "diagnosis")
+            for lesson in unseen(found, own + given)
+        ]
+        episode.lessons_written += [lesson.id for lesson in kept]
+        self.memory.note_written(episode)
+        return kept
+
+
+def checked_outcome(answer: str, passed: bool, feedback: str) -> tuple[str, bool, str]:
+    """A report's outcome as the log keeps it (long texts cut), or a `UserError`."""
+    for name, value in (("answer", answer), ("feedback", feedback)):
+        if not isinstance(value, str):
+            raise UserError(f"{name}: text, not {type(value).__name__}")
+    if not isinstance(passed, bool):
+        raise UserError("passed: true or false, what the agent's own checks said")
+    return head(answer, MAX_TEXT), passed, head(feedback, MAX_TEXT)
+
+
+def reported(
+    task: Task, trial: int, answer: str, passed: bool, feedback: str
+) -> tuple[Attempt, Verdict]:
+    """An attempt the client made, as the log keeps one: its answer as the final step, and
+    a verdict of one feedback-visible check standing for the client's own."""
+    step = Step(index=0, text=answer, kind="final")
+    attempt = Attempt(task_id=task.id, trial=trial, steps=[step], answer=answer, model="client")
+    check = CheckResult(
+        type=REPORTED, name=REPORTED, passed=passed, score=float(passed), detail=feedback
+    )
+    return attempt, Verdict.of([check], feedback=feedback)
+
+
+def described(lesson: Lesson, assigned: bool) -> dict[str, Any]:
+    """A lesson as a client sees it: enough to show it, report it, and judge it."""
+    v = lesson.validity
+    return {
+        "id": lesson.id,
+        "status": v.status,
+        "kind": lesson.kind,
+        "text": lesson.text,
+        "evidence": evidence_phrase(v),
+        "shown_before": v.retrieved,
+        "assigned": assigned,
+    }

@@ -1,0 +1,237 @@
+"""Verification while working: a candidate lesson tried on attempts a run makes anyway.
+
+When a strategy that keeps the store makes a later attempt (trial 2 on) at a task that a
+candidate lesson is retrieved for, the attempt is assigned to be shown the candidate or not.
+Everything else the attempt sees (the validated lessons, the carried answer, feedback and
+diagnoses) is fixed before the assignment, so an attempt with the candidate and one without
+it differ only in the candidate.
+
+The assignment is made per lesson and trial position, in blocks of two: the first attempt of
+a block gets a seeded coin (a hash of the lesson, the position and the block's number), the
+next attempt at that position gets the other arm. Each attempt's arm is thus independent of
+its own context and outcome, and the two arms come in equal numbers at every position.
+
+A judged attempt is one half of a pair. A half pairs with the oldest unpaired half of the
+other arm at the same trial position (another task's): the pair **helped** when only the
+half with the lesson passed its feedback-visible checks, **hurt** when only the one without
+did. Across tasks, the two halves are independent draws at the same position, which is the
+model `validity.by_chance` computes. An episode that stops at a pass leaves nothing
+unfinished: each half is whole once its own attempt is judged. The pair goes into the
+lesson's `validity.evidence` and the status is settled under the existing rule, in the same
+transaction that records the half (mulligan/memory/memory.py `record_outcome`), so a crash
+loses no evidence and counts none twice.
+
+This module holds the SQL over the log's `assignments` table (migration 005); it runs on the
+connection it is given, inside the log's transactions."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from mulligan.memory.validity import (
+    ValidityRules,
+    apply_evidence,
+    by_chance_while_working,
+    settle,
+)
+from mulligan.schema import Lesson
+
+if TYPE_CHECKING:
+    import sqlite3
+
+COLUMNS = "episode_id, trial, lesson_id, task_id, shown, coin, passed, told, pair"
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One attempt assigned to be shown a candidate (`shown`) or not."""
+
+    episode_id: str
+    trial: int
+    lesson_id: str
+    task_id: str
+    shown: bool
+    coin: str
+    """How the arm was decided: the block's coin, or the other half of a block."""
+    passed: bool | None = None
+    """What the attempt's feedback-visible checks said (None: not judged, or told nothing)."""
+    told: bool | None = None
+    """None until judged; False: the attempt told nothing (it makes no half)."""
+    pair: int | None = None
+    """The lesson's pair this half belongs to, once paired."""
+
+    @property
+    def arm(self) -> str:
+        return "shown" if self.shown else "withheld"
+
+    @property
+    def outcome(self) -> str:
+        if self.told is None:
+            return "not judged yet"
+        if not self.told:
+            return "told nothing"
+        return "passed" if self.passed else "failed"
+
+
+def _assignment(row: tuple[Any, ...]) -> Assignment:
+    episode_id, trial, lesson_id, task_id, shown, coin, passed, told, pair = row
+    return Assignment(
+        episode_id, trial, lesson_id, task_id, bool(shown), coin,
+        None if passed is None else bool(passed), None if told is None else bool(told), pair,
+    )  # fmt: skip
+
+
+def heads(lesson_id: str, trial: int, block: int) -> bool:
+    """The seeded coin of one block: shown first, or withheld first."""
+    digest = hashlib.sha256(f"{lesson_id}:{trial}:{block}".encode()).digest()
+    return digest[0] % 2 == 1
+
+
+def assign(
+    conn: sqlite3.Connection, episode_id: str, trial: int, task_id: str, lesson_id: str
+) -> Assignment:
+    """The attempt's assignment: the one logged already (a resumed attempt keeps its arm),
+    else the next of the lesson's block at this position. Run inside a write transaction."""
+    found = at(conn, episode_id, trial)
+    if found:
+        return found
+    query = "select count(*) from assignments where lesson_id = ? and trial = ?"
+    made = conn.execute(query, [lesson_id, trial]).fetchone()[0]
+    block = made // 2
+    if made % 2 == 0:
+        shown, coin = heads(lesson_id, trial, block), f"coin of block {block + 1}"
+    else:
+        query = (
+            "select shown from assignments where lesson_id = ? and trial = ? "
+            "order by rowid desc limit 1"
+        )
+        shown, coin = (
+            not conn.execute(query, [lesson_id, trial]).fetchone()[0],
+            (f"other half of block {block + 1}"),
+        )
+    conn.execute(
+        "insert into assignments (episode_id, trial, lesson_id, task_id, shown, coin,"
+        " assigned_at) values (?, ?, ?, ?, ?, ?, ?)",
+        [episode_id, trial, lesson_id, task_id, int(shown), coin, time.time()],
+    )
+    return Assignment(episode_id, trial, lesson_id, task_id, shown, coin)
+
+
+def judge(
+    conn: sqlite3.Connection,
+    lesson: Lesson,
+    episode_id: str,
+    trial: int,
+    passed: bool | None,
+    rules: ValidityRules,
+) -> list[str]:
+    """Record the attempt's outcome on its half, pair it with the oldest unpaired half of
+    the other arm at the same position, and add the pair to `lesson`'s evidence (changed in
+    place; its status settled). Returns the events that caused. Run inside the write
+    transaction that saves `lesson`."""
+    mine = at(conn, episode_id, trial)
+    if mine is None or mine.told is not None:
+        return []
+    where = [episode_id, trial]
+    if passed is None:
+        conn.execute("update assignments set told = 0 where episode_id = ? and trial = ?", where)
+        return []
+    conn.execute(
+        "update assignments set told = 1, passed = ? where episode_id = ? and trial = ?",
+        [int(passed), *where],
+    )
+    mine = replace(mine, told=True, passed=passed)
+    query = (
+        f"select {COLUMNS} from assignments where lesson_id = ? and trial = ? and shown = ?"
+        " and told = 1 and pair is null order by rowid limit 1"
+    )
+    row = conn.execute(query, [mine.lesson_id, trial, int(not mine.shown)]).fetchone()
+    if row is None:
+        return []
+    other = _assignment(row)
+    query = "select coalesce(max(pair), 0) + 1 from assignments where lesson_id = ?"
+    number = conn.execute(query, [mine.lesson_id]).fetchone()[0]
+    for half in (mine, other):
+        conn.execute(
+            "update assignments set pair = ? where episode_id = ? and trial = ?",
+            [number, half.episode_id, half.trial],
+        )
+    with_, without = (mine, other) if mine.shown else (other, mine)
+    helped = bool(with_.passed) and not without.passed
+    hurt = bool(without.passed) and not with_.passed
+    apply_evidence(lesson, with_.task_id, helped, hurt)
+    status = settle(lesson, rules)
+    return ["verified"] + ([f"status:{status}"] if status else [])
+
+
+def at(conn: sqlite3.Connection, episode_id: str, trial: int) -> Assignment | None:
+    query = f"select {COLUMNS} from assignments where episode_id = ? and trial = ?"
+    row = conn.execute(query, [episode_id, trial]).fetchone()
+    return _assignment(row) if row else None
+
+
+def _rows(conn: sqlite3.Connection, where: str, args: list[Any]) -> list[Assignment]:
+    """Read-only: a log written before this table existed (opened read-only) has none."""
+    query = "select 1 from sqlite_master where type = 'table' and name = 'assignments'"
+    if conn.execute(query).fetchone() is None:
+        return []
+    query = f"select {COLUMNS} from assignments where {where} order by rowid"
+    return [_assignment(row) for row in conn.execute(query, args)]
+
+
+def of_lesson(conn: sqlite3.Connection, lesson_id: str) -> list[Assignment]:
+    """Every attempt assigned for the lesson, in the order they were assigned."""
+    return _rows(conn, "lesson_id = ?", [lesson_id])
+
+
+def of_episode(conn: sqlite3.Connection, episode_id: str) -> dict[int, Assignment]:
+    """The episode's assignments by trial."""
+    return {a.trial: a for a in _rows(conn, "episode_id = ?", [episode_id])}
+
+
+def withheld(conn: sqlite3.Connection, lesson_ids: list[str] | None = None) -> tuple[int, int]:
+    """Of the judged attempts that were not shown their candidate (of these lessons, or of
+    any), how many passed their visible checks, and how many told something: the pass rate
+    without the lesson that chance is measured against."""
+    where, args = "shown = 0 and told = 1", []
+    if lesson_ids is not None:
+        where += f" and lesson_id in ({','.join('?' for _ in lesson_ids)})"
+        args = list(lesson_ids)
+    halves = _rows(conn, where, args)
+    return sum(bool(h.passed) for h in halves), len(halves)
+
+
+def summary(assigned: list[Assignment]) -> str:
+    """How often the lesson was tried while working, in words."""
+    if not assigned:
+        return "never assigned while working"
+    with_ = [a for a in assigned if a.shown and a.told]
+    without = [a for a in assigned if not a.shown and a.told]
+    pairs = len({a.pair for a in assigned if a.pair})
+    return (
+        f"assigned to {len(assigned)} later attempt(s) while working: shown to "
+        f"{len(with_)} judged (passed {sum(bool(a.passed) for a in with_)}), withheld from "
+        f"{len(without)} (passed {sum(bool(a.passed) for a in without)}); {pairs} pair(s)"
+    )
+
+
+def line(a: Assignment) -> str:
+    pair = f", pair {a.pair}" if a.pair else ""
+    return f"{a.episode_id} trial {a.trial} ({a.task_id}): {a.arm}, {a.outcome}{pair} ({a.coin})"
+
+
+def chance_line(pairs: int, without: tuple[int, int], rules: ValidityRules) -> str | None:
+    """What noise alone does to a lesson that changes nothing, settled pair by pair as here,
+    at the pass rate the withheld attempts had (None: no pair, or no withheld attempt told)."""
+    passed, told = without
+    if not pairs or not told:
+        return None
+    luck = by_chance_while_working(pairs, passed / told, rules)
+    return (
+        f"by chance alone (a lesson that changes nothing, at the {luck.pass_rate:.0%} pass "
+        f"rate of the attempts a candidate was withheld from): validated by its pair {pairs} "
+        f"{luck.validated:.0%} of the time, refuted {luck.refuted:.0%}"
+    )

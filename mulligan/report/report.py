@@ -1,0 +1,359 @@
+"""report.md, report.html and the plots, rebuilt from the episode log alone."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mulligan.memory.log import EpisodeLog
+from mulligan.report import frontier, plots, repeats, transfer_report
+from mulligan.report.headline import headline
+from mulligan.report.outcomes import write_outcomes
+from mulligan.report.selection_report import selection_html, selection_markdown
+from mulligan.report.self_test_report import self_test_lines, self_test_note, self_test_rows
+from mulligan.report.stats import RunStats, StrategyStats, collect
+from mulligan.report.tables import (
+    FIRST_NOTE,
+    LATER_NOTE,
+    PAIRED_NOTE,
+    SUCCESS_NOTE,
+    cost_note,
+    cost_rows,
+    first_trial_rows,
+    later_trial_rows,
+    lesson_rows,
+    paired_rows,
+    role_cost_rows,
+    role_rows,
+    setting_lines,
+    success_rows,
+    task_rows,
+)
+from mulligan.report.transfer_report import TransferStats, transfer_stats
+
+GENERATED = "Generated at "
+
+
+def _when(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def title(stats: RunStats) -> str:
+    label = stats.manifest.get("label")
+    base = f"mulligan study {stats.run_id}"
+    return f"{base}: {label}" if label else base
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _manifest_lines(stats: RunStats) -> list[str]:
+    m = stats.manifest
+    when = f"started {_when(stats.started_at)}, ended {_when(stats.ended_at)}"
+    lines = [f"- run: `{stats.run_id}`, {stats.status}; {when}"]
+    for key in sorted(m):
+        if key in ("task_order", "prompt_hashes", "versions"):
+            continue
+        if key == "config":  # the run configuration, a line per section
+            for section, values in sorted(m[key].items()):
+                lines.append(f"- {key}.{section}: `{json.dumps(values, sort_keys=True)}`")
+            continue
+        lines.append(f"- {key}: `{json.dumps(m[key], sort_keys=True)}`")
+    lines.append(f"- task order (seed {m.get('seed')}): {', '.join(m.get('task_order', []))}")
+    lines.append(
+        f"- prompt files (sha256): `{json.dumps(m.get('prompt_hashes', {}), sort_keys=True)}`"
+    )
+    lines.append(f"- versions: `{json.dumps(m.get('versions', {}), sort_keys=True)}`")
+    return lines
+
+
+def rebuild_command(run_id: str, log_path: Path, out: Path) -> str:
+    """The `mulligan report` command that rebuilds this report, working as printed."""
+    return shlex.join(
+        ["mulligan", "report", run_id, "--memory", str(log_path.parent), "--out", str(out)]
+    )
+
+
+def _per_strategy(stats: RunStats, count: Callable[[StrategyStats], int]) -> tuple[int, str]:
+    """A count over the run, and how it splits by strategy ("reflexion 2, retry 1")."""
+    counts = [(s.label, count(s)) for s in stats.strategies if count(s)]
+    return sum(n for _, n in counts), ", ".join(f"{label} {n}" for label, n in counts)
+
+
+def unmetered_note(stats: RunStats) -> str:
+    """Said only when some call's usage was never reported: the figures then undercount."""
+    total, split = _per_strategy(stats, lambda s: s.unmetered_calls)
+    if not total:
+        return ""
+    return (
+        f"{total} model call{'s' if total != 1 else ''} ({split}) timed out after being sent: "
+        "the endpoint reported no usage for them, so their tokens and cost are not in these "
+        "figures, which are lower than what the endpoint spent."
+    )
+
+
+def hidden_unrun_note(stats: RunStats) -> str:
+    """Said only when a hidden check could not start: those scores say nothing of the model."""
+    total, split = _per_strategy(stats, lambda s: s.hidden_unrun)
+    if not total:
+        return ""
+    return (
+        f"In {total} attempt{'s' if total != 1 else ''} ({split}) a hidden check could not "
+        "start (a broken check or environment, not the model): each counts as failed in these "
+        "scores, and the agent was not told (`mulligan episodes show` names the check)."
+    )
+
+
+def notes(stats: RunStats) -> list[str]:
+    """What the figures cannot show by themselves, one paragraph each."""
+    return [note for note in (unmetered_note(stats), hidden_unrun_note(stats)) if note]
+
+
+Block = repeats.Block
+
+
+def _blocks_markdown(title: str, blocks: list[Block]) -> list[str]:
+    """A section of paragraphs and tables (none without blocks)."""
+    if not blocks:
+        return []
+    parts = [f"## {title}", ""]
+    for item in blocks:
+        parts += [item if isinstance(item, str) else _markdown_table(*item), ""]
+    return parts
+
+
+def _blocks_html(title: str, blocks: list[Block]) -> list[str]:
+    if not blocks:
+        return []
+    parts = [f"<h2>{html.escape(title)}</h2>"]
+    for item in blocks:
+        parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else _html_table(*item))
+    return parts
+
+
+def _transfer_blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
+    return transfer_report.blocks(stats, transfer) if transfer else []
+
+
+def markdown(
+    stats: RunStats,
+    generated_at: float,
+    rebuild: str | None = None,
+    transfer: TransferStats | None = None,
+) -> str:
+    parts = [f"# {title(stats)}", ""]
+    if stats.manifest.get("scripted"):
+        parts += [
+            "> **The model in this run is scripted, not a language model.** It answers "
+            "correctly only in the ways its script allows; the numbers show that mulligan's "
+            "strategies, evaluation and report work, not how any model performs.",
+            "",
+        ]
+    setup, score, compared = headline(stats)
+    parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
+    parts += [*setting_lines(stats), ""]
+    parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
+    money = role_cost_rows(stats)
+    parts += [
+        "## Success per strategy",
+        "",
+        SUCCESS_NOTE,
+        "",
+        _markdown_table(*success_rows(stats)),
+        "",
+    ]
+    parts += _blocks_markdown("Repeats", repeats.blocks(stats))
+    parts += ["## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
+    parts += [cost_note(stats), ""] if cost_note(stats) else []
+    parts += [
+        "Tokens and cost count every model call an episode caused: the actor's turns, "
+        "context compression (summariser), reflections and insights (reflector) and "
+        "llm_judge checks (judge). By role:",
+        "",
+        _markdown_table(*role_rows(stats)),
+        "",
+        *([_markdown_table(*money), ""] if money[1] else []),
+        *[line for note in notes(stats) for line in (note, "")],
+        "![success by trial](success_by_trial.svg)",
+        "",
+        "![tokens per success](tokens_per_success.svg)",
+        "",
+        "![success against tokens](success_by_tokens.svg)",
+        "",
+    ]
+    parts += frontier.section_markdown(stats)
+    pairs = paired_rows(stats)
+    if pairs[1]:
+        parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
+    later = later_trial_rows(stats)
+    if later[1]:
+        parts += ["## After a failed first trial", "", LATER_NOTE, ""]
+        parts += [_markdown_table(*later), ""]
+    first = first_trial_rows(stats)
+    if first[1]:
+        parts += ["## Trial 1 with and without memory", "", FIRST_NOTE, ""]
+        parts += [_markdown_table(*first), ""]
+    tested = self_test_rows(stats)
+    if tested[1]:
+        parts += ["## Self-tests", "", self_test_note(stats), "", *self_test_lines(stats), ""]
+        parts += [_markdown_table(*tested), ""]
+    parts += selection_markdown(stats)
+    lessons = lesson_rows(stats)
+    if lessons[1]:
+        parts += ["## Lessons", "", _markdown_table(*lessons), ""]
+    parts += ["## Per task", "", _markdown_table(*task_rows(stats)), ""]
+    parts += ["## Manifest", "", *_manifest_lines(stats), ""]
+    command = rebuild or f"mulligan report {stats.run_id}"
+    parts += [f"{GENERATED}{_when(generated_at)} by `{command}`.", ""]
+    return "\n".join(parts)
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem;
+  color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }
+th { background: #f3f3f3; }
+.scripted { background: #fff3cd; border: 1px solid #e0c060; padding: 0.8rem; }
+.headline { background: #eef4fb; border-left: 4px solid #3a6ea5; padding: 0.4rem 1rem; }
+.headline ul { margin: 0.3rem 0; padding-left: 1.2rem; }
+.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(24rem, 1fr)); gap: 1rem;
+  align-items: start; }
+.plots img { width: 100%; height: auto; border: 1px solid #ddd; box-sizing: border-box; }
+code { font-size: 0.85rem; }
+"""
+
+
+def _inline(markdown_line: str) -> str:
+    """**bold** and `code` of a markdown line as HTML, the rest escaped."""
+    escaped = html.escape(markdown_line)
+    escaped = re.sub(r"\*\*([^*]*)\*\*", r"<strong>\1</strong>", escaped)
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped)
+
+
+def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | None = None) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title(stats))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title(stats))}</h1>",
+    ]
+    if stats.manifest.get("scripted"):
+        parts.append(
+            "<p class='scripted'><strong>The model in this run is scripted, not a language "
+            "model.</strong> The numbers show that the strategies, evaluation and report work, "
+            "not how any model performs.</p>"
+        )
+    setup, score, compared = headline(stats)
+    parts += ["<div class='headline'>", f"<p>{_inline(setup)}</p>", f"<p>{_inline(score)}</p>"]
+    parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in compared), "</ul></div>"]
+    money = role_cost_rows(stats)
+    parts += [
+        *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
+        *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
+        "<h2>Success per strategy</h2>",
+        f"<p>{html.escape(SUCCESS_NOTE)}</p>",
+        _html_table(*success_rows(stats)),
+        "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
+        "<img src='tokens_per_success.svg' alt='tokens per success'>"
+        "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
+        *_blocks_html("Repeats", repeats.blocks(stats)),
+        "<h2>Cost per strategy</h2>",
+        _html_table(*cost_rows(stats)),
+        *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
+        "<p>Tokens and cost count every model call an episode caused; by role:</p>",
+        _html_table(*role_rows(stats)),
+        *([_html_table(*money)] if money[1] else []),
+        *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
+        *frontier.section_html(stats),
+    ]
+    pairs = paired_rows(stats)
+    if pairs[1]:
+        parts += ["<h2>Paired comparison</h2>", f"<p>{html.escape(PAIRED_NOTE)}</p>"]
+        parts.append(_html_table(*pairs))
+    later = later_trial_rows(stats)
+    if later[1]:
+        parts += ["<h2>After a failed first trial</h2>", f"<p>{html.escape(LATER_NOTE)}</p>"]
+        parts.append(_html_table(*later))
+    first = first_trial_rows(stats)
+    if first[1]:
+        parts += ["<h2>Trial 1 with and without memory</h2>", f"<p>{html.escape(FIRST_NOTE)}</p>"]
+        parts.append(_html_table(*first))
+    tested = self_test_rows(stats)
+    if tested[1]:
+        parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(self_test_note(stats))}</p>"]
+        parts += [f"<p>{html.escape(line)}</p>" for line in self_test_lines(stats)]
+        parts.append(_html_table(*tested))
+    parts += selection_html(stats)
+    lessons = lesson_rows(stats)
+    if lessons[1]:
+        parts += ["<h2>Lessons</h2>", _html_table(*lessons)]
+    parts += ["<h2>Per task</h2>", _html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
+    for line in _manifest_lines(stats):
+        parts.append(f"<li>{_inline(line[2:])}</li>")
+    parts += ["</ul>", f"<p>{GENERATED}{_when(generated_at)}.</p></body></html>"]
+    return "\n".join(parts)
+
+
+REPORT_FILES = (
+    "report.md", "report.html", "outcomes.jsonl",
+    "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+    *(f"frontier_{cost}.svg" for cost in frontier.COSTS),
+)  # fmt: skip
+"""What `write_report` writes into its directory."""
+
+
+NAMES_ITS_RUN = re.compile(r"^# mulligan study (\w+)|<title>mulligan study (\w+)", re.M)
+
+
+def report_in(out: Path) -> tuple[list[str], str | None]:
+    """The report files `out` holds, and the run whose report its report.md is (None: there
+    is none, or it is not one mulligan wrote)."""
+    present = [name for name in REPORT_FILES if (out / name).exists()]
+    for name in ("report.md", "report.html"):  # each names its run at the top
+        if (out / name).is_file():
+            with open(out / name, errors="replace") as report:
+                found = NAMES_ITS_RUN.search(report.read(4096))
+            if found:
+                return present, found.group(1) or found.group(2)
+    return present, None
+
+
+def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
+    """Write report.md, report.html, the plots and each task's outcome (outcomes.jsonl) into
+    `out`; returns the numbers."""
+    stats = collect(log, run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = " (scripted model)" if stats.manifest.get("scripted") else ""
+    plots.success_by_trial(stats, out / "success_by_trial.svg", suffix)
+    plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
+    plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
+    for cost in frontier.drawn(stats):
+        plots.success_against_cost(stats, cost, out / f"frontier_{cost}.svg", suffix)
+    now = time.time()
+    rebuild = rebuild_command(run_id, log.path, out)
+    transfer = transfer_stats(log, stats)
+    (out / "report.md").write_text(markdown(stats, now, rebuild, transfer))
+    (out / "report.html").write_text(html_page(stats, now, transfer))
+    write_outcomes(stats, out / "outcomes.jsonl")
+    return stats
+
+
+__all__ = ["StrategyStats", "write_report"]

@@ -1,0 +1,346 @@
+"""The report's tables and the notes that explain them, built from a run's numbers."""
+
+from __future__ import annotations
+
+from mulligan import strategies
+from mulligan.report import repeats
+from mulligan.report.paired import (
+    bootstrap_difference,
+    mcnemar_exact,
+    pair_table,
+    tokens_per_extra_success,
+)
+from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule, wilson
+from mulligan.schema import Role, Usage
+from mulligan.strategies.stopping import StopRule
+
+ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
+
+PAIRED_NOTE = (
+    "Task by task over the tasks both strategies ran: solved by both, only by A, only by B, "
+    "by neither. McNemar p is the exact two-sided binomial test on the tasks only one solved "
+    "(below 0.05: unlikely to be chance). B − A is the difference in success rate, with a "
+    "seeded paired bootstrap 95% interval (an interval that contains 0 shows no clear "
+    "difference). Tokens per extra success: the tokens B spent beyond A for each task more "
+    "that it solved."
+)
+SUCCESS_NOTE = (
+    "Submitted answer passed, t trials: the answer an episode with a budget of t trials "
+    "submits (its first attempt whose feedback-visible checks all passed, else its t-th) "
+    "passed the hidden checks too: the honest score. Any attempt passed: some attempt passed, "
+    "which only an oracle could pick. Brackets are Wilson 95% intervals; n is the number of "
+    "tasks."
+)
+LATER_NOTE = (
+    "Rescued: tasks whose trial 1 failed and a later trial solved. Repeated: trials after the "
+    "first whose answer was the previous trial's answer again, whitespace aside; an attempt "
+    "that repeats the one before cannot rescue anything."
+)
+FIRST_NOTE = (
+    "Trial 1 of a strategy that starts empty against trial 1 of a strategy with the memory, "
+    "on the tasks the memory showed something (lessons retrieved from other tasks, or a "
+    "case): only A counts tasks it hurt, only B tasks it helped. On the other tasks the "
+    "memory arm's trial 1 is the one without memory (shared in a paired study)."
+)
+
+
+def pct(k: int, n: int) -> str:
+    if not n:
+        return "-"
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {100 * k / n:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}]"
+
+
+def stop_rule(stats: RunStats) -> StopRule:
+    """The rule the run stopped by (runs logged before the rule was recorded: oracle)."""
+    return logged_stop_rule(stats.manifest)
+
+
+def setting_lines(stats: RunStats) -> list[str]:
+    """What the figures come from, said before any of them."""
+    rule = stop_rule(stats)
+    lines = [f"**{rule.description[0].upper()}{rule.description[1:]}.**"]
+    if rule.oracle:
+        lines.append(
+            "The submitted-answer columns below are what an honest stop would have submitted "
+            "from the same attempts (the first whose visible checks all passed)."
+        )
+    if stats.manifest.get("feedback") == "em":
+        lines.append(
+            "**Oracle feedback:** `--feedback em` shows each attempt whether its answer matches "
+            "the gold answer, so the visible check is the grader itself (as in Reflexion's "
+            "HotpotQA setup); multi-trial figures here are oracle figures by construction."
+        )
+    return lines
+
+
+def budgets_shown(trials: int) -> list[int]:
+    """The trial budgets the success table has a column for: all of them up to 4, else the
+    first two, the middle one and the last (the plot shows every budget)."""
+    if trials <= 4:
+        return list(range(1, trials + 1))
+    return sorted({1, 2, (trials + 1) // 2, trials})
+
+
+def success_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """The honest score at each trial budget, and the oracle's pick beside it."""
+    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    shown = budgets_shown(trials)
+    header = ["strategy", "n"]
+    header += [f"submitted answer passed, {t} trial{'s' * (t > 1)} (95% CI)" for t in shown]
+    header += [f"any attempt passed, {trials} trials (oracle's pick)"]
+    rows = []
+    for s in stats.strategies:
+        row = [s.label, str(s.tasks)]
+        row += [pct(s.solved_by_trial[t - 1], s.tasks) if s.solved_by_trial else "-" for t in shown]
+        row += [pct(s.any_by_trial[-1], s.tasks) if s.any_by_trial else "-"]
+        rows.append(row)
+    return header, rows
+
+
+def priced(stats: RunStats) -> bool:
+    """Some call had a price above 0: only then are dollars worth a column (a local or
+    scripted model costs 0, an unpriced one is unknown: its cost is its tokens and time)."""
+    return any(s.cost for s in stats.strategies)
+
+
+def cost_note(stats: RunStats) -> str:
+    """Said instead of the dollar columns when no price is known."""
+    if priced(stats):
+        return ""
+    if any(s.cost is None for s in stats.strategies):
+        return (
+            "No price is known for this model, so its cost is unknown: it is the tokens and "
+            "seconds above (`--price-in`/`--price-out` or `MULLIGAN_PRICES` give dollars)."
+        )
+    return (
+        "Every call was priced at 0 (a local or scripted model): its cost is the tokens and "
+        "seconds above."
+    )
+
+
+def cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Per task: attempts, steps, tokens, time, and dollars where a price is known."""
+    money = priced(stats)
+    header = ["strategy", "attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
+    header += ["wall s/task", "tokens/success"]
+    header += ["cost/task ($)", "cost/success ($)"] if money else []
+    rows = []
+    for s in stats.strategies:
+        row = [
+            s.label,
+            f"{s.per_task(s.attempts):.2f}",
+            f"{s.per_task(s.steps):.1f}",
+            f"{s.per_task(s.prompt_tokens):,.0f}",
+            f"{s.per_task(s.completion_tokens):,.0f}",
+            f"{s.per_task(s.seconds):.2f}",
+            f"{s.tokens_per_success:,.0f}" if s.tokens_per_success else "-",
+        ]
+        if money:
+            row += [
+                "unknown" if s.cost is None else f"{s.per_task(s.cost):.4f}",
+                "unknown" if s.cost is None else _maybe(s.cost_per_success, "{:.4f}"),
+            ]
+        rows.append(row)
+    return header, rows
+
+
+def _maybe(value: float | None, form: str) -> str:
+    return "-" if value is None else form.format(value)
+
+
+def _roles(stats: RunStats) -> tuple[Role, ...]:
+    extra: tuple[Role, ...] = ("tester", "selector")
+    return ROLES + tuple(r for r in extra if any(r in s.by_role for s in stats.strategies))
+
+
+def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Tokens per task by role: what each strategy's extra calls cost.
+    Attempts logged before the split was kept show as `unsplit`."""
+    unsplit = {
+        s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
+    }
+    legacy = any(unsplit.values())
+    roles = _roles(stats)
+    header = ["strategy"] + [f"{role} tok/task" for role in roles]
+    header += ["unsplit tok/task"] if legacy else []
+    rows = []
+    for s in stats.strategies:
+        split = [s.by_role.get(role, Usage()) for role in roles]
+        row = [s.label] + [f"{s.per_task(u.total_tokens):,.0f}" for u in split]
+        row += [f"{s.per_task(unsplit[s.label]):,.0f}"] if legacy else []
+        rows.append(row)
+    return header, rows
+
+
+def role_cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Dollars per task by role; no rows when no price is known."""
+    roles = _roles(stats)
+    header = ["strategy"] + [f"{role} $/task" for role in roles]
+    if not priced(stats):
+        return header, []
+    rows = []
+    for s in stats.strategies:
+        split = [s.by_role.get(role, Usage()) for role in roles]
+        rows.append(
+            [s.label]
+            + ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
+        )
+    return header, rows
+
+
+def _split_tokens(s: StrategyStats) -> int:
+    return sum(u.total_tokens for u in s.by_role.values())
+
+
+def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    header = ["task"] + [s.label for s in stats.strategies]
+    rows = []
+    for task_id in stats.task_ids:
+        row = [task_id]
+        for s in stats.strategies:
+            if stats.repeats > 1:
+                row.append(repeats.task_cell(s, task_id))
+            elif task_id not in s.solved_at:
+                row.append("not run")
+            else:
+                trial = s.solved_at[task_id]
+                row.append(f"solved (trial {trial})" if trial else "unsolved")
+        rows.append(row)
+    return header, rows
+
+
+def lesson_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    header = ["strategy", "lessons written", "retrieved", "validated", "refuted"]
+    rows = [
+        [s.label]
+        + [str(s.lessons.get(k, 0)) for k in ("written", "retrieved", "validated", "refuted")]
+        for s in stats.strategies
+        if (strategy := strategies.known(s.strategy)) is None or strategy.reflects
+    ]
+    return header, rows
+
+
+PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar p"]
+PAIRED_HEADER += ["B − A (95% bootstrap)"]
+
+
+def p_text(p: float) -> str:
+    """A p-value as the paired tables print it."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def difference_interval(
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
+) -> tuple[float, float]:
+    """The paired bootstrap interval of B − A over the tasks both ran (in a repeated study,
+    whole tasks resampled with their repeats: `units` gives each one's task)."""
+    common = [task for task in a if task in b]
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    units = units or {}
+    repeated = any(repeat > 1 for _, repeat in units.values())
+    clusters = [units.get(t, (t, 1))[0] for t in common] if repeated else None
+    return bootstrap_difference(xs, ys, seed=seed, clusters=clusters)
+
+
+def paired_cells(
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
+) -> tuple[list[str], list[bool], list[bool]]:
+    table = pair_table(a, b)
+    common = [task for task in a if task in b]
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    low, high = difference_interval(a, b, seed, units)
+    difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
+    cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
+    p = mcnemar_exact(table.only_a, table.only_b)
+    cells += [str(table.neither), p_text(p)]
+    cells.append(f"{100 * difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]")
+    return cells, xs, ys
+
+
+def submitted_passed(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
+    """Per task, whether the submitted answer passed (with a budget of `by_trial` trials)."""
+    return {task: passed[(by_trial or len(passed)) - 1] for task, passed in s.submitted.items()}
+
+
+def _share_tasks(a: StrategyStats, b: StrategyStats) -> bool:
+    """A pair with no task finished by both has nothing to compare (a run stopped early)."""
+    return any(task in b.solved_at for task in a.solved_at)
+
+
+def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Every pair of strategies that finished a task in common, task by task (the bootstrap
+    seeded by the run's seed)."""
+    seed = int(stats.manifest.get("seed") or 0)
+    header = PAIRED_HEADER + ["tokens per extra success (B over A)"]
+    rows = []
+    for i, a in enumerate(stats.strategies):
+        for b in stats.strategies[i + 1 :]:
+            if not _share_tasks(a, b):
+                continue
+            cells, xs, ys = paired_cells(
+                submitted_passed(a), submitted_passed(b), seed, {**a.units, **b.units}
+            )
+            extra = tokens_per_extra_success(
+                a.prompt_tokens + a.completion_tokens,
+                b.prompt_tokens + b.completion_tokens,
+                sum(xs),
+                sum(ys),
+            )
+            spent = (
+                "-" if extra is None else f"{extra:,.0f}" + (" (B spent less)" if extra < 0 else "")
+            )
+            rows.append([a.label, b.label, *cells, spent])
+    return header, rows
+
+
+def shown_only(passed: dict[str, bool], shown: set[str]) -> dict[str, bool]:
+    """The tasks whose trial 1 the memory showed something: on the others the memory arm's
+    trial 1 is the no-memory one (shared in a paired study), equal by construction."""
+    return {task: value for task, value in passed.items() if task in shown}
+
+
+def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Trial 1 without memory against trial 1 with it, on the tasks the memory showed
+    something: where retrieved lessons hurt or help."""
+    seed = int(stats.manifest.get("seed") or 0)
+    memory = [s for s in stats.strategies if not _shares_first(s)]
+    plain = next((s for s in stats.strategies if _shares_first(s)), None)
+    rows = []
+    for b in memory if plain else []:
+        assert plain is not None
+        if not _share_tasks(plain, b) or not b.shown_first:
+            continue
+        mine = shown_only(submitted_passed(b, 1), b.shown_first)
+        cells, _, _ = paired_cells(submitted_passed(plain, 1), mine, seed, b.units)
+        rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
+    return PAIRED_HEADER, rows
+
+
+def _shares_first(s: StrategyStats) -> bool:
+    strategy = strategies.known(s.strategy)
+    return strategy is None or strategy.shares_first_attempt
+
+
+def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """Only when some strategy made a trial after the first."""
+    header = ["strategy", "trial 1 failed", "rescued later", "later trials", "repeated answer"]
+    if not any(s.later_trials for s in stats.strategies):
+        return header, []
+    rows = [
+        [
+            s.label,
+            str(s.failed_first),
+            pct(s.rescued, s.failed_first),
+            str(s.later_trials),
+            pct(s.repeated_answers, s.later_trials),
+        ]
+        for s in stats.strategies
+    ]
+    return header, rows

@@ -1,0 +1,179 @@
+"""Where the run configuration comes from (settings/run_config.py): command-line flags, then
+MULLIGAN_* environment variables, then ./mulligan.toml, then the per-user config file
+(platform config dir), then the defaults; each value's source is kept."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mulligan.defaults import CONFIG_FILE, user_config_path
+from mulligan.errors import UserError
+from mulligan.inputs.paths import read_text
+from mulligan.settings.fields import said, setting, settings
+from mulligan.settings.run_config import (
+    LEGACY_KEYS,
+    SECTIONS,
+    EndpointSettings,
+    RunConfig,
+    section_fields,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+NO_ENDPOINT = (
+    "no model endpoint configured: pass --base-url URL (or set OPENAI_BASE_URL) for a local "
+    "server, --api-key KEY (or OPENAI_API_KEY) for a hosted one, and --model NAME "
+    "(or MULLIGAN_MODEL); or try `mulligan demo`, which needs none"
+)
+
+
+def load_config(
+    flags: dict[str, Any],
+    config_path: Path | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> RunConfig:
+    """Merge the sources, the first that gives a value winning: flags, MULLIGAN_* variables,
+    ./mulligan.toml, the user file, `defaults` (a command's own, by `section.field`), then
+    the model's defaults. `config.source_of(path)` says where each value came from."""
+    path = config_path or Path.cwd() / CONFIG_FILE
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    files: list[str] = []
+
+    def put(where: str, key: str, value: Any, checked_as: str) -> None:
+        merged[key] = _checked(key, value, checked_as)
+        sources[key] = where
+
+    for key, value in (defaults or {}).items():
+        put("this command's default", key, value, f"the default of {key}")
+    named = os.environ.get("MULLIGAN_CONFIG")
+    if named and not user_config_path().is_file():
+        raise UserError(
+            f"MULLIGAN_CONFIG names {named}, which is not a file: create it, fix the name, "
+            "or unset MULLIGAN_CONFIG"
+        )
+    for file in (user_config_path(), path):  # the project's file over the user's
+        if file.exists():
+            files.append(str(file))  # it may hold an API key: the box never reads it
+            for key, (value, line, written) in _read_toml(file).items():
+                put(f"{file}:{line}", key, value, f"{file}:{line}: key {written}")
+    for one in settings():
+        for name in one.env:
+            if os.environ.get(name):
+                put(f"${name}", one.path, os.environ[name], f"environment variable {name}")
+                break
+    for one in settings():
+        value = flags.get(one.flag) if one.flag else None
+        if value is not None and value is not False:
+            put(str(one.option), one.path, one.value_of_flag(value), str(one.option))
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in merged.items():
+        section, _, name = key.partition(".")
+        nested.setdefault(section, {})[name] = value
+    try:
+        config = RunConfig.model_validate(nested)
+    except ValidationError as exc:  # each value alone passed: a combination failed
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']} "
+            f"(from {sources.get('.'.join(map(str, e['loc'][:2])), 'the defaults')})"
+            for e in exc.errors()
+        )
+        raise UserError(f"settings: {problems}") from exc
+    config._sources, config._files = sources, tuple(files)
+    return config
+
+
+def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
+    """mulligan.toml as `section.field` -> (value, line, the key as written), each problem
+    named by file, line and key. Sections are tables (`[budget]`); the endpoint's, actor's
+    and run's settings may also stand at the top (`model = ...`), as before sections."""
+    text = read_text(path, "settings file")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    found: dict[str, tuple[Any, int | str, str]] = {}
+
+    def keep(setting: str, value: Any, line: int | str, written: str) -> None:
+        if setting in found:  # `model = ...` at the top and again in [endpoint]
+            raise UserError(
+                f"{path}:{line}: {written} sets {setting} again (as {found[setting][2]} at "
+                f"{path.name}:{found[setting][1]}); keep one of them"
+            )
+        found[setting] = (value, line, written)
+
+    for key, value in data.items():
+        if key in LEGACY_KEYS and not (key in SECTIONS and isinstance(value, dict)):
+            # `memory = "DIR"` is run.memory (as before sections); `[memory]` is the section
+            keep(LEGACY_KEYS[key], value, _line_of(text, key), repr(key))
+        elif key in SECTIONS and not isinstance(value, dict):
+            raise UserError(
+                f"{path}:{_line_of(text, key)}: [{key}] is a table: write `[{key}]` on a line "
+                f"of its own and its keys below it, not `{key} = {value!r:.30}`"
+            )
+        elif key in SECTIONS:
+            for name, inner in value.items():
+                line = _line_of(text, name, section=key)
+                if name not in section_fields(key):
+                    known = ", ".join(section_fields(key))
+                    raise UserError(
+                        f"{path}:{line}: unknown key {name!r} in [{key}] (remove it); "
+                        f"known keys there: {known}"
+                    )
+                keep(f"{key}.{name}", inner, line, f"{name!r} in [{key}]")
+        else:
+            known = ", ".join([*(f"[{s}]" for s in SECTIONS), *LEGACY_KEYS])
+            raise UserError(
+                f"{path}:{_line_of(text, key)}: unknown key {key!r} (remove it); known: {known}"
+            )
+    return found
+
+
+def _line_of(text: str, key: str, section: str | None = None) -> int | str:
+    """The line that sets `key`: inside `[section]` when given, else as `section.key = `,
+    in `section = {...}` or as the table `[section.key]`."""
+    pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
+    header = re.compile(rf"^\s*\[\s*{re.escape(section)}\s*\]") if section else None
+    inside = header is None
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
+        if header is not None and line.lstrip().startswith("["):
+            inside = bool(header.match(line))
+            continue
+        if inside and pattern.match(line):
+            return number
+    if section is None:
+        return "?"
+    elsewhere = re.compile(
+        rf"^\s*\[?\s*{re.escape(section)}\s*\.\s*{re.escape(key)}\s*[=\]]"  # dotted, sub-table
+        rf"|^\s*{re.escape(section)}\s*=\s*\{{.*\b{re.escape(key)}\b"  # inline table
+    )
+    return next((n for n, line in enumerate(lines, start=1) if elsewhere.match(line)), "?")
+
+
+def _checked(key: str, value: Any, where: str) -> Any:
+    """One setting on its own, so a bad value is named by where it came from."""
+    section, _, name = key.partition(".")
+    shown = "" if name == "api_key" else f" (got {value!r:.60})"  # never print a secret
+    try:
+        checked = getattr(RunConfig.model_validate({section: {name: value}}), section)
+    except ValidationError as exc:
+        problem = "; ".join(said(setting(key), e) for e in exc.errors())
+        raise UserError(f"{where}: {problem}{shown}") from exc
+    number = getattr(checked, name)
+    if isinstance(value, bool) and not isinstance(number, bool):  # pydantic reads true as 1
+        raise UserError(f"{where}: a number is needed here, not {str(value).lower()}")
+    return value
+
+
+def endpoint_configured(settings: EndpointSettings) -> bool:
+    return bool(settings.base_url or settings.api_key)

@@ -1,0 +1,136 @@
+"""The one run configuration: every setting a command takes, in sections, each defined once.
+
+    endpoint     where the model is and what it costs (base_url, model, temperature, ...)
+    actor        how the actor talks to it (protocol)
+    budget       one attempt's limits (`Budget`, checked before every model call)
+    compression  folding old steps (`CompressionSettings`)
+    loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
+    validity     when a lesson is validated, refuted, expires (`ValidityRules`)
+    memory       what a memory arm is shown (candidates, cases), verification's pairs
+    run          the memory, its embedding, MCP servers, concurrency
+    local        the local model's server: slots, threads (`--model local`)
+
+A setting is one pydantic field of a section (mulligan/settings/sections.py): its type,
+default, bounds (ge/gt/le/lt) and help (`description`). Its flag (`--field-name`), its
+MULLIGAN_FIELD_NAME variable, its mulligan.toml key (`[section] field`), `mulligan config
+show` and docs/settings.md are derived from that field (mulligan/settings/fields.py). Adding
+a field to a section is all a new setting needs; `json_schema_extra` names a flag or
+variable that differs from the field's name (FLAG, ENV, NO_FLAG). A new section is a
+`Section` class and a field of `RunConfig`.
+
+Filled by flags over MULLIGAN_* over ./mulligan.toml over the user file over the defaults
+(`mulligan.settings.loading` merges them and remembers each value's source). A run's manifest holds
+`manifest()`, its dump, and `--resume` compares it field by field.
+
+This module imports only pydantic: the parser derives every command's flags from it, so
+`--help` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from mulligan.settings.sections import (
+    DETERMINISTIC_TEMPERATURE,
+    ENV,
+    FLAG,
+    MAX_CONCURRENCY,
+    NO_FLAG,
+    REPEATED_TEMPERATURE,
+    ActorSection,
+    Budget,
+    CompressionSettings,
+    EndpointSettings,
+    LocalSection,
+    LoopSection,
+    MemorySection,
+    ReflectorSettings,
+    RunSection,
+    Section,
+    ValidityRules,
+)
+
+__all__ = [
+    "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
+    "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
+    "EndpointSettings", "LocalSection", "LoopSection", "MemorySection", "ReflectorSettings",
+    "RunConfig", "RunSection", "Section", "ValidityRules",
+]  # fmt: skip
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
+    reflector: ReflectorSettings = Field(default_factory=ReflectorSettings)
+    actor: ActorSection = Field(default_factory=ActorSection)
+    budget: Budget = Field(default_factory=Budget)
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
+    loop: LoopSection = Field(default_factory=LoopSection)
+    validity: ValidityRules = Field(default_factory=ValidityRules)
+    memory: MemorySection = Field(default_factory=MemorySection)
+    run: RunSection = Field(default_factory=RunSection)
+    local: LocalSection = Field(default_factory=LocalSection)
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    _files: tuple[str, ...] = PrivateAttr(default=())
+
+    def source_of(self, path: str) -> str:
+        """Where `section.field` came from: a flag, an environment variable, a file (with
+        its line), a command's own default, or "default"."""
+        return self._sources.get(path, "default")
+
+    def given(self, path: str) -> bool:
+        return path in self._sources
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The settings files it was read from (they may hold an API key)."""
+        return self._files
+
+    def updated(self, path: str, value: Any, source: str) -> RunConfig:
+        """A copy with one setting changed (a command's own choice), and its source."""
+        section, _, name = path.partition(".")
+        values = self.model_dump()
+        changed = self.model_validate({**values, section: {**values[section], name: value}})
+        changed._sources = {**self._sources, path: source}
+        changed._files = self._files
+        return changed
+
+    def manifest(self) -> dict[str, Any]:
+        """The run configuration's dump but for its secrets: a run's manifest holds it, and
+        --resume compares it field by field (but for lifecycle.RESUME_MAY_CHANGE)."""
+        dump = self.model_dump(mode="json")
+        for path in SECRETS:
+            section, _, name = path.partition(".")
+            dump[section].pop(name, None)
+        return dump
+
+
+SECRETS = ("endpoint.api_key", "reflector.api_key")
+"""Settings a manifest, `config show` and the settings reference never show."""
+SECTIONS = tuple(RunConfig.model_fields)
+
+
+def section_model(section: str) -> type[Section]:
+    kind = RunConfig.model_fields[section].annotation
+    assert isinstance(kind, type) and issubclass(kind, Section)
+    return kind
+
+
+def section_fields(section: str) -> list[str]:
+    return list(section_model(section).model_fields)
+
+
+def every_path() -> list[str]:
+    return [f"{section}.{name}" for section in SECTIONS for name in section_fields(section)]
+
+
+LEGACY_KEYS = {
+    name: f"{section}.{name}"
+    for section in ("endpoint", "actor", "run")
+    for name in section_fields(section)
+    if name != "concurrency"
+}
+"""Keys mulligan.toml takes at its top level (as before sections), each in its section."""

@@ -1,0 +1,115 @@
+"""`Agent`: a model, a memory directory and a strategy held together; `solve` runs one task
+through the loop the one builder makes and returns the episode; what it learns stays in the
+memory for the next Agent on that directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan import Agent
+from mulligan.errors import UserError
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.schema import ExactMatchCheck, Task
+from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
+
+QUESTION = "What is the capital city of Australia? One word."
+LESSON = "Name the capital city, which is often not the largest city."
+DIAGNOSIS = "Sydney is the largest city; the capital is Canberra."
+
+
+def capitals_model() -> ScriptedModel:
+    """Answers Sydney until its prompt holds a diagnosis naming Canberra; reflects on a
+    failure with that diagnosis and a general lesson."""
+
+    def policy(messages: list[dict[str, Any]], tools: Any) -> str:
+        text = json.dumps(messages)
+        if "You review a failed attempt" in text:
+            return json.dumps({"diagnosis": DIAGNOSIS, "lesson": LESSON, "tags": []})
+        return "Canberra" if "Canberra" in text else "Sydney"
+
+    return ScriptedModel(policy=policy)
+
+
+def test_importing_mulligan_loads_no_agent_until_it_is_named() -> None:
+    code = (
+        "import sys, mulligan; before = 'mulligan.agent' in sys.modules; "
+        "from mulligan import Agent; print(before, Agent.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "mulligan.agent.agent"], done.stderr
+
+
+def test_a_prompt_and_its_checks_are_solved_and_the_lesson_kept_for_the_next_agent(
+    tmp_path: Path,
+) -> None:
+    agent = Agent(capitals_model(), memory=tmp_path / "mem", embedding="hash", trials=3)
+    episode = agent.solve(QUESTION, checks=[ExactMatchCheck(answer="Canberra")], family="capitals")
+    assert [v.passed for v in episode.verdicts] == [False, True]
+    assert episode.strategy == "reflexion-memory"  # the default: the agent loop with its memory
+    assert episode.run_id == agent.run_id
+    written = agent.lessons(episode.lessons_written)
+    assert {(x.kind, x.text) for x in written} >= {("failure", LESSON), ("diagnosis", DIAGNOSIS)}
+    later = Agent(ScriptedModel(), memory=tmp_path / "mem", embedding="hash")
+    stored = [x for x in later.lessons() if x.kind == "failure"]
+    assert [(x.text, x.validity.status) for x in stored] == [(LESSON, "candidate")]
+    assert stored[0].source.task_id == episode.task_id
+
+
+def test_the_same_prompt_is_the_same_task_in_every_session(tmp_path: Path) -> None:
+    ids = []
+    for _ in range(2):
+        agent = Agent(ScriptedModel(["Canberra"]), memory=tmp_path / "mem", embedding="hash")
+        ids.append(agent.solve(QUESTION, [ExactMatchCheck(answer="Canberra")]).task_id)
+    assert ids[0] == ids[1] and ids[0].startswith("what-is-the-capital-city")
+
+
+def test_a_task_runs_under_the_strategy_and_settings_given(tmp_path: Path) -> None:
+    task = Task(id="t", prompt="Say yes.", checks=[ExactMatchCheck(answer="yes")])
+    model = ScriptedModel(["no", "no"])
+    agent = Agent(model, tmp_path / "mem", "retry", trials=2, embedding="hash")
+    episode = agent.solve(task)
+    assert (episode.task_id, episode.strategy, len(episode.attempts)) == ("t", "retry", 2)
+    assert not episode.passed
+    model.assert_done()
+
+
+def test_an_endpoints_url_is_the_model(tmp_path: Path) -> None:
+    with FakeOpenAIServer([FakeReply(content="yes")]) as server:
+        agent = Agent(server.base_url, tmp_path / "mem", "react", embedding="hash")
+        episode = agent.solve("Say yes.", [ExactMatchCheck(answer="yes")])
+    assert episode.passed
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"trails": 3}, r"Agent\(trails=...\): no such setting"),
+        ({"trials": 0}, "trials"),
+        ({"strategy": "reflection"}, "unknown strategy 'reflection'"),
+        ({"memory": "FILE"}, "is a file, not a directory"),
+    ],
+)
+def test_bad_settings_are_user_errors_before_any_task(
+    tmp_path: Path, settings: dict[str, Any], says: str
+) -> None:
+    (tmp_path / "FILE").write_text("")
+    chosen = {"memory": tmp_path / "mem", "embedding": "hash"} | settings
+    if chosen["memory"] == "FILE":
+        chosen["memory"] = tmp_path / "FILE"
+    with pytest.raises(UserError, match=says):
+        Agent(ScriptedModel(), **chosen)
+
+
+def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
+    agent = Agent(ScriptedModel(), memory=tmp_path / "mem", embedding="hash")
+    with pytest.raises(UserError, match="prompt"):
+        agent.solve("   ")
+    with pytest.raises(UserError, match="carries its own checks"):
+        agent.solve(Task(id="t", prompt="x"), [ExactMatchCheck(answer="y")])
+    assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []

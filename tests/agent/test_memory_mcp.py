@@ -1,0 +1,136 @@
+"""`mulligan memory mcp`: the memory served over MCP on stdio, driven through the SDK's own
+client against the real server process, its reflector on the fake OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import mcp
+import pytest
+from mcp.client.stdio import stdio_client
+
+from mulligan.cli import main
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.memory.helpers import plant
+
+TASK = "A path is 3 km long. How long is it in metres?"
+LESSON = "When a path is given in km and the question asks for metres, multiply the km by 1000."
+DIAGNOSIS = "The answer was given in km; the question asks for metres."
+
+
+def reflector(body: dict[str, Any]) -> FakeReply:
+    """A diagnosis after every failure; the general lesson only from the first task's."""
+    text = json.dumps(body["messages"])
+    assert "You review a failed attempt" in text
+    lesson = LESSON if "A path is 1 km" in text else ""
+    return FakeReply(content=json.dumps({"diagnosis": DIAGNOSIS, "lesson": lesson}))
+
+
+def path_task(km: int) -> str:
+    return f"A path is {km} km long. How long is it in metres?"
+
+
+Client = Any
+Script = Callable[[Client], Awaitable[list[Any]]]
+
+
+async def session(directory: Path, base_url: str, script: Script) -> tuple[dict[str, Any], Any]:
+    """Start the server, list its tools, run the client's script; (tools, what it returned)."""
+    argv = ["-m", "mulligan.cli", "memory", "mcp", "--memory", str(directory)]
+    argv += ["--embedding", "hash", "--min-similarity", "0", "--family", "units"]
+    argv += ["--base-url", base_url, "--model", "fake-reflector"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    params = mcp.StdioServerParameters(command=sys.executable, args=argv, env=env)
+    async with stdio_client(params) as (reading, writing):  # noqa: SIM117
+        async with mcp.ClientSession(reading, writing) as client:
+            await client.initialize()
+            tools = await client.list_tools()
+            found = await script(client)
+    return {t.name: t for t in tools.tools}, found
+
+
+async def first_day(client: Client) -> list[Any]:
+    """Task 1 fails and teaches the lesson; two reports are refused; then tasks 2 to 5,
+    whose agent passes exactly when shown the lesson, each at most two attempts."""
+    calls = [await client.call_tool("recall", {"task": path_task(1)})]
+    report = {"task": path_task(1), "answer": "1", "passed": False, "feedback": "in metres"}
+    calls.append(await client.call_tool("report", report | {"shown": ["proven"]}))
+    calls.append(await client.call_tool("report", report | {"shown": ["proven", "nosuch"]}))
+    calls.append(await client.call_tool("report", report | {"passed": "perhaps"}))
+    calls.append(await client.call_tool("recall", {"task": path_task(1)}))
+    for km in range(2, 6):
+        for attempt in (1, 2):
+            found = (await client.call_tool("recall", {"task": path_task(km)})).structured_content
+            assert found["attempt"] == attempt
+            shown = [x["id"] for x in found["lessons"] + found["diagnoses"]]
+            tried = any(x["text"] == LESSON for x in found["lessons"])
+            answer = {"answer": str(km * 1000 if tried else km), "passed": tried}
+            await client.call_tool("report", {"task": path_task(km), "shown": shown} | answer)
+            if tried:
+                break
+    return calls
+
+
+async def next_day(client: Client) -> list[Any]:
+    return [await client.call_tool("recall", {"task": path_task(9)})]
+
+
+def test_recall_and_report_through_the_sdks_client_verify_a_lesson_across_sessions(
+    tmp_path: Path,
+) -> None:
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    plant(memory, "proven", "Read how long the path is in the units asked.", status="validated")
+    with FakeOpenAIServer(policy=reflector) as server:
+        tools, calls = asyncio.run(session(tmp_path / "mem", server.base_url, first_day))
+        _, (later,) = asyncio.run(session(tmp_path / "mem", server.base_url, next_day))
+        assert server.violations == []
+    assert set(tools) == {"recall", "report"}
+    assert tools["report"].input_schema["required"] == ["task", "answer", "passed"]
+    first, failed, unknown, malformed, second = calls
+    assert [(x["id"], x["status"]) for x in first.structured_content["lessons"]] == [
+        ("proven", "validated")
+    ]
+    written = {x["kind"]: x for x in failed.structured_content["written"]}
+    assert written["failure"]["text"] == LESSON and written["failure"]["status"] == "candidate"
+    assert unknown.is_error and "no lesson 'nosuch'" in unknown.content[0].text
+    assert malformed.is_error and "passed" in malformed.content[0].text
+    assert [x["text"] for x in second.structured_content["diagnoses"]] == [DIAGNOSIS]
+    assert second.structured_content["attempt"] == 2  # the refused reports made no attempt
+
+    after = Memory(tmp_path / "mem", HashEmbedding())
+    lesson = after.lessons([written["failure"]["id"]])[0]
+    e = lesson.validity.evidence
+    assert (lesson.validity.status, e.pairs, e.helped, e.hurt) == ("validated", 2, 2, 0)
+    shown_next_day = later.structured_content["lessons"]
+    assert (lesson.id, "validated") in [(x["id"], x["status"]) for x in shown_next_day]
+    assert later.structured_content["attempt"] == 1  # a new session's first attempt
+    episode = after.log.episode(lesson.source.episode_id)
+    assert episode is not None and episode.task_id.startswith("a-path-is-1-km")
+    assert [a.answer for a in episode.attempts] == ["1"]  # only the report that was recorded
+    runs = {row["id"]: row["status"] for row in after.log.runs()}
+    assert len(runs) == 2 and set(runs.values()) == {"finished"}
+
+
+def test_the_command_refuses_a_memory_that_is_a_file_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("not a memory")
+    code = main(["memory", "mcp", "--memory", str(tmp_path / "file"), "--embedding", "hash"])
+    assert code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_command_without_an_endpoint_says_how_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["memory", "mcp", "--memory", str(tmp_path / "mem"), "--embedding", "hash"])
+    assert code == 2
+    assert "OPENAI_BASE_URL" in capsys.readouterr().err
+    assert not (tmp_path / "mem").exists()  # nothing made for a command that cannot run
