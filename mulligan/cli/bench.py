@@ -15,6 +15,7 @@ from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, run
 from mulligan.cli.progress import Progress
 from mulligan.errors import UserError
 from mulligan.memory.curator import CuratorSettings
+from mulligan.memory.reading import MemoryReader
 from mulligan.report.repeats import repeat_summaries
 from mulligan.report.report import report_in, write_report
 from mulligan.report.stats import RunStats
@@ -215,7 +216,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     directory = Path(args.memory) if args.memory else out / "memory"
     if not (directory / "episodes.db").exists():
         raise UserError(f"no episode log at {directory / 'episodes.db'}; pass --memory DIR")
-    log = open_memory(RunConfig(), default=str(directory), reading=True).log
+    log = MemoryReader(directory).log  # a report only reads: the log is left as it is
     if log.run(args.run_id) is None:
         known = ", ".join(run["id"] for run in log.runs()[-5:]) or "none"
         raise UserError(f"no run {args.run_id!r} in {directory / 'episodes.db'} (latest: {known})")
