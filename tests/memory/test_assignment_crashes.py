@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from mulligan.loop import LoopSettings
-from mulligan.memory import HashEmbedding, Memory, in_work
-from mulligan.memory.assignment import of_lesson
+from mulligan.memory import HashEmbedding, Memory, assignment, in_work
 from mulligan.runs.build import build_loop
 from mulligan.schema import Lesson, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
@@ -36,7 +35,7 @@ def state(memory: Memory) -> tuple[Any, ...]:
     """What the memory holds of the candidate's verification, episode ids and times aside."""
     halves = [
         (a.episode_id.rsplit("-", 1)[-1], a.trial, a.shown, a.passed, a.told, a.pair)
-        for a in of_lesson(memory.log.db.conn, "rule")
+        for a in memory.log.assignments_of_lesson("rule")
     ]
     events = Counter(
         (e["event"], e["episode_id"].rsplit("-", 1)[-1], e["trial"])
@@ -115,7 +114,7 @@ def test_killed_between_an_attempt_and_its_evidence(
 
         monkeypatch.setattr(in_work.InWorkVerification, "judged", killed)
     else:
-        judge = in_work.judge
+        judge = assignment.judge
         crash = once(lambda lesson, episode_id, trial: episode_id == "e-units-3")
 
         def half_done(conn: Any, lesson: Lesson, episode_id: str, trial: int, *rest: Any) -> Any:
@@ -123,7 +122,7 @@ def test_killed_between_an_attempt_and_its_evidence(
             crash(lesson, episode_id, trial)
             return events
 
-        monkeypatch.setattr(in_work, "judge", half_done)
+        monkeypatch.setattr(assignment, "judge", half_done)
     with pytest.raises(Crash):
         session(tmp_path / "crash", tasks, model())
     monkeypatch.undo()
@@ -194,7 +193,7 @@ def test_a_session_killed_mid_run_and_resumed_ends_as_an_uninterrupted_one(
         assert process.stderr is not None
         run_id = process.stderr.readline().split("run id:")[1].strip()
         middle = Memory(tmp_path / "crash", HashEmbedding())
-        assert 0 < len(of_lesson(middle.log.db.conn, "rule")) < 12  # killed mid-session
+        assert 0 < len(middle.log.assignments_of_lesson("rule")) < 12  # killed mid-session
         done = subprocess.run(
             argv(server, tmp_path / "crash", "--resume", run_id), capture_output=True, env=env
         )
