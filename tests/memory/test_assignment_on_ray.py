@@ -4,40 +4,25 @@ and pairs as the same run on threads."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.runs import executors
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.memory.helpers import DIAGNOSIS, RIGHT, plant, prompt_of
+from tests.studies.test_ray_executor import ray_address
 
-pytestmark = pytest.mark.timeout(600)
-
-for _key, _value in executors.QUIET_RAY.items():
-    os.environ.setdefault(_key, _value)
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+pytestmark = pytest.mark.timeout(600)  # a hang guard only, as for every Ray test
+__all__ = ["ray_address"]  # a fixture
 
 TASKS = "\n".join(
     f"- id: units-{n}\n  family: units\n  prompt: A path is {n} km long. How long is it in "
     f"metres?\n  checks: [{{type: exact_match, answer: '{n * 1000}'}}]"
     for n in range(1, 6)
 )
-
-
-@pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    context = ray.init(
-        num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
-    )
-    yield context.address_info["gcs_address"]
-    ray.shutdown()
 
 
 def policy(body: dict[str, Any]) -> FakeReply:
