@@ -1,4 +1,10 @@
-"""`mulligan memory ...` and `mulligan episodes ...`."""
+"""`mulligan memory ...` and `mulligan episodes ...`.
+
+The actions that only read (list, search, show, stats, export, and `episodes`) change no
+byte of the memory: they read the episode log opened read-only (`MemoryReader`) and its
+lesson table, never chromadb, which writes to a store whenever it opens it
+(`memory.store_reading`). A lesson store on a chroma server is read from the server.
+"""
 
 from __future__ import annotations
 
@@ -9,35 +15,94 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mulligan.cli import display
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
+from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import memory_directory, memory_to_read
 from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
-from mulligan.memory.validity import evidence_phrase, online_phrase
+from mulligan.memory.reading import MemoryReader
+from mulligan.memory.store_reading import refuse_another, search_lessons, stored_embedding
+from mulligan.memory.validity import ValidityRules, evidence_phrase, online_phrase
 from mulligan.schema import Lesson
 from mulligan.settings.loading import load_config
+from mulligan.settings.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from mulligan.memory.store import LessonStore
 
 EMBEDDING_ACTIONS = ("search", "import", "verify", "mcp")
 """The only memory actions that embed text; the others read or update what is stored."""
+READING_ACTIONS = ("list", "search", "show", "stats", "export")
+"""The memory actions that only read: they write nothing to the memory."""
 
 
 def _memory(args: argparse.Namespace, *, existing: bool = True) -> Memory:
-    """The memory, embedding (for search and import) as the store was built unless
-    --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says otherwise. `existing`: it must be
-    there already (every action but import)."""
+    """The memory, to change it (retract, import, verify), embedding (import, verify) as
+    the store was built unless --embedding (or MULLIGAN_EMBEDDING, mulligan.toml) says
+    otherwise. `existing`: it must be there already (every action but import)."""
     config = load_config(vars(args))
     memory = open_memory(config, reading=True, existing=existing)
     if getattr(args, "action", None) in EMBEDDING_ACTIONS:
         built_with = memory.store.built_with
-        explicit = config.given("run.embedding")
-        spec = spec_for(built_with) if built_with and not explicit else config.run.embedding
-        memory.store.use(make_embedder(spec))
+        memory.store.use(make_embedder(_embedding(config, built_with)))
     return memory
+
+
+def _embedding(config: RunConfig, built_with: str | None) -> str:
+    """The store's own embedding unless one is given."""
+    explicit = config.given("run.embedding")
+    return spec_for(built_with) if built_with and not explicit else config.run.embedding
+
+
+class ReadMemory:
+    """A memory opened only to read it: the log read-only, the lessons from its lesson table
+    (or from a chroma server, when the store is one)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.config = load_config(vars(args))
+        location = self.config.run.memory or DEFAULT_MEMORY
+        memory_directory(location)
+        memory_to_read(location)
+        self.remote = location if location.startswith(("http://", "https://")) else None
+        self.directory = Path(DEFAULT_MEMORY if self.remote else location).expanduser()
+        self.where = self.remote or str(self.directory)
+        self._reader: MemoryReader | None = None
+
+    @property
+    def reader(self) -> MemoryReader:
+        """The episode log (a server's lessons are listed and searched without it)."""
+        if self._reader is None:
+            self._reader = MemoryReader(self.directory)
+        return self._reader
+
+    def _server(self) -> LessonStore:
+        from mulligan.memory.store import LessonStore  # chromadb loads for a server alone
+
+        return LessonStore(str(self.remote), None)
+
+    def lessons(self) -> list[Lesson]:
+        return self._server().all() if self.remote else self.reader.stored_lessons()
+
+    def lesson(self, lesson_id: str) -> Lesson | None:
+        found = self._server().get([lesson_id]) if self.remote else []
+        return found[0] if found else self.reader.lesson(lesson_id)
+
+    def search(self, text: str, k: int) -> list[tuple[Lesson, float]]:
+        if self.remote:
+            store = self._server()
+            store.use(make_embedder(_embedding(self.config, store.built_with)))
+            return store.search(text, k)
+        built_with = stored_embedding(self.directory / "lessons")
+        embedder = make_embedder(_embedding(self.config, built_with))
+        refuse_another(str(self.directory / "lessons"), built_with, embedder.name)
+        return search_lessons(self.reader.stored_lessons(), embedder, text, k)
 
 
 def lesson_line(lesson: Lesson) -> str:
@@ -72,10 +137,10 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
     table([*header, "family", "lesson"], rows, plain, sys.stdout)
 
 
-def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
-    """One lesson and its history: JSON (record and events), or text."""
-    events = list(memory.log.lesson_events(lesson.id))
-    assigned = memory.in_work.of_lesson(lesson.id)
+def show_lesson(lesson: Lesson, reader: MemoryReader, rules: ValidityRules, as_json: bool) -> None:
+    """One lesson and its history (events, the attempts assigned for it): JSON, or text."""
+    events = list(reader.log.lesson_events(lesson.id))
+    assigned = reader.assigned(lesson.id)
     if as_json:
         record = {"lesson": lesson.model_dump(mode="json"), "events": events}
         record["assignments"] = [dataclasses.asdict(a) for a in assigned]
@@ -101,7 +166,7 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
     print(f"  {assignment.summary(assigned)}")
     for half in assigned:
         print(f"    {assignment.line(half)}")
-    chance = assignment.chance_line(v.evidence.pairs, memory.in_work.withheld(), memory.rules)
+    chance = assignment.chance_line(v.evidence.pairs, reader.log.withheld_halves(), rules)
     if chance and assigned:
         print(f"  {chance}")
     for e in events:
@@ -110,29 +175,22 @@ def show_lesson(lesson: Lesson, memory: Memory, as_json: bool) -> None:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     action = args.action
-    if action == "import":  # every line checked before the memory is even opened
-        lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "export" and args.out:
         output_file(Path(args.out), "--out", EXPORT_REPLACES)
+    if action in READING_ACTIONS:
+        return _read(args, ReadMemory(args))
+    if action == "import":  # every line checked before the memory is even opened
+        lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
         from mulligan.cli.memory_mcp import cmd_memory_mcp
 
         return cmd_memory_mcp(args, lambda: _memory(args, existing=False))
     memory = _memory(args, existing=action != "import")
-    as_json = getattr(args, "json", False)
-    if action == "list":
-        lessons_table([(lesson, None) for lesson in memory.store.all()], as_json)
-    elif action == "search":
-        lessons_table(memory.store.search(_need(args.query, "search TEXT"), args.k), as_json)
-    elif action == "show":
-        show_lesson(_lesson(memory, _need(args.query, "show ID")), memory, as_json)
-    elif action == "retract":
+    if action == "retract":
         retracted = memory.retract(_need(args.query, "retract ID"))
         if retracted is None:
             raise UserError(f"no lesson {args.query!r} in {memory.where}")
         print(f"retracted {retracted.id}: {retracted.text}")
-    elif action == "export":
-        export(memory, args.out)
     elif action == "import":
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
@@ -141,37 +199,57 @@ def cmd_memory(args: argparse.Namespace) -> int:
         from mulligan.cli.verify import cmd_verify
 
         return cmd_verify(args, memory)
-    elif action == "stats":
-        lessons = memory.store.all()
-        statuses = collections.Counter(lesson.validity.status for lesson in lessons)
-        families = collections.Counter(lesson.scope.family for lesson in lessons)
-        kinds = collections.Counter(lesson.kind for lesson in lessons)
-        if as_json:
-            print(
-                json.dumps(
-                    {
-                        "lessons": len(lessons),
-                        "store": memory.where,
-                        "by_status": dict(statuses),
-                        "by_family": dict(families),
-                        "by_kind": dict(kinds),
-                    }
-                )
-            )
-            return 0
-        print(f"{len(lessons)} lessons in {memory.where}")
-        print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-        print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
-        print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     return 0
+
+
+def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
+    action, as_json = args.action, getattr(args, "json", False)
+    if action == "list":
+        lessons_table([(lesson, None) for lesson in memory.lessons()], as_json)
+    elif action == "search":
+        lessons_table(memory.search(_need(args.query, "search TEXT"), args.k), as_json)
+    elif action == "show":
+        lesson_id = _need(args.query, "show ID")
+        found = memory.lesson(lesson_id)
+        if found is None:
+            raise UserError(f"no lesson {lesson_id!r} in {memory.where}")
+        show_lesson(found, memory.reader, memory.config.validity, as_json)
+    elif action == "export":
+        export(memory.lessons(), args.out)
+    elif action == "stats":
+        stats(memory.lessons(), memory.where, as_json)
+    return 0
+
+
+def stats(lessons: list[Lesson], where: str, as_json: bool) -> None:
+    statuses = collections.Counter(lesson.validity.status for lesson in lessons)
+    families = collections.Counter(lesson.scope.family for lesson in lessons)
+    kinds = collections.Counter(lesson.kind for lesson in lessons)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "lessons": len(lessons),
+                    "store": where,
+                    "by_status": dict(statuses),
+                    "by_family": dict(families),
+                    "by_kind": dict(kinds),
+                }
+            )
+        )
+        return
+    print(f"{len(lessons)} lessons in {where}")
+    print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
+    print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
+    print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
 
 
 EXPORT_REPLACES = "write to standard output to replace it (mulligan memory export > FILE)"
 
 
-def export(memory: Memory, out: str | None) -> None:
+def export(lessons: list[Lesson], out: str | None) -> None:
     """Every stored lesson as a JSON line, to standard output or a new file `out`."""
-    lines = (lesson.model_dump_json() for lesson in memory.store.all())
+    lines = (lesson.model_dump_json() for lesson in lessons)
     if out is None:
         for line in lines:
             sys.stdout.write(line + "\n")
@@ -191,17 +269,10 @@ def _need(value: str | None, usage: str) -> str:
     return value
 
 
-def _lesson(memory: Memory, lesson_id: str) -> Lesson:
-    found = memory.store.get([lesson_id]) or memory.lessons([lesson_id])
-    if not found:
-        raise UserError(f"no lesson {lesson_id!r} in {memory.where}")
-    return found[0]
-
-
 def cmd_episodes(args: argparse.Namespace) -> int:
-    memory = _memory(args)
+    reader = ReadMemory(args).reader
     if args.action == "list":
-        found = list(memory.log.episodes(args.run))
+        found = list(reader.log.episodes(args.run))
         if getattr(args, "json", False):
             for row in found:
                 print(json.dumps(dict(row), default=str))
@@ -216,12 +287,12 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             plain.append(f"{row['id']}  {mark} after {trials}  {row['strategy']}  {row['task_id']}")
         table(["episode", "outcome", "trials", "strategy", "task"], rows, plain, sys.stdout)
         return 0
-    episode = memory.load_episode(_need(args.episode, "episodes show ID").strip())
+    episode = reader.episode(_need(args.episode, "episodes show ID").strip())
     if episode is None:
-        raise UserError(f"no episode {args.episode!r} in {memory.directory}")
+        raise UserError(f"no episode {args.episode!r} in {reader.directory}")
     print(f"episode {episode.id} · task {episode.task_id} · {episode.strategy}")
     for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False):
-        for lesson in memory.lessons(attempt.lesson_ids):
+        for lesson in reader.lessons(attempt.lesson_ids):
             print(f"lesson given: {lesson.id}: {lesson.text}")
         print(display.trajectory(attempt))
         if attempt.changes:
@@ -229,6 +300,6 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         print(display.verdict_line(attempt.task_id, verdict))
         if verdict.feedback:
             print("feedback:\n" + "\n".join("  " + line for line in verdict.feedback.splitlines()))
-    for lesson in memory.lessons(episode.lessons_written):
+    for lesson in reader.lessons(episode.lessons_written):
         print(f"lesson written: {lesson.id}: {lesson.text}")
     return 0

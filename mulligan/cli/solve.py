@@ -40,6 +40,7 @@ from mulligan.solve import (
 )
 from mulligan.solve.choose import choose, run_choice
 from mulligan.solve.diffs import apply_diff
+from mulligan.solve.journal import finish_interrupted
 from mulligan.solve.repair import RepairPipeline, RepairSettings
 from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines
@@ -166,6 +167,7 @@ def plan_solve(
 
 def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
     config, directory, checks, request = plan_solve(args, config)
+    finish_interrupted_apply(directory)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     family = request.selection["family"]
     with opened(config, request, box_policy(config)) as run:
@@ -213,6 +215,19 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 found = episode_id(run.run_id, args.strategy, task.id)
                 outcome = run_choice(choice, task, args.task, found, make_loop, pipeline)
     return _report(outcome.episode, outcome.chosen, project, copies, args.apply, run.run_id)
+
+
+def finish_interrupted_apply(directory: Path) -> None:
+    """An --apply that a killed solve left in the directory is finished (it was committed)
+    or undone (it was not) before anything else reads the project."""
+    done = finish_interrupted(directory.resolve())
+    if done is not None:
+        what, paths = done
+        print(
+            f"an --apply to {directory} was interrupted; {what} it: {', '.join(paths)}"
+            + (" (none of it had been written)" if what == "undid" else ""),
+            file=sys.stderr,
+        )
 
 
 def checks_before(copies: ProjectCopies, task: Task, policy: Policy) -> list[CheckRun] | None:

@@ -97,7 +97,9 @@ def sqlite_file(path: Path, what: str, own_table: str) -> None:
     if header_is_current and pages and size < pages * page_size and not in_use:
         raise UserError(f"{path}: truncated ({size} of {pages * page_size} bytes); {fix}")
     try:
-        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # no side file made: `immutable` with no writer (every commit in the file), else shared
+        mode = "mode=ro" if in_use else "immutable=1"
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True)
         try:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
         finally:

@@ -17,7 +17,7 @@ from typing import Any
 import sqlite_utils
 
 from mulligan.memory.assignment import AssignmentLog
-from mulligan.memory.migrations import MIGRATIONS
+from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 LessonChange = Callable[[Lesson], list[str]]
@@ -37,32 +37,32 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
 
 class EpisodeLog(AssignmentLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        """`read_only`: an existing log that nothing can write to, create or migrate (view)."""
+        """`read_only`: an existing log, never written, created or migrated, and no side file
+        made: `immutable` while no writer has it open (no -wal file: every commit is in the
+        file), else `mode=ro`, sharing the writer's side files and seeing its commits (view)."""
         self.path = Path(path)
-        self._lock = threading.RLock()
+        self._lock, self._reading, self._shared = threading.RLock(), read_only, False
         if read_only:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            self.db = sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
+            self._db = self._reader()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        self.db = sqlite_utils.Database(connection)
-        self.db.conn.execute("PRAGMA busy_timeout = 30000")
+        connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)  # busy: 30 s
+        self._db = sqlite_utils.Database(connection)
         self.db.enable_wal()
         # WAL + NORMAL: a commit survives a crash of mulligan; only a power cut may lose the last
         self.db.conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        migrate(self.db)
 
-    def _migrate(self) -> None:
-        with self.db.conn:
-            self.db.conn.execute("BEGIN IMMEDIATE")
-            if "migrations" not in self.db.table_names():
-                self.db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
-            done = {row["name"] for row in self.db.table("migrations").rows}
-            for name, migrate in MIGRATIONS:
-                if name not in done:
-                    migrate(self.db)
-                    self.db.table("migrations").insert({"name": name, "applied_at": time.time()})
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._reading and not self._shared and Path(f"{self.path}-wal").exists():
+            self._db = self._reader()  # a writer opened the log since: follow its commits
+        return self._db
+
+    def _reader(self) -> sqlite_utils.Database:
+        self._shared = Path(f"{self.path}-wal").exists()
+        uri = f"{self.path.resolve().as_uri()}?{'mode=ro' if self._shared else 'immutable=1'}"
+        return sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
 
     # ------------------------------------------------------------ self-tests
 

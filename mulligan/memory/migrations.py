@@ -4,11 +4,26 @@ only receives its database)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    """Apply the migrations the log lacks, in order, in one transaction (a log opened to
+    write; one opened to read is never migrated)."""
+    with db.conn:
+        db.conn.execute("BEGIN IMMEDIATE")
+        if "migrations" not in db.table_names():
+            db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
+        done = {row["name"] for row in db.table("migrations").rows}
+        for name, change in MIGRATIONS:
+            if name not in done:
+                change(db)
+                db.table("migrations").insert({"name": name, "applied_at": time.time()})
 
 
 def _m001_initial(db: sqlite_utils.Database) -> None:

@@ -63,10 +63,13 @@ class MemoryReader:
             done = {r["name"] for r in self._query("select name from migrations")}
         except sqlite3.DatabaseError as exc:
             raise UserError(f"--memory {directory}: {path.name} is unreadable ({exc})") from None
-        if any(name not in done for name, _ in MIGRATIONS):
+        missing = [name for name, _ in MIGRATIONS if name not in done]
+        if missing:
             raise UserError(f"--memory {directory}: the episode log was written by an older "
-                            "mulligan and is only read here; bring it up to date once with "
-                            f"`mulligan episodes list --memory {directory}`")  # fmt: skip
+                            f"mulligan (it lacks migration {missing[0]}), and a command that "
+                            "only reads leaves it as it is; the next run, bench or solve with "
+                            "this --memory, or `mulligan memory retract` or `import`, brings it "
+                            "up to date")  # fmt: skip
 
     def _query(self, sql: str, args: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self.log._lock:
@@ -129,6 +132,12 @@ class MemoryReader:
     def lesson(self, lesson_id: str) -> Lesson | None:
         found = self.log.lessons([lesson_id])
         return found[0] if found else None
+
+    def stored_lessons(self) -> list[Lesson]:
+        """Every lesson kept in the lesson store, as the log has it now, oldest first."""
+        rows = self._query("select record from lessons where stored = 1")
+        found = [Lesson.model_validate_json(row["record"]) for row in rows]
+        return sorted(found, key=lambda lesson: (lesson.source.created_at, lesson.id))
 
     def stored(self, ids: list[str]) -> set[str]:
         """Which of these lessons were kept in the lesson store (others stayed in an episode)."""

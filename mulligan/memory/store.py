@@ -24,10 +24,11 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from mulligan.errors import UserError  # noqa: E402
 from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
 from mulligan.memory.records import metadata_of  # noqa: E402
+from mulligan.memory.store_reading import FAMILY_PREFIX, refuse_another  # noqa: E402
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable  # noqa: E402
 from mulligan.schema import Lesson, LessonStatus  # noqa: E402
 
-PREFIX = "lessons-"
+PREFIX = FAMILY_PREFIX
 BATCH = 4000
 """Records per write, below chromadb's maximum batch size."""
 EVERY_LESSON = "every-lesson"
@@ -132,12 +133,7 @@ class LessonStore:
 
     def use(self, embedder: Embedder) -> None:
         """Embed with `embedder` from now on; refused if the store was built with another."""
-        stored = self.built_with
-        if stored and stored != embedder.name:
-            raise UserError(
-                f"the lesson store at {self.location} was built with the {stored} embedding; "
-                f"pass --embedding {spec_for(stored)} or use another --memory directory"
-            )
+        refuse_another(self.location, self.built_with, embedder.name)
         self.embedder = embedder
         self._collections, self._listed = {}, False  # fetched again with this embedder
         self._index = None

@@ -7,16 +7,15 @@ naming the file and writing nothing, any change that does not apply cleanly.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
-import stat
 from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan.errors import UserError
+from mulligan.solve.journal import Write, apply_whole, content_digest
 
 FILE_MODE, EXECUTABLE_MODE, LINK_MODE = "100644", "100755", "120000"
 """The modes git writes: a file, an executable file, a symlink."""
@@ -204,8 +203,6 @@ class Change:
     new: str | None
     old_link: bool
     new_link: bool
-    old_bits: int | None = None
-    """The file's permission bits before, to put back if the diff is undone."""
 
 
 def apply_diff(diff: str, directory: Path) -> list[str]:
@@ -214,7 +211,9 @@ def apply_diff(diff: str, directory: Path) -> list[str]:
     Refused, naming the path, with nothing written: a change that does not apply cleanly
     (the file is not as the diff found it, or a deleted file holds more than the diff
     removes), one that leads outside `directory` or through a symlink, a binary change (the
-    text cannot carry it), and any write the system refuses (what was written is undone).
+    text cannot carry it), and any write the system refuses (what was staged is removed).
+    Written through a journal (`journal.apply_whole`): a process killed while applying it
+    leaves the directory for the next `solve` there to finish or undo, never half of it.
     """
     root = directory.resolve()
     patches = parse_diff(diff)
@@ -229,8 +228,25 @@ def apply_diff(diff: str, directory: Path) -> list[str]:
     for change in changes:
         if change.new is not None:
             _room_for(change.patch.path, root, deleted, directory)
-    _write(changes)
+    apply_whole(root, [_write_of(change) for change in changes])
     return [c.patch.path for c in changes]
+
+
+def _write_of(change: Change) -> Write:
+    """The change as the journal writes it: bytes, the diff's mode, a digest of the old."""
+    old = None if change.old is None else _bytes(change.old)
+    mode = change.patch.mode
+    return Write(
+        change.patch.path,
+        None if change.new is None else _bytes(change.new),
+        change.new_link,
+        None if not mode or change.new_link else mode == EXECUTABLE_MODE,
+        None if old is None else content_digest(old, change.old_link),
+    )
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode(errors="surrogateescape")
 
 
 def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
@@ -256,8 +272,7 @@ def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
             f"(changed in {directory} since); nothing applied"
         )
     new_link = patch.mode == LINK_MODE if patch.mode else old_link
-    bits = None if patch.new or old_link else stat.S_IMODE(target.stat().st_mode)
-    return Change(patch, target, old, None if patch.deleted else new, old_link, new_link, bits)
+    return Change(patch, target, old, None if patch.deleted else new, old_link, new_link)
 
 
 def _content(target: Path, link: bool) -> str:
@@ -283,41 +298,3 @@ def _room_for(path: str, root: Path, deleted: set[str], directory: Path) -> None
             f"{path}: the diff needs a directory where {directory} has {blocked}, a file or a "
             "symlink; nothing applied"
         )
-
-
-def _write(changes: list[Change]) -> None:
-    """Deletions first, then the rest; on a refused write, what was done is undone."""
-    done: list[Change] = []
-    made: list[Path] = []
-    for change in sorted(changes, key=lambda c: c.new is not None):
-        try:
-            _put(change.target, change.new, change.new_link, change.patch.mode, made)
-        except OSError as exc:
-            for earlier in reversed(done):
-                _put(earlier.target, earlier.old, earlier.old_link, None, [])
-                if earlier.old_bits is not None:
-                    earlier.target.chmod(earlier.old_bits)
-            for directory in reversed(made):
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-            raise UserError(f"{change.patch.path}: {exc.strerror or exc}; nothing applied") from exc
-        done.append(change)
-
-
-def _put(target: Path, content: str | None, link: bool, mode: str | None, made: list[Path]) -> None:
-    """Make the path hold `content` (None: nothing) as a symlink or a file; a file written
-    in place keeps its owner and mode unless the diff gives one."""
-    if target.is_symlink() or (target.exists() and (content is None or link)):
-        target.unlink()
-    if content is None:
-        return
-    made += [p for p in reversed(target.parents) if not p.exists()]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if link:
-        target.symlink_to(content)
-        return
-    target.write_bytes(content.encode(errors="surrogateescape"))
-    if mode:
-        bits = stat.S_IMODE(target.stat().st_mode)
-        executable = bits | (bits & 0o444) >> 2
-        target.chmod(executable if mode == EXECUTABLE_MODE else bits & ~0o111)

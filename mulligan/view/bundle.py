@@ -1,9 +1,15 @@
 """A run's pages as static files in one directory: they open without a server (every link
-is a relative file name), the grid's filters as one page per outcome and strategy."""
+is a relative file name), the grid's filters as one page per outcome and strategy.
+
+A page is written whole or not at all (beside its place under a hidden name, then renamed
+into it), and the mark naming every file is written before the first page: a process
+killed while writing leaves whole pages, at most one hidden part-page, and a mark, so the
+next bundle into the directory is let in and writes it over, removing the part-page."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from mulligan.errors import UserError
@@ -14,13 +20,27 @@ from mulligan.view.links import BundleLinks
 
 MARK = ".mulligan-view-bundle"
 """The file a bundle keeps of what it wrote: only a directory holding it is written over."""
+WRITING = ".mulligan-view-writing-"
+"""The prefix of a file being written (renamed to its own name once whole)."""
+
+
+def _ours(directory: Path) -> list[Path]:
+    """What a bundle killed while writing a file left: the file's hidden part."""
+    return sorted(directory.glob(f"{WRITING}*"))
+
+
+def _put(directory: Path, name: str, text: str) -> None:
+    """The file whole or not at all: written beside its place, then renamed into it."""
+    part = directory / f"{WRITING}{name}"
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, directory / name)
 
 
 def _refuse_foreign(directory: Path) -> list[str]:
     """The files an earlier bundle in `directory` wrote (none: a new or empty directory)."""
     if directory.exists() and not directory.is_dir():
         raise UserError(f"--bundle {directory}: not a directory; pass a new or empty directory")
-    if not directory.exists() or not any(directory.iterdir()):
+    if not directory.exists() or set(directory.iterdir()) <= set(_ours(directory)):
         return []
     mark = directory / MARK
     if not mark.is_file():
@@ -58,11 +78,14 @@ def write_bundle(reader: MemoryReader, run_id: str, directory: Path) -> list[Pat
     for lesson_id in sorted(known):
         files[links.lesson(lesson_id)] = pages.lesson_page(reader, links, lesson_id)
     directory.mkdir(parents=True, exist_ok=True)
+    for part in _ours(directory):
+        part.unlink()
+    every = sorted(set(files) | {n for n in previous if "/" not in n and n != MARK})
+    _put(directory, MARK, json.dumps({"run": run_id, "files": every}, indent=1))
     for name in previous:
         if name not in files and "/" not in name and name != MARK:
             (directory / name).unlink(missing_ok=True)
     for name, text in files.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    mark = {"run": run_id, "files": sorted(files)}
-    (directory / MARK).write_text(json.dumps(mark, indent=1), encoding="utf-8")
+        _put(directory, name, text)
+    _put(directory, MARK, json.dumps({"run": run_id, "files": sorted(files)}, indent=1))
     return [directory / name for name in files]

@@ -187,7 +187,8 @@ def test_export_then_import_round_trips_every_field(
     lesson.validity.expires_at = 2_000_000_000.5
     lesson.scope.tags = ["lists", "edge cases"]
     lesson.source.failed_checks = ["hidden tests"]
-    memory.store.put([lesson])
+    memory.store.put([lesson])  # the store's copy and the log's record, as a real write keeps them
+    memory.log.log_lesson(lesson, stored=True)
     other = Lesson(
         id="second", text="Quote file paths.", kind="insight", scope=LessonScope(family="shell")
     )

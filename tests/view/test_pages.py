@@ -159,7 +159,7 @@ def test_a_log_from_an_older_version_is_refused_not_migrated(memory: Path) -> No
     with sqlite3.connect(memory / "episodes.db") as db:  # as if before the last migration
         db.execute("delete from migrations where name = (select max(name) from migrations)")
     before = _digest(memory)
-    with pytest.raises(UserError, match="older mulligan.*mulligan episodes list"):
+    with pytest.raises(UserError, match="older mulligan.*brings it up to date"):
         MemoryReader(memory)
     assert _digest(memory) == before
 

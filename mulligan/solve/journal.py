@@ -1,0 +1,269 @@
+"""Writing a planned change of several files into a directory whole, through a journal, so
+that a process killed at any instant (kill -9, a power cut after the journal's last sync)
+leaves the directory to be finished or undone, never left with part of it.
+
+"Whole" across several files: POSIX renames one file at a time, so no directory can move
+from the old files to the new ones in one instant. The journal (`JOURNAL`, in the
+directory) makes one instant the change's: the moment it is rewritten as `committed`.
+
+1. The journal is written listing every change (`staging`), before anything else.
+2. Each new or changed file (or symlink) is written whole beside its target under a hidden
+   name of its own (`.NAME.mulligan-apply-TOKEN`, in the deepest real directory above the
+   target), with its permission bits, and synced. Nothing the user has is touched yet.
+3. The journal is rewritten `committed` (atomically: written beside, synced, renamed).
+4. Deletions, then the directories new files need, then one rename per file (each file is
+   its old or its new self at every instant, never half-written).
+5. The journal is removed.
+
+A kill before 3 leaves every file of the directory as it was; `finish_interrupted` (run
+first by the next `solve` on the directory) removes the staged files and the journal. A
+kill from 3 on leaves the change committed; `finish_interrupted` carries out what is left.
+Either way the directory ends holding all of the change or none of it. A file the user
+changed between the kill and the run that finishes it is not written over: the journal
+and the staged file stay, and the error names both.
+
+A replaced file is a new file with the old one's permission bits (as git writes one): its
+owner, if not the user running mulligan, and hard links to it are not kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mulligan.errors import UserError
+
+JOURNAL = ".mulligan-apply.json"
+"""The journal of a change being written into the directory (only while it is)."""
+WRITING = f"{JOURNAL}.writing"
+"""The journal's next state, before it is renamed over the journal."""
+STAGED = ".mulligan-apply-"
+"""Part of every staged file's name, before its token."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One path's change: `content` (None: the path is deleted) as a file or a symlink."""
+
+    path: str
+    content: bytes | None
+    link: bool = False
+    executable: bool | None = None
+    """The diff's mode: executable or not; None: the file's bits as they are (a new
+    file's: as the umask gives)."""
+    old: str | None = None
+    """The digest of what the path holds now (`digest`; None: nothing)."""
+
+
+def digest(path: Path) -> str | None:
+    """What a path holds, as a digest: a symlink's target, a file's bytes; None: nothing."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return (
+            "link:" + hashlib.sha256(os.readlink(path).encode(errors="surrogateescape")).hexdigest()
+        )
+    if stat.S_ISDIR(info.st_mode):
+        return "directory"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def content_digest(content: bytes, link: bool) -> str:
+    """`digest` of a path that holds this content."""
+    return ("link:" if link else "") + hashlib.sha256(content).hexdigest()
+
+
+def apply_whole(root: Path, writes: list[Write]) -> None:
+    """Write every change into `root` whole (see the module's docstring). A write the
+    system refuses before the commit undoes what was staged and raises a UserError naming
+    the path, with nothing applied."""
+    if (root / JOURNAL).exists():
+        raise UserError(
+            f"{root / JOURNAL}: an earlier --apply to {root} is unfinished; nothing applied "
+            "(the next `mulligan solve` there finishes or undoes it first)"
+        )
+    token = secrets.token_hex(4)
+    entries = [_entry(root, write, token) for write in writes]
+    journal = {"state": "staging", "entries": entries}
+    _record(root, journal)
+    for write, entry in zip(writes, entries, strict=True):
+        if write.content is None:
+            continue
+        try:
+            _stage(root, write, entry["staged"])
+        except OSError as exc:
+            _roll_back(root, journal)
+            raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
+    _record(root, {**journal, "state": "committed"})
+    _finish(root, entries)
+
+
+def _finish(root: Path, entries: list[dict[str, Any]]) -> None:
+    try:
+        _roll_forward(root, entries)
+    except OSError as exc:
+        raise UserError(
+            f"{root}: {exc.strerror or exc} ({exc.filename}) while applying a committed change; "
+            f"the journal {root / JOURNAL} keeps the rest: the next `mulligan solve` in {root} "
+            "finishes it"
+        ) from exc
+
+
+def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
+    """Finish or undo a change a killed process left in `root`: ("finished", paths) when it
+    was committed, ("undid", paths) when it was not; None when there is none."""
+    with contextlib.suppress(FileNotFoundError):
+        (root / WRITING).unlink()  # a next state never committed
+    try:
+        journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
+        entries = list(journal["entries"])
+        committed = journal["state"] == "committed"
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        raise UserError(
+            f"{root / JOURNAL}: unreadable, so an earlier --apply cannot be finished; look at "
+            "the files it names, then remove it"
+        ) from None
+    paths = [str(entry["path"]) for entry in entries]
+    if committed:
+        _finish(root, entries)
+        return "finished", paths
+    _roll_back(root, journal)
+    return "undid", paths
+
+
+def _entry(root: Path, write: Write, token: str) -> dict[str, Any]:
+    """The journal's line for one change: the path, where its new content is staged (None:
+    deleted), what it held and what it will hold (for checking before it is written)."""
+    staged = None
+    if write.content is not None:
+        parent, _, name = write.path.rpartition("/")
+        staged = _relative(_staging_directory(root, parent) / f".{name}{STAGED}{token}", root)
+    new = None if write.content is None else content_digest(write.content, write.link)
+    return {"path": write.path, "staged": staged, "old": write.old, "new": new}
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def _staging_directory(root: Path, parent: str) -> Path:
+    """The deepest real directory (no symlink, no file) above a path: staged there, a file
+    is renamed into place without crossing a filesystem or following a link."""
+    here = root
+    for part in Path(parent).parts if parent else ():
+        step = here / part
+        if step.is_symlink() or not step.is_dir():
+            break
+        here = step
+    return here
+
+
+def _record(root: Path, journal: dict[str, Any]) -> None:
+    """The journal's new state, whole: written beside it, synced, renamed over it."""
+    writing = root / WRITING
+    with open(writing, "w", encoding="utf-8") as handle:
+        json.dump(journal, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(writing, root / JOURNAL)
+    _sync_directory(root)
+
+
+def _stage(root: Path, write: Write, staged: str) -> None:
+    """The new content beside its target, whole, with its permission bits, synced."""
+    path = root / staged
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a stage of this same token cannot exist; a stray one is ours
+    assert write.content is not None
+    if write.link:
+        path.symlink_to(write.content.decode(errors="surrogateescape"))
+        return
+    target = root / write.path
+    existing = target.is_file() and not target.is_symlink()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(write.content)
+        handle.flush()
+        os.fsync(handle.fileno())
+    bits = stat.S_IMODE((target if existing else path).stat().st_mode)
+    if write.executable is not None:
+        bits = bits | (bits & 0o444) >> 2 if write.executable else bits & ~0o111
+    path.chmod(bits)
+
+
+def _roll_back(root: Path, journal: dict[str, Any]) -> None:
+    for entry in journal["entries"]:
+        if entry["staged"]:
+            with contextlib.suppress(FileNotFoundError):
+                (root / entry["staged"]).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (root / JOURNAL).unlink()
+    _sync_directory(root)
+
+
+def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
+    """Deletions, then renames, each done once (a step done before a kill is seen done);
+    a path that holds neither what it held nor what it will hold is left, and named."""
+    conflicts = []
+    ordered = sorted(entries, key=lambda entry: entry["staged"] is not None)
+    for entry in ordered:
+        if not _carry_out(root, entry):
+            conflicts.append(entry)
+    if conflicts:
+        names = ", ".join(str(entry["path"]) for entry in conflicts)
+        staged = [str(entry["staged"]) for entry in conflicts if entry["staged"]]
+        new = f" (the new versions: {', '.join(staged)})" if staged else ""
+        raise UserError(
+            f"{root}: {names} changed since the --apply that was interrupted began: the rest "
+            f"of it is applied, these are left as they are{new}; merge them by hand, then "
+            f"remove {root / JOURNAL}"
+        )
+    _forget(root)
+
+
+def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
+    """One step of a committed change; False when the path was changed by someone else."""
+    target = root / entry["path"]
+    now = digest(target)
+    if entry["staged"] is None:  # a deletion
+        if now is None or now == "directory":  # done (a new directory may stand there now)
+            return True
+        if now != entry["old"]:
+            return False
+        target.unlink()
+        return True
+    staged = root / entry["staged"]
+    if not staged.exists() and not staged.is_symlink():
+        return now == entry["new"]  # renamed before the kill (else: gone, and changed)
+    if now not in (entry["old"], entry["new"]):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, target)
+    _sync_directory(target.parent)
+    return True
+
+
+def _forget(root: Path) -> None:
+    (root / JOURNAL).unlink()
+    _sync_directory(root)
+
+
+def _sync_directory(directory: Path) -> None:
+    """A rename or removal in `directory` survives a power cut once this returns."""
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
