@@ -159,9 +159,11 @@ class Loop:
         verdict."""
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
-            if first and trial == 1:
+            lessons = self.strategy.lessons_for([], 0, self._retriever(task, episode, trial), trial)
+            if first and trial == 1 and not lessons:
                 return first[0].shared(), first[1].model_copy(deep=True)
-            return self._attempt(task, episode, trial, [], [], "")
+            texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
+            return self._attempt(task, episode, trial, lessons, texts, carried)
 
         selector = self.selector or Selector(self.actor.model, self.settings)
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
@@ -180,7 +182,8 @@ class Loop:
                     episode.verdicts.append(verdict)
                     found.append(selector.evidence(attempt, verdict, probes, self.policy))
                     if self.memory:
-                        self.memory.finish_attempt(episode, attempt, verdict, [])
+                        given = self.memory.lessons(attempt.lesson_ids)
+                        self.memory.finish_attempt(episode, attempt, verdict, given)
         last = episode.attempts[-1]
         last.selection, spent = selector.select(
             task, episode.attempts, episode.verdicts, self.policy, probes, found
@@ -194,19 +197,19 @@ class Loop:
 
     # ------------------------------------------------------------ what differs
 
-    def _retriever(self, task: Task, episode: Episode) -> strategies.base.Retrieve:
-        """General lessons (and cases) from the store for this task, none already in play."""
+    def _retriever(self, task: Task, episode: Episode, trial: int = 0) -> strategies.base.Retrieve:
+        """General lessons (and cases) from the store for this task, none already in play, for
+        `trial` (default: the next one)."""
 
         def retrieve(known: set[str]) -> list[Lesson]:
             if not self.memory or self.shown:
                 return self.shown(task) if self.shown else []
             s = self.settings
             known = known | set(episode.lessons_written)
-            trial = len(episode.attempts) + 1
             lessons, cases = self.strategy.wants(s.retrieved_lessons, s.retrieved_cases)
             return self.memory.recall(
-                task, episode.id, trial, k=lessons, exclude=known, cases=cases,
-                min_similarity=s.min_similarity, show_candidates=s.show_candidates,
+                task, episode.id, trial or len(episode.attempts) + 1, k=lessons, exclude=known,
+                cases=cases, min_similarity=s.min_similarity, show_candidates=s.show_candidates,
                 verify=self.strategy.verifies, shuffled=self.strategy.shuffles,
             )  # fmt: skip
 

@@ -140,7 +140,7 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
 def show_lesson(lesson: Lesson, reader: MemoryReader, rules: ValidityRules, as_json: bool) -> None:
     """One lesson and its history (events, the attempts assigned for it): JSON, or text."""
     events = list(reader.log.lesson_events(lesson.id))
-    assigned = assignment.of_lesson(reader.log.db.conn, lesson.id)
+    assigned = reader.assigned(lesson.id)
     if as_json:
         record = {"lesson": lesson.model_dump(mode="json"), "events": events}
         record["assignments"] = [dataclasses.asdict(a) for a in assigned]
@@ -166,9 +166,7 @@ def show_lesson(lesson: Lesson, reader: MemoryReader, rules: ValidityRules, as_j
     print(f"  {assignment.summary(assigned)}")
     for half in assigned:
         print(f"    {assignment.line(half)}")
-    chance = assignment.chance_line(
-        v.evidence.pairs, assignment.withheld(reader.log.db.conn), rules
-    )
+    chance = assignment.chance_line(v.evidence.pairs, reader.log.withheld_halves(), rules)
     if chance and assigned:
         print(f"  {chance}")
     for e in events:

@@ -21,13 +21,15 @@ lesson's `validity.evidence` and the status is settled under the existing rule, 
 transaction that records the half (mulligan/memory/memory.py `record_outcome`), so a crash
 loses no evidence and counts none twice.
 
-This module holds the SQL over the log's `assignments` table (migration 005); it runs on the
-connection it is given, inside the log's transactions."""
+This module holds the log's `assignments` table (migration 005): `AssignmentLog`, whose
+methods the episode log takes, so that a run's workers reach them as they reach the log's
+others (a Ray worker forwards each call by name to the driver's log)."""
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +175,94 @@ def at(conn: sqlite3.Connection, episode_id: str, trial: int) -> Assignment | No
     return _assignment(row) if row else None
 
 
+class AssignmentLog:
+    """The `assignments` table, as methods of the episode log (`EpisodeLog` takes them):
+    each write is one transaction with the lesson's change and its events."""
+
+    db: Any
+    _lock: Any
+
+    if TYPE_CHECKING:
+
+        def change_lessons(
+            self,
+            lessons: list[Lesson],
+            event: str,
+            change: Callable[[Lesson], list[str]],
+            **where: Any,
+        ) -> list[Lesson]: ...
+
+        def lessons(self, ids: list[str]) -> list[Lesson]: ...
+
+    def assign_attempt(
+        self, episode_id: str, trial: int, task_id: str, lesson: Lesson
+    ) -> tuple[Assignment, list[Lesson]]:
+        """The attempt's assignment to `lesson` (the one logged already, for a resumed
+        attempt), logged as the lesson's `assigned` event, and `shown` when it is shown (its
+        online count of times shown); returns it, and the lesson as the log now has it."""
+        made: list[Assignment] = []
+
+        def take(fresh: Lesson) -> list[str]:
+            made.append(assign(self.db.conn, episode_id, trial, task_id, fresh.id))
+            fresh.validity.retrieved += made[-1].shown
+            return ["shown"] if made[-1].shown else []
+
+        with self._lock:
+            where = {"episode_id": episode_id, "trial": trial, "once": True}
+            now = self.change_lessons([lesson], "assigned", take, **where)
+            found = made[0] if made else at(self.db.conn, episode_id, trial)
+        if found is None:
+            raise RuntimeError(f"no assignment logged for {episode_id} trial {trial}")
+        return found, now
+
+    def judge_attempt(
+        self, episode_id: str, trial: int, passed: bool | None, rules: ValidityRules
+    ) -> list[Lesson]:
+        """The attempt's outcome on its half, and the pair it completes (`judge`), in one
+        transaction with the lesson's evidence and events; once however often a resumed run
+        gets here. Returns the lessons changed ([]: no assignment, or judged before)."""
+        with self._lock:
+            found = at(self.db.conn, episode_id, trial)
+            if found is None or found.told is not None:
+                return []
+            lesson = self.lessons([found.lesson_id])
+            outcome = "told nothing" if passed is None else "passed" if passed else "failed"
+
+            def record(fresh: Lesson) -> list[str]:
+                return judge(self.db.conn, fresh, episode_id, trial, passed, rules)
+
+            return self.change_lessons(
+                lesson, "judged", record, episode_id=episode_id, trial=trial, once=True,
+                details=[f"{found.task_id}: {found.arm}, {outcome}"],
+            )  # fmt: skip
+
+    def assignment_at(self, episode_id: str, trial: int) -> Assignment | None:
+        with self._lock:
+            return at(self.db.conn, episode_id, trial)
+
+    def assignments_of_episode(self, episode_id: str) -> dict[int, Assignment]:
+        """The episode's assignments by trial."""
+        with self._lock:
+            return {a.trial: a for a in _rows(self.db.conn, "episode_id = ?", [episode_id])}
+
+    def assignments_of_lesson(self, lesson_id: str) -> list[Assignment]:
+        """Every attempt assigned for the lesson, in the order they were assigned."""
+        with self._lock:
+            return _rows(self.db.conn, "lesson_id = ?", [lesson_id])
+
+    def withheld_halves(self, lesson_ids: list[str] | None = None) -> tuple[int, int]:
+        """Of the judged attempts that were not shown their candidate (of these lessons, or
+        of any), how many passed their visible checks, and how many told something: the
+        pass rate without the lesson that chance is measured against."""
+        where, args = "shown = 0 and told = 1", []
+        if lesson_ids is not None:
+            where += f" and lesson_id in ({','.join('?' for _ in lesson_ids)})"
+            args = list(lesson_ids)
+        with self._lock:
+            halves = _rows(self.db.conn, where, args)
+        return sum(bool(h.passed) for h in halves), len(halves)
+
+
 def _rows(conn: sqlite3.Connection, where: str, args: list[Any]) -> list[Assignment]:
     """Read-only: a log written before this table existed (opened read-only) has none."""
     query = "select 1 from sqlite_master where type = 'table' and name = 'assignments'"
@@ -180,28 +270,6 @@ def _rows(conn: sqlite3.Connection, where: str, args: list[Any]) -> list[Assignm
         return []
     query = f"select {COLUMNS} from assignments where {where} order by rowid"
     return [_assignment(row) for row in conn.execute(query, args)]
-
-
-def of_lesson(conn: sqlite3.Connection, lesson_id: str) -> list[Assignment]:
-    """Every attempt assigned for the lesson, in the order they were assigned."""
-    return _rows(conn, "lesson_id = ?", [lesson_id])
-
-
-def of_episode(conn: sqlite3.Connection, episode_id: str) -> dict[int, Assignment]:
-    """The episode's assignments by trial."""
-    return {a.trial: a for a in _rows(conn, "episode_id = ?", [episode_id])}
-
-
-def withheld(conn: sqlite3.Connection, lesson_ids: list[str] | None = None) -> tuple[int, int]:
-    """Of the judged attempts that were not shown their candidate (of these lessons, or of
-    any), how many passed their visible checks, and how many told something: the pass rate
-    without the lesson that chance is measured against."""
-    where, args = "shown = 0 and told = 1", []
-    if lesson_ids is not None:
-        where += f" and lesson_id in ({','.join('?' for _ in lesson_ids)})"
-        args = list(lesson_ids)
-    halves = _rows(conn, where, args)
-    return sum(bool(h.passed) for h in halves), len(halves)
 
 
 def summary(assigned: list[Assignment]) -> str:

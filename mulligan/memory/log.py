@@ -1,7 +1,6 @@
 """The episode log on SQLite through sqlite-utils: the only module that imports it.
 
-Schema changes are an append-only list of migrations; plain tables, JSON in text columns.
-"""
+Schema changes are an append-only list of migrations; plain tables, JSON in text columns."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from typing import Any
 
 import sqlite_utils
 
+from mulligan.memory.assignment import AssignmentLog
 from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
@@ -35,7 +35,7 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-class EpisodeLog:
+class EpisodeLog(AssignmentLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
         made: `immutable` while no writer has it open (no -wal file: every commit is in the

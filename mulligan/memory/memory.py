@@ -54,7 +54,7 @@ class Memory:
         """Lessons known to be in the store (kept persistently or retrieved from it)."""
         self.frozen = False
         """The store stays as it is (see `freeze`)."""
-        self.in_work = InWorkVerification(self.log, self._active, self._change)
+        self.in_work = InWorkVerification(self.log, self._active, self._recache)
 
     @property
     def where(self) -> str:
@@ -154,7 +154,8 @@ class Memory:
             event = "helped" if passed else "hurt"
             where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
             self._change(shown, event, count, **where)
-        self.in_work.judged(episode_id, trial, passed, self.rules)
+        if not self.frozen:  # (a frozen store's lessons keep their evidence as it is)
+            self.in_work.judged(episode_id, trial, passed, self.rules)
 
     def log_charges(self, episode: Episode) -> None:
         """Log the last attempt again, now charged with the calls made after it."""
@@ -272,8 +273,8 @@ class Memory:
         )  # fmt: skip
         if not verify or show_candidates or shuffled or self.frozen or not k:
             return shown
-        exclude |= {lesson.id for lesson in shown}
-        return shown + self.in_work.tried(task, episode_id, trial, exclude, k, min_similarity)
+        showing = {lesson.id for lesson in shown}  # not `exclude`: a twin it wrote may be tried
+        return shown + self.in_work.tried(task, episode_id, trial, showing, k, min_similarity)
 
     def assignment(self, episode_id: str, trial: int) -> Assignment | None:
         """Whether that attempt was assigned a candidate, and which arm."""
@@ -367,11 +368,15 @@ class Memory:
         now = self.log.change_lessons(lessons, event, change, **where)
         for mine, fresh in zip(lessons, now, strict=True):
             mine.validity = fresh.validity.model_copy()
+        self._recache(now)
+        return now
+
+    def _recache(self, now: list[Lesson]) -> None:
+        """The store's cached copy of lessons the log changed, rewritten from the log."""
         ids = list(dict.fromkeys(lesson.id for lesson in now))
         stored = self._stored(ids)
         if stored:
             self.store.refresh([i for i in ids if i in stored], self.log.lessons)
-        return now
 
     def _stored(self, ids: list[str]) -> set[str]:
         """Which of these lessons are in the store."""

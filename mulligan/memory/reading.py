@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
-from mulligan.memory.assignment import Assignment, of_episode, of_lesson
+from mulligan.memory.assignment import Assignment
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.migrations import MIGRATIONS
 from mulligan.schema import Episode, Lesson, Verdict
@@ -145,13 +145,11 @@ class MemoryReader:
 
     def assigned(self, lesson_id: str) -> list[Assignment]:
         """The attempts assigned to be shown the lesson or not, while working, in order."""
-        with self.log._lock:
-            return of_lesson(self.log.db.conn, lesson_id)
+        return self.log.assignments_of_lesson(lesson_id)
 
     def assignments(self, episode_id: str) -> dict[int, Assignment]:
         """The episode's assigned attempts, by trial."""
-        with self.log._lock:
-            return of_episode(self.log.db.conn, episode_id)
+        return self.log.assignments_of_episode(episode_id)
 
     def lesson_uses(self, lesson_id: str) -> list[LessonUse]:
         """The lesson's events in order, each with the verdict of the attempt it concerns."""

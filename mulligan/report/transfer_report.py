@@ -3,7 +3,7 @@ on the test split? Built from the log alone, as the rest of the report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -59,22 +59,22 @@ def _reads_memory(s: StrategyStats) -> bool:
 
 
 def _twin_of(twin: StrategyStats, stats: RunStats) -> StrategyStats | None:
-    """The arm a faithfulness twin is set against: same items, same store use from the same
-    trial, no twin."""
+    """The arm a faithfulness twin is set against: the same arm in every answer but the twin
+    (what it reads, from which trial, what it carries, how it draws)."""
     mine = strategies.known(twin.strategy)
     if mine is None or mine.twin is None:
         return None
     for s in stats.strategies:
         real = strategies.known(s.strategy)
-        same = real is not None and (
-            real.items,
-            real.writes_store,
-            real.uses_store,
-            real.reads_from_trial,
-        ) == (mine.items, mine.writes_store, True, mine.reads_from_trial)
-        if same and real is not None and real.twin is None and s.run_pass == twin.run_pass:
+        if real is None or real.twin is not None or s.run_pass != twin.run_pass:
+            continue
+        if _but_the_twin(real) == _but_the_twin(mine):
             return s
     return None
+
+
+def _but_the_twin(strategy: strategies.Strategy) -> strategies.Strategy:
+    return replace(strategy, name="", summary="", twin=None)
 
 
 def _is_twin(name: str) -> bool:

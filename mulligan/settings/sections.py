@@ -307,7 +307,9 @@ class MemorySection(Section):
 
     show_candidates: bool = Field(
         default=False,
-        description="lessons not yet verified reach the actor too, marked unverified",
+        description="every lesson not yet verified reaches the actor too, from trial 1, "
+        "marked unverified (by default a candidate is only tried on later attempts, by "
+        "assignment)",
     )
     retrieved_cases: int = Field(
         default=1,

@@ -111,17 +111,23 @@ class RepairPipeline:
         while not passing and trial <= self.settings.loop.trials:
             size = min(self.settings.concurrency, self.settings.loop.trials - trial + 1)
             project = self.copies.project.directory.name
-            texts = [lesson.text for lesson in lessons]
-            asks = {
-                t: (
-                    repair_prompt(diagnosis, t, request, project, texts, earlier[-EARLIER_KEPT:]),
-                    diagnosis.shown_files(t),
-                )
+            given = {
+                t: lessons + self._assigned(task, episode, t, lessons)
                 for t in range(trial, trial + size)
             }
-            done = self._round(task, asks, lessons)
+            asks = {
+                t: (
+                    repair_prompt(
+                        diagnosis, t, request, project, [x.text for x in given[t]],
+                        earlier[-EARLIER_KEPT:],
+                    ),
+                    diagnosis.shown_files(t),
+                )
+                for t in given
+            }  # fmt: skip
+            done = self._round(task, asks, given)
             for candidate in done:  # logged here, in trial order: one thread writes the log
-                self._log(episode, candidate, lessons)
+                self._log(episode, candidate, given[candidate.attempt.trial])
             passing = [c.attempt for c in done if c.verdict.passed]
             earlier += [_note(c.attempt, c.verdict) for c in done]
             trial += size
@@ -136,16 +142,20 @@ class RepairPipeline:
     # ------------------------------------------------------------ one round, one candidate
 
     def _round(
-        self, task: Task, asks: dict[int, tuple[str, dict[str, set[int]]]], lessons: list[Lesson]
+        self,
+        task: Task,
+        asks: dict[int, tuple[str, dict[str, set[int]]]],
+        given: dict[int, list[Lesson]],
     ) -> list[Candidate]:
-        """One candidate per trial, each with its prompt and the files it was shown."""
-        ids = [lesson.id for lesson in lessons]
+        """One candidate per trial, each with its prompt, the files and the lessons it was
+        shown."""
+        ids = {trial: [lesson.id for lesson in lessons] for trial, lessons in given.items()}
         if len(asks) == 1:
             ((trial, (prompt, shown)),) = asks.items()
-            return [self._candidate(task, prompt, shown, ids, trial)]
+            return [self._candidate(task, prompt, shown, ids[trial], trial)]
         with ThreadPoolExecutor(max_workers=len(asks)) as pool:
             running = [
-                pool.submit(self._candidate, task, prompt, shown, ids, trial)
+                pool.submit(self._candidate, task, prompt, shown, ids[trial], trial)
                 for trial, (prompt, shown) in asks.items()
             ]
             return [future.result() for future in running]
@@ -248,6 +258,19 @@ class RepairPipeline:
             min_similarity=self.settings.loop.min_similarity,
             candidates=self.settings.show_candidates,
         )  # fmt: skip
+
+    def _assigned(
+        self, task: Task, episode: Episode, trial: int, lessons: list[Lesson]
+    ) -> list[Lesson]:
+        """From candidate 2 on, the project's candidate lesson when its assignment shows it
+        (verification while working, mulligan/memory/assignment.py); with --show-candidates
+        every candidate is among `lessons` already."""
+        memory, k = self.memory, self.settings.retrieved_lessons
+        if not memory or not k or self.settings.show_candidates or memory.frozen:
+            return []
+        shown = {lesson.id for lesson in lessons}
+        floor = self.settings.loop.min_similarity
+        return memory.in_work.tried(task, episode.id, trial, shown, k, floor)
 
     def _log(self, episode: Episode, candidate: Candidate, lessons: list[Lesson]) -> None:
         episode.attempts.append(candidate.attempt)

@@ -1,3 +1,4 @@
 from mulligan.strategies.base import Strategy
+from mulligan.strategies.memory_option import WRITES
 
-RETRY = Strategy("retry", "up to N attempts, nothing carried over")
+RETRY = Strategy("retry", "up to N attempts, nothing carried over", options=(WRITES,))

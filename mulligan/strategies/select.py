@@ -1,4 +1,5 @@
 from mulligan.strategies.base import Strategy
+from mulligan.strategies.memory_option import READS
 
 SELECT = Strategy(
     "select",
@@ -9,4 +10,5 @@ SELECT = Strategy(
     "separated by an input (S*, --separate)",
     draws_candidates=True,
     in_default_study=False,
+    options=(READS,),
 )

@@ -191,7 +191,7 @@ def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
             "endpoint": {"model": DEMO_MODEL, "temperature": REPEATED_TEMPERATURE},
             "budget": {"max_steps": 4},
             "loop": {"trials": 3},
-            "memory": {"show_candidates": True},  # it learns online: nothing is verified
+            "memory": {"show_candidates": True},  # a short scripted run: lessons at once
         }
     )
     return Study(

@@ -6,10 +6,6 @@ the memory ends as an uninterrupted run leaves it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -18,11 +14,11 @@ from typing import Any
 import pytest
 
 from mulligan.loop import LoopSettings
-from mulligan.memory import HashEmbedding, Memory, in_work
-from mulligan.memory.assignment import of_lesson
+from mulligan.memory import HashEmbedding, Memory, assignment, in_work
 from mulligan.runs.build import build_loop
 from mulligan.schema import Lesson, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
+from tests.cli.test_resume import killed_when, resumed
 from tests.memory.helpers import RIGHT, plant, prompt_of, units_tasks
 
 DIAGNOSIS = "Look at the unit the question asks for."
@@ -36,7 +32,7 @@ def state(memory: Memory) -> tuple[Any, ...]:
     """What the memory holds of the candidate's verification, episode ids and times aside."""
     halves = [
         (a.episode_id.rsplit("-", 1)[-1], a.trial, a.shown, a.passed, a.told, a.pair)
-        for a in of_lesson(memory.log.db.conn, "rule")
+        for a in memory.log.assignments_of_lesson("rule")
     ]
     events = Counter(
         (e["event"], e["episode_id"].rsplit("-", 1)[-1], e["trial"])
@@ -115,7 +111,7 @@ def test_killed_between_an_attempt_and_its_evidence(
 
         monkeypatch.setattr(in_work.InWorkVerification, "judged", killed)
     else:
-        judge = in_work.judge
+        judge = assignment.judge
         crash = once(lambda lesson, episode_id, trial: episode_id == "e-units-3")
 
         def half_done(conn: Any, lesson: Lesson, episode_id: str, trial: int, *rest: Any) -> Any:
@@ -123,7 +119,7 @@ def test_killed_between_an_attempt_and_its_evidence(
             crash(lesson, episode_id, trial)
             return events
 
-        monkeypatch.setattr(in_work, "judge", half_done)
+        monkeypatch.setattr(assignment, "judge", half_done)
     with pytest.raises(Crash):
         session(tmp_path / "crash", tasks, model())
     monkeypatch.undo()
@@ -166,38 +162,25 @@ def test_a_session_killed_mid_run_and_resumed_ends_as_an_uninterrupted_one(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "tasks.yaml").write_text(TASKS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
 
     def argv(server: FakeOpenAIServer, memory: Path, *more: str) -> list[str]:
         return [
-            sys.executable, "-m", "mulligan.cli", "run", str(tmp_path / "tasks.yaml"),
-            "--strategy", "reflexion-memory", "--trials", "3", "--min-similarity", "0",
-            "--base-url", server.base_url, "--memory", str(memory), "--embedding", "hash", *more,
+            "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion-memory", "--trials",
+            "3", "--min-similarity", "0", "--base-url", server.base_url, "--memory",
+            str(memory), "--embedding", "hash", *more,
         ]  # fmt: skip
 
     for name in ("whole", "crash"):
         planted(tmp_path / name)
     with FakeOpenAIServer(policy=HoldLater(hold=False)) as server:
-        whole = subprocess.run(argv(server, tmp_path / "whole"), capture_output=True, env=env)
+        whole = resumed(argv(server, tmp_path / "whole"))
         assert whole.returncode in (0, 1), whole.stderr
     policy = HoldLater(hold=True)
     with FakeOpenAIServer(policy=policy) as server:
-        process = subprocess.Popen(
-            argv(server, tmp_path / "crash"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, env=env,
-        )  # fmt: skip
-        try:
-            assert policy.arrived.wait(timeout=120), "the held attempt never arrived"
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=30)
-        assert process.stderr is not None
-        run_id = process.stderr.readline().split("run id:")[1].strip()
+        run_id = killed_when(policy, argv(server, tmp_path / "crash"))  # type: ignore[arg-type]
         middle = Memory(tmp_path / "crash", HashEmbedding())
-        assert 0 < len(of_lesson(middle.log.db.conn, "rule")) < 12  # killed mid-session
-        done = subprocess.run(
-            argv(server, tmp_path / "crash", "--resume", run_id), capture_output=True, env=env
-        )
+        assert 0 < len(middle.log.assignments_of_lesson("rule")) < 12  # killed mid-session
+        done = resumed(argv(server, tmp_path / "crash", "--resume", run_id))
         assert done.returncode in (0, 1), done.stderr
         assert server.violations == []
     crashed, uncut = (Memory(tmp_path / d, HashEmbedding()) for d in ("crash", "whole"))

@@ -4,6 +4,7 @@ whether the actor uses what it is shown."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from mulligan.loop import LoopSettings
@@ -65,7 +66,7 @@ def test_every_twin_names_its_real_arm_by_what_it_reads_not_by_name() -> None:
     for twin in twins:
         (real,) = [
             s for s in arms
-            if s.uses_store and not s.writes_store and not s.twin and s.items == twin.items
-            and s.reads_from_trial == twin.reads_from_trial
+            if not s.twin and replace(s, name="", summary="") == replace(twin, name="",
+                                                                          summary="", twin=None)
         ]  # fmt: skip
         assert words(twin.name) - {twin.twin} == words(real.name)

@@ -62,6 +62,7 @@ def test_trial_one_never_sees_a_candidate_and_later_trials_are_assigned_in_block
     assert v.retrieved == 6  # shown to half of the twelve later attempts
     events = [e["event"] for e in memory.log.lesson_events("rule")]
     assert events.count("assigned") == 12 and events.count("judged") == 12
+    assert events.count("shown") == 6
 
 
 def test_with_and_without_the_candidate_the_attempts_differ_only_in_it(tmp_path: Path) -> None:
@@ -134,7 +135,7 @@ def test_a_lesson_that_makes_every_attempt_fail_is_refuted_and_never_shown_again
     assert all(not any(shown(e, "bad")) for e in again)
 
 
-@pytest.mark.parametrize("strategy", ["react", "retry", "reflexion"])
+@pytest.mark.parametrize("strategy", ["react", "retry", "reflexion", "select"])
 def test_strategies_without_the_store_read_none_of_it(tmp_path: Path, strategy: str) -> None:
     memory = fresh(tmp_path)
     plant(memory, "rule", RIGHT)
@@ -165,3 +166,47 @@ def test_a_frozen_memory_verifies_nothing(tmp_path: Path) -> None:
     episodes = run(memory, working_model(right_when=RIGHT), units_tasks(4))
     assert all(not any(shown(e)) for e in episodes)
     assert memory.lessons(["rule"])[0].validity.evidence.pairs == 0
+
+
+def test_retry_given_the_memory_verifies_with_nothing_else_carried(tmp_path: Path) -> None:
+    """retry[memory]: each attempt an independent draw but for the store, so an attempt the
+    candidate is withheld from sees what trial 1 saw, and one it is shown to only adds it."""
+    memory = fresh(tmp_path)
+    plant(memory, "rule", RIGHT)
+    model = working_model(right_when=RIGHT)
+    episodes = run(memory, model, units_tasks(6), "retry[memory]")
+    assert not shown(episodes[0])[0]  # a candidate: never at trial 1
+    assert shown(episodes[-1]) == [True]  # validated since: from trial 1
+    assert memory.lessons(["rule"])[0].validity.status == "validated"
+    actor = [
+        c.messages for c in model.calls if "careful problem solver" in c.messages[0]["content"]
+    ]
+    block = prompts.render("lessons", lessons=[RIGHT])
+    seen_arms, start = set(), 0
+    for episode in episodes[:2]:  # block partners at trial 2: one of each arm
+        calls, start = actor[start : start + len(episode.attempts)], start + len(episode.attempts)
+        for messages, was_shown in zip(calls[1:], shown(episode)[1:], strict=True):
+            cleaned = [{**m, "content": m["content"].replace(block, "").strip()} for m in messages]
+            cleaned = [m for m in cleaned if m["content"]]
+            assert cleaned == [{**m, "content": m["content"].strip()} for m in calls[0]]
+            assert any(block in m["content"] for m in messages) == was_shown
+            seen_arms.add(was_shown)
+    assert seen_arms == {True, False}
+
+
+def test_select_given_the_memory_tries_the_candidate_on_later_draws(tmp_path: Path) -> None:
+    """select[memory]: every draw is independent; from draw 2 on, the candidate is assigned as
+    on any later attempt, and the draws it is shown to are the ones that pass."""
+    memory = fresh(tmp_path)
+    plant(memory, "rule", RIGHT)
+    episodes = run(memory, working_model(right_when=RIGHT), units_tasks(6), "select[memory]")
+    assert not shown(episodes[0])[0]  # a candidate: never the first draw
+    for episode in episodes:
+        for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=True):
+            assert verdict.passed == ("rule" in attempt.lesson_ids)
+            assigned = memory.assignment(episode.id, attempt.trial)
+            if assigned:  # a later draw, assigned while the lesson was a candidate
+                assert attempt.trial > 1 and assigned.shown == verdict.passed
+    v = memory.lessons(["rule"])[0].validity
+    assert v.evidence.helped == v.evidence.pairs >= 2 and v.status == "validated"
+    assert shown(episodes[-1]) == [True]  # validated: from the first draw on

@@ -1,0 +1,233 @@
+"""A persistent agent's study: a stream of tasks in sessions, as a user would run them.
+
+The stream (a seeded sample of the suite) is cut into sessions; each session is one
+`mulligan run` in a new process. The memory arm (`--strategy`, default retry[memory]) runs
+every session on one memory directory, so what it learns and verifies while working in one
+session is there in the next; the arm without memory (`--baseline`, default retry: the same
+strategy reading no store) runs the same tasks with the same seed, each session on a log of
+its own. Per session it prints, for both arms, how many tasks were solved (the submitted
+answer's hidden verdict) and first attempts passed, the tokens spent, and for the memory arm
+the lessons written, validated and refuted in that session, the pairs made while working,
+and what chance alone would have done: the number of the lessons with pairs so far that a
+lesson changing nothing would have had validated and refuted by as many pairs
+(`validity.by_chance_while_working`, at the pass rate of the attempts a candidate was
+withheld from). Then each session paired: tasks only the memory arm solved, only the
+baseline, and McNemar's exact p. The table goes to OUT/persistent.md, every number to
+OUT/persistent.json.
+
+    python benchmarks/persistent_agent.py mbpp --data mbpp.jsonl --sessions 5 \\
+        --per-session 40 --trials 3 --seed 1 --out study-persistent -- \\
+        --base-url http://127.0.0.1:8011/v1 --model qwen2.5-coder-1.5b
+    python benchmarks/persistent_agent.py --smoke --out /tmp/persistent-smoke
+
+Arguments after `--` go to every `mulligan run` (the endpoint, `--reflector-model`,
+`--concurrency`, ...); `mulligan serve` keeps one local model up across the sessions.
+`--smoke` runs three short sessions on a synthetic suite against the package's fake
+endpoint (a model that answers right only with the lesson it writes in view): a check that
+the study runs, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mulligan.memory.log import EpisodeLog
+from mulligan.memory.validity import GENERAL, ValidityRules, by_chance_while_working
+from mulligan.report.paired import mcnemar_exact
+from mulligan.tasks.suites import load_suite, select
+
+SMOKE_LESSON = "Convert the km to metres by multiplying by 1000."
+
+
+def sessions_of(
+    suite: str, data: str | None, sessions: int, per: int, seed: int
+) -> list[list[str]]:
+    """The stream: a seeded sample of sessions x per tasks, in sessions."""
+    tasks = select(load_suite(suite, data=data).tasks, sample=sessions * per, seed=seed)
+    ids = [task.id for task in tasks]
+    return [ids[n * per : (n + 1) * per] for n in range(sessions) if ids[n * per : (n + 1) * per]]
+
+
+def run_session(
+    suite: str, ids: list[str], strategy: str, memory: Path, args: argparse.Namespace
+) -> tuple[str, list[dict[str, Any]]]:
+    """One session in a new process: its run id and one JSON record per episode."""
+    argv = [sys.executable, "-m", "mulligan.cli", "run", suite, "--ids", ",".join(ids),
+            "--strategy", strategy, "--trials", str(args.trials), "--seed", str(args.seed),
+            "--memory", str(memory), "--json", *(["--data", args.data] if args.data else []),
+            *args.passed]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=environment(args))
+    if done.returncode not in (0, 1):
+        sys.exit(f"persistent_agent.py: {strategy} session failed:\n{done.stderr[-2000:]}")
+    run_id = done.stderr.split("run id:")[1].split()[0]
+    return run_id, [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def environment(args: argparse.Namespace) -> dict[str, str]:
+    if not args.smoke:
+        return dict(os.environ)
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+
+
+def arm_numbers(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "tasks": len(episodes),
+        "solved": sum(bool(e["passed"]) for e in episodes),
+        "first": sum(
+            bool(e["attempts"] and e["attempts"][0]["verdict"]["passed"]) for e in episodes
+        ),
+        "tokens": sum(e["usage"]["total_tokens"] for e in episodes),
+        "passed": {e["task_id"]: bool(e["passed"]) for e in episodes},
+    }
+
+
+def memory_numbers(memory: Path, run_id: str, rules: ValidityRules) -> dict[str, Any]:
+    """What the session did to the memory, and what chance alone would have done."""
+    log = EpisodeLog(memory / "episodes.db", read_only=True)
+    mine = {row["id"] for row in log.episodes(run_id)}
+    events = [e for e in log.lesson_events() if e["episode_id"] in mine]
+    created = [e["lesson_id"] for e in events if e["event"] == "created"]
+    general = [x.id for x in log.lessons(created) if x.kind in GENERAL]
+    passed, told = log.withheld_halves()
+    every = {e["lesson_id"] for e in log.lesson_events()}
+    tried = [x for x in log.lessons(sorted(every)) if x.validity.evidence.pairs]
+    rate = passed / told if told else None
+    luck = [by_chance_while_working(x.validity.evidence.pairs, rate, rules) for x in tried] if (
+        rate is not None
+    ) else []  # fmt: skip
+    statuses = [x.validity.status for x in log.lessons(sorted(every)) if x.kind in GENERAL]
+    return {
+        "written": len(general),
+        "validated": sum(e["event"] == "status:validated" for e in events),
+        "refuted": sum(e["event"] == "status:refuted" for e in events),
+        "pairs": sum(e["event"] == "verified" for e in events),
+        "withheld_pass_rate": rate,
+        "lessons_with_pairs": len(tried),
+        "chance_validated": sum(x.validated for x in luck),
+        "chance_refuted": sum(x.refuted for x in luck),
+        "store": {s: statuses.count(s) for s in sorted(set(statuses))},
+    }
+
+
+def table(rows: list[dict[str, Any]], strategy: str, baseline: str) -> str:
+    head = (
+        f"| session | tasks | solved {strategy} | solved {baseline} | only {strategy} | only "
+        f"{baseline} | p | first attempt {strategy} / {baseline} | tokens {strategy} / "
+        f"{baseline} | lessons written | validated | refuted | pairs | by chance: validated "
+        "· refuted |"
+    )
+    lines = [head, "|" + "---|" * 14]
+    for n, row in enumerate(rows, start=1):
+        m, b, k = row["memory"], row["baseline"], row["lessons"]
+        lines.append(
+            f"| {n} | {m['tasks']} | {m['solved']} | {b['solved']} | {row['only_memory']} | "
+            f"{row['only_baseline']} | {row['p']:.3f} | {m['first']} / {b['first']} | "
+            f"{m['tokens']:,} / {b['tokens']:,} | {k['written']} | {k['validated']} | "
+            f"{k['refuted']} | {k['pairs']} | {k['chance_validated']:.1f} · "
+            f"{k['chance_refuted']:.1f} of {k['lessons_with_pairs']} |"
+        )
+    return "\n".join(lines)
+
+
+def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    out = Path(args.out)
+    rows = []
+    for n, ids in enumerate(stream, start=1):
+        run_id, with_memory = run_session(suite, ids, args.strategy, out / "memory", args)
+        _, without = run_session(suite, ids, args.baseline, out / f"baseline-{n}", args)
+        m, b = arm_numbers(with_memory), arm_numbers(without)
+        only_m = sum(m["passed"][t] and not b["passed"].get(t, False) for t in m["passed"])
+        only_b = sum(b["passed"][t] and not m["passed"].get(t, False) for t in b["passed"])
+        rules = ValidityRules(validate_after=args.validate_after, refute_after=args.refute_after)
+        rows.append({
+            "session": n, "run_id": run_id, "memory": m, "baseline": b,
+            "only_memory": only_m, "only_baseline": only_b, "p": mcnemar_exact(only_m, only_b),
+            "lessons": memory_numbers(out / "memory", run_id, rules),
+        })  # fmt: skip
+        print(f"session {n}: {args.strategy} {m['solved']}/{m['tasks']}, "
+              f"{args.baseline} {b['solved']}/{b['tasks']}", file=sys.stderr)  # fmt: skip
+    return rows
+
+
+SMOKE_TASKS = "".join(
+    f"- id: units-{n}\n  family: units\n  prompt: A path is {n} km long. How long is it in "
+    f"metres?\n  checks: [{{type: exact_match, answer: '{n * 1000}', name: answer}}]\n"
+    for n in range(1, 13)
+)
+
+
+def smoke_policy(body: dict[str, Any]) -> Any:
+    """Right only with the lesson in view; the reviewer writes it after every failure."""
+    from mulligan.testing import FakeReply
+
+    text = json.dumps(body["messages"])
+    if "You review a failed attempt" in body["messages"][0]["content"]:
+        written = {"diagnosis": "Look at the unit asked for.", "lesson": SMOKE_LESSON}
+        return FakeReply(content=json.dumps(written))
+    km = int(text.split("A path is ")[1].split(" km")[0])
+    return FakeReply(content=str(km * 1000) if SMOKE_LESSON in text else str(km))
+
+
+@contextmanager
+def smoke_endpoint(args: argparse.Namespace) -> Iterator[str]:
+    from mulligan.testing import FakeOpenAIServer
+
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    suite = Path(args.out) / "units.yaml"
+    suite.write_text(SMOKE_TASKS)
+    with FakeOpenAIServer(policy=smoke_policy) as server:
+        args.passed = ["--base-url", server.base_url, "--embedding", "hash",
+                       "--min-similarity", "0", *args.passed]  # fmt: skip
+        yield str(suite)
+
+
+def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" not in argv:
+        return argv, []
+    at = argv.index("--")
+    return argv[:at], argv[at + 1 :]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", nargs="?", help="humaneval, mbpp, or a task file")
+    parser.add_argument("--data", help="the suite's data file, as `mulligan run --data`")
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--per-session", type=int, default=40)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--strategy", default="retry[memory]", help="the memory arm")
+    parser.add_argument("--baseline", default="retry", help="the same strategy without memory")
+    parser.add_argument("--validate-after", type=int, default=ValidityRules().validate_after)
+    parser.add_argument("--refute-after", type=int, default=ValidityRules().refute_after)
+    parser.add_argument("--out", required=True, help="a new directory for the memories")
+    parser.add_argument("--smoke", action="store_true", help="3 short sessions, fake endpoint")
+    mine, passed = split_at_dashes(sys.argv[1:])
+    args = parser.parse_args(mine)
+    args.passed = passed  # after --: flags for every `mulligan run`
+    if args.smoke:
+        args.sessions, args.per_session = 3, 4
+        with smoke_endpoint(args) as suite:
+            rows = study(suite, sessions_of(suite, None, 3, 4, args.seed), args)
+    else:
+        if not args.suite:
+            parser.error("name a suite (humaneval, mbpp or a task file), or pass --smoke")
+        stream = sessions_of(args.suite, args.data, args.sessions, args.per_session, args.seed)
+        rows = study(args.suite, stream, args)
+    out = Path(args.out)
+    (out / "persistent.json").write_text(json.dumps(rows, indent=1))
+    text = table(rows, args.strategy, args.baseline)
+    (out / "persistent.md").write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
