@@ -139,6 +139,7 @@ class Loop:
         texts: list[str],
         carried: str,
     ) -> tuple[Attempt, Verdict]:
+        drawn = self.strategy.draw(trial, self.settings.temperatures)
         with self._workspace(task) as workspace:
             attempt = self.actor.run(
                 task.id, task.prompt, self._tools(task, workspace),
@@ -147,6 +148,7 @@ class Loop:
                 budget=self.actor.settings.budget_for(task.budget),
                 on_step=self._step_logger(episode.id, trial),
                 resume=self._unfinished(episode.id, trial),
+                temperature=drawn.temperature, approach=drawn.approach,
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 

@@ -75,11 +75,13 @@ class OpenAIChatModel:
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
         until: Until | None = None,
+        temperature: float | None = None,
     ) -> ChatResponse:
         """One completion; `timeout` bounds the whole call, retries included. With `until`
-        (and `stream_until`), streamed, and read only until `until(text so far)` holds."""
+        (and `stream_until`), streamed, and read only until `until(text so far)` holds;
+        `temperature` over the model's own."""
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
-        kwargs["temperature"] = self.temperature
+        kwargs["temperature"] = self.temperature if temperature is None else temperature
         if tools:
             kwargs["tools"] = tools
         if stop:

@@ -213,6 +213,10 @@ class Attempt(Record):
     """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
     selection: Selection | None = None
     """On a selection strategy's last candidate: which one the episode submits, and why."""
+    drawn_temperature: float | None = None
+    """The temperature its strategy drew it at (None: the run's, the endpoint's setting)."""
+    approach: str | None = None
+    """The prompt variant its strategy drew it with (a prompt file's name; None: none)."""
 
     def shared(self) -> Attempt:
         """A copy for a strategy that shares this trial 1 (a paired study): what making and

@@ -13,19 +13,22 @@ from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
 from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
-from mulligan.strategies.select import SELECT
+from mulligan.strategies.select import SELECT, SELECT_DIVERSE
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
+from mulligan.strategies.warming import WARMING
 
 REGISTRY: dict[str, Strategy] = {
     s.name: s
     for s in (
         REACT,
         RETRY,
+        WARMING,
         REFLEXION,
         REFLEXION_MEMORY,
         REPAIR,
         MEMORY_FROZEN,
         SELECT,
+        SELECT_DIVERSE,
         PATCH,
     )
 }

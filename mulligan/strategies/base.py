@@ -4,9 +4,9 @@ Kept free of heavy imports: `mulligan --help` lists the strategies without loadi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from mulligan.defaults import Carry
@@ -27,6 +27,17 @@ class Option:
     sets: Mapping[str, Any]
     refuses: tuple[str, ...] = ()
     """Options it cannot go with (a case has no rule to corrupt)."""
+
+
+@dataclass(frozen=True)
+class Draw:
+    """How one trial is drawn: at which temperature, and with which prompt variant."""
+
+    temperature: float | None = None
+    """None: the model's own (the run's temperature)."""
+    approach: str | None = None
+    """A prompt file (prompts/NAME.md) pinned after the task, asking for a way of working
+    (a plan first); None: the task's prompt alone."""
 
 
 @dataclass(frozen=True)
@@ -104,13 +115,33 @@ class Strategy:
         summary = "; ".join([self.summary, *(option.summary for option in chosen)])
         return replace(self, name=name, summary=summary, **sets)
 
+    ladder: Literal["climb", "spread"] | None = None
+    """Its trials draw at the temperatures of the ladder (`[loop] temperatures`): `climb`,
+    one rung a trial, the top one repeating past the end (warming); `spread`, round the
+    ladder again past the end (diverse candidates). None: the run's temperature."""
+    approaches: tuple[str | None, ...] = ()
+    """Prompt variants its trials take in turn (`Draw.approach`); none: the task's alone."""
+
     @property
     def shares_first_attempt(self) -> bool:
-        """It starts without lessons, so a paired study can give it the shared trial 1."""
-        return not self.uses_store or self.reads_from_trial > 1
+        """It starts without lessons, drawn as every other strategy draws, so a paired study
+        can give it the shared trial 1."""
+        plain = self.ladder is None and not any(self.approaches[:1])
+        return plain and (not self.uses_store or self.reads_from_trial > 1)
 
     def trials(self, budget: int) -> int:
         return budget if self.repeats else 1
+
+    def draw(self, trial: int, temperatures: Sequence[float]) -> Draw:
+        """How trial `trial` (from 1) is drawn, given the ladder."""
+        temperature = approach = None
+        if self.ladder and temperatures:
+            top = len(temperatures) - 1
+            rung = min(trial - 1, top) if self.ladder == "climb" else (trial - 1) % (top + 1)
+            temperature = temperatures[rung]
+        if self.approaches:
+            approach = self.approaches[(trial - 1) % len(self.approaches)]
+        return Draw(temperature, approach)
 
     def wants(self, lessons: int, cases: int) -> tuple[int, int]:
         """How many general lessons and cases it retrieves, of the numbers the settings give."""

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from mulligan.strategies.base import Strategy
 
 SELECT = Strategy(
@@ -9,4 +11,13 @@ SELECT = Strategy(
     "separated by an input (S*, --separate)",
     draws_candidates=True,
     in_default_study=False,
+)
+SELECT_DIVERSE = replace(
+    SELECT,
+    name="select-diverse",
+    summary="as select, its candidates drawn across the temperature ladder ([loop] "
+    "temperatures) and, in turn, straight to the answer or with a plan written first, so "
+    "that they fail less alike",
+    ladder="spread",
+    approaches=(None, "approach_plan"),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[2] / "mulligan"
 STRATEGY_NAME = re.compile(
-    r"""["'](react|retry|reflexion|reflexion-memory|repair|memory-frozen)["']"""
+    r"""["'](react|retry|warming|reflexion|reflexion-memory|repair|memory-frozen|select-diverse)["']"""
 )
 
 
