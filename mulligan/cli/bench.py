@@ -207,6 +207,7 @@ def bench_study(
         executor=run.executor,
         first_from=args.first_from,
         reflector=run.reflector,
+        escalation=run.escalation,
     )
 
 

@@ -27,6 +27,7 @@ from mulligan.report.tables import (
     first_trial_rows,
     later_trial_rows,
     lesson_rows,
+    model_rows,
     paired_rows,
     role_cost_rows,
     role_rows,
@@ -163,7 +164,7 @@ def markdown(
     parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
     parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
-    money = role_cost_rows(stats)
+    money, by_model = role_cost_rows(stats), model_rows(stats)
     parts += [
         "## Success per strategy",
         "",
@@ -182,6 +183,7 @@ def markdown(
         "",
         _markdown_table(*role_rows(stats)),
         "",
+        *([_markdown_table(*by_model), ""] if by_model[1] else []),
         *([_markdown_table(*money), ""] if money[1] else []),
         *[line for note in notes(stats) for line in (note, "")],
         "![success by trial](success_by_trial.svg)",
@@ -280,6 +282,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
+        *([_html_table(*model_rows(stats))] if model_rows(stats)[1] else []),
         *([_html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
         *frontier.section_html(stats),

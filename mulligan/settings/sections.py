@@ -272,6 +272,12 @@ class LoopSection(Section):
         "(default: stop drawing at a full visible pass, or when no further candidate could "
         "change the pick; all N show what a larger budget would have drawn)",
     )
+    escalate_after: int = Field(
+        default=2,
+        ge=1,
+        description="escalate: attempts the actor's model makes before the stronger model "
+        "(--escalate-to) takes over the rest",
+    )
     temperatures: list[float] = Field(
         default_factory=lambda: list(TEMPERATURE_LADDER),
         min_length=1,

@@ -6,6 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
+from mulligan.strategies.escalate import ESCALATE
 from mulligan.strategies.memory_frozen import MEMORY_FROZEN, legacy
 from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
@@ -23,6 +24,7 @@ REGISTRY: dict[str, Strategy] = {
         REACT,
         RETRY,
         WARMING,
+        ESCALATE,
         REFLEXION,
         REFLEXION_MEMORY,
         REPAIR,

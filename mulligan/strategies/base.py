@@ -4,13 +4,14 @@ Kept free of heavy imports: `mulligan --help` lists the strategies without loadi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from mulligan.defaults import Carry
     from mulligan.schema import Episode, Lesson, Task
+    from mulligan.settings.sections import LoopSection
 
 Retrieve = Callable[[set[str]], list["Lesson"]]
 """Lessons from the persistent store for the next attempt, skipping the ids given."""
@@ -38,6 +39,8 @@ class Draw:
     approach: str | None = None
     """A prompt file (prompts/NAME.md) pinned after the task, asking for a way of working
     (a plan first); None: the task's prompt alone."""
+    escalated: bool = False
+    """Made by the stronger model (`[escalation] model`), not the actor's."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,14 @@ class Strategy:
     reads_from_trial: int = 1
     """The first trial shown what it reads from the store: 2 shows it only after a failed
     attempt, so its trial 1 is the one without memory (shared in a paired study)."""
+    ladder: Literal["climb", "spread"] | None = None
+    """Its trials draw at the temperatures of the ladder (`[loop] temperatures`): `climb`,
+    one rung a trial, the top one repeating past the end (warming); `spread`, round the
+    ladder again past the end (diverse candidates). None: the run's temperature."""
+    approaches: tuple[str | None, ...] = ()
+    """Prompt variants its trials take in turn (`Draw.approach`); none: the task's alone."""
+    escalates: bool = False
+    """Its trials after `[loop] escalate_after` are the stronger model's (`--escalate-to`)."""
     options: tuple[Option, ...] = field(default=(), compare=False)
     """The words it takes in brackets, each setting some of the fields above."""
 
@@ -115,13 +126,6 @@ class Strategy:
         summary = "; ".join([self.summary, *(option.summary for option in chosen)])
         return replace(self, name=name, summary=summary, **sets)
 
-    ladder: Literal["climb", "spread"] | None = None
-    """Its trials draw at the temperatures of the ladder (`[loop] temperatures`): `climb`,
-    one rung a trial, the top one repeating past the end (warming); `spread`, round the
-    ladder again past the end (diverse candidates). None: the run's temperature."""
-    approaches: tuple[str | None, ...] = ()
-    """Prompt variants its trials take in turn (`Draw.approach`); none: the task's alone."""
-
     @property
     def shares_first_attempt(self) -> bool:
         """It starts without lessons, drawn as every other strategy draws, so a paired study
@@ -132,16 +136,17 @@ class Strategy:
     def trials(self, budget: int) -> int:
         return budget if self.repeats else 1
 
-    def draw(self, trial: int, temperatures: Sequence[float]) -> Draw:
-        """How trial `trial` (from 1) is drawn, given the ladder."""
+    def draw(self, trial: int, loop: LoopSection) -> Draw:
+        """How trial `trial` (from 1) is drawn under the loop's settings."""
         temperature = approach = None
+        temperatures = loop.temperatures
         if self.ladder and temperatures:
             top = len(temperatures) - 1
             rung = min(trial - 1, top) if self.ladder == "climb" else (trial - 1) % (top + 1)
             temperature = temperatures[rung]
         if self.approaches:
             approach = self.approaches[(trial - 1) % len(self.approaches)]
-        return Draw(temperature, approach)
+        return Draw(temperature, approach, self.escalates and trial > loop.escalate_after)
 
     def wants(self, lessons: int, cases: int) -> tuple[int, int]:
         """How many general lessons and cases it retrieves, of the numbers the settings give."""

@@ -1,8 +1,11 @@
 """Draws that differ: `warming` climbs the temperature ladder one rung an attempt (as sent to
 the endpoint), `select-diverse` spreads its candidates over the ladder and takes the prompt
-variants in turn; the other strategies draw as before, at the run's temperature."""
+variants in turn, `escalate` hands the later attempts to a stronger model; the other
+strategies draw as before, at the run's temperature, with the actor's model."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +14,14 @@ from mulligan.errors import UserError
 from mulligan.llm.base import Message
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
+from mulligan.memory import HashEmbedding, Memory
 from mulligan.prompts import render
+from mulligan.report.stats import collect
+from mulligan.report.tables import model_rows
 from mulligan.runs.build import build_loop
 from mulligan.schema import Episode, ExactMatchCheck, Task
+from mulligan.settings.run_config import LoopSection, RunConfig
+from mulligan.studies.study import Study
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 CAPITAL = Task(
@@ -87,3 +95,32 @@ def test_the_ladder_is_read_comma_separated_and_each_rung_checked() -> None:
     for wrong, said in (([0.5, 2.5], "not 2.5"), ([], "at least 1")):
         with pytest.raises(UserError, match=f"temperatures: .*{said}"):
             LoopSettings(temperatures=wrong)
+
+
+def test_escalate_hands_the_later_attempts_to_the_stronger_model(tmp_path: Path) -> None:
+    """Two attempts of the actor's model fail, the stronger one's third passes; the report
+    counts each model's tokens under its name."""
+    small = ScriptedModel(policy=lambda messages, tools: "Sydney", name="small")
+    big = ScriptedModel(["Canberra"], name="big")
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    study = Study(
+        tasks=[CAPITAL], strategies=[strategies.ESCALATE.name], model_for=lambda s: small,
+        memory=memory, config=RunConfig(loop=LoopSection(trials=3, escalate_after=2)),
+        escalation=big,
+    )  # fmt: skip
+    memory.log.start_run("r", study.manifest())
+    study.run("r")
+    big.assert_done()
+    logged = memory.log.episode(f"r:{strategies.ESCALATE.name}:{CAPITAL.id}")
+    assert logged is not None and logged.passed
+    assert [a.model for a in logged.attempts] == ["small", "small", "big"]
+    (escalated,) = collect(memory.log, "r").strategies
+    assert set(escalated.by_model) == {"small", "big"}
+    assert escalated.by_model["big"] == logged.attempts[2].usage_by_role["actor"]
+    header, rows = model_rows(collect(memory.log, "r"))
+    assert header == ["strategy", "big tok/task", "small tok/task"] and len(rows) == 1
+
+
+def test_escalate_without_a_stronger_model_is_refused() -> None:
+    with pytest.raises(UserError, match="--escalate-to"):
+        build_loop(ScriptedModel(), LoopSettings(strategy=strategies.ESCALATE.name))
