@@ -218,6 +218,8 @@ class Actor:
             usage=response.usage,
             latency_s=response.latency_s,
             finish_reason=response.finish_reason,
+            seed=response.seed,
+            fingerprint=response.fingerprint,
         )
         names = list(registry.tools)
         if self.settings.protocol == "text":

@@ -19,6 +19,10 @@ class ChatResponse:
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
+    seed: int | None = None
+    """The sampling seed the request was sent with (None: none was sent)."""
+    fingerprint: str | None = None
+    """The endpoint's `system_fingerprint`, where it sends one."""
 
 
 class ChatModel(Protocol):

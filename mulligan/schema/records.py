@@ -114,6 +114,10 @@ class Step(Record):
     """What folding older steps into the running summary cost just before this turn."""
     latency_s: float = 0.0
     finish_reason: str = ""
+    seed: int | None = None
+    """The sampling seed its request was sent with (None: the endpoint takes none)."""
+    fingerprint: str | None = None
+    """The endpoint's `system_fingerprint` on the reply, where it sends one."""
 
     def closed(self) -> Step:
         """The step with every call that has no result (a crash cut it short) closed by an
@@ -226,6 +230,14 @@ class Attempt(Record):
         if after is not None:
             copy.usage = copy.usage - after
         return copy
+
+    def provenance(self) -> dict[str, list[Any]]:
+        """The seeds its model calls were sent with and the fingerprints their replies bore."""
+        fingerprints = {s.fingerprint for s in self.steps if s.fingerprint}
+        return {
+            "seeds": [s.seed for s in self.steps if s.seed is not None],
+            "fingerprints": sorted(fingerprints),
+        }
 
     def charge(self, role: Role, usage: Usage) -> None:
         """Count a call made for this attempt (after it: judging it, reflecting on it)."""
