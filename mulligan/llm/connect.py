@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.llm import local_model, local_server
+from mulligan.llm.hosts import self_hosted
 from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
@@ -133,15 +134,27 @@ def connect_local(
 
 
 def local_fields(model: object) -> dict[str, Any]:
-    """The manifest's fields of a model on a local server: the endpoint, the model file
-    (name, size, sha256) and the server (software, flags); {} for any other model."""
-    server = local_server.server_at(str(getattr(model, "base_url", "")))
-    if server is None:
+    """The manifest's fields of a model on a llama.cpp server on this machine or network:
+    the endpoint, the model file (name, size, sha256), the server (software or build, flags)
+    and its slots (`local_slots`; several are not bit-for-bit deterministic); {} for any
+    other model."""
+    base_url = str(getattr(model, "base_url", ""))
+    server = local_server.server_at(base_url)
+    if server is not None:
+        return {
+            "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
+            "local_model": server.model.facts(),
+            "local_server": server.facts(),
+            "local_slots": server.slots,
+        }
+    served = local_server.served_facts(base_url) if self_hosted(base_url) else None
+    if served is None:
         return {}
     return {
-        "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
-        "local_model": server.model.facts(),
-        "local_server": server.facts(),
+        "endpoint": f"llama.cpp server at {base_url} ({served['slots']} slots)",
+        "local_model": served["model"],
+        "local_server": {"build": served["build"]},
+        "local_slots": served["slots"],
     }
 
 

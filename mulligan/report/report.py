@@ -115,9 +115,24 @@ def hidden_unrun_note(stats: RunStats) -> str:
     )
 
 
+def slots_note(stats: RunStats) -> str:
+    """Said only when the run's llama.cpp server answered several requests at once."""
+    slots = stats.manifest.get("local_slots")
+    if not isinstance(slots, int) or slots < 2:
+        return ""
+    return (
+        f"The model's llama.cpp server answered up to {slots} requests at once (slots). "
+        "Several slots batch requests together, and batched arithmetic is not bit-for-bit "
+        "deterministic, even with the seed each request was sent with: the same request can "
+        "be answered differently (benchmarks/determinism.py counts how often), so a rerun of "
+        "this study can differ by more than its sampling."
+    )
+
+
 def notes(stats: RunStats) -> list[str]:
     """What the figures cannot show by themselves, one paragraph each."""
-    return [note for note in (unmetered_note(stats), hidden_unrun_note(stats)) if note]
+    found = (unmetered_note(stats), hidden_unrun_note(stats), slots_note(stats))
+    return [note for note in found if note]
 
 
 Block = repeats.Block

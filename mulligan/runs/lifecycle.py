@@ -38,7 +38,7 @@ RESUME_MAY_CHANGE = {
 
 
 NOT_COMPARED = (
-    "prompt_hashes", "versions", "concurrency", "endpoint",
+    "prompt_hashes", "versions", "concurrency", "endpoint", "local_slots",
     *(f"config.{path}" for path in RESUME_MAY_CHANGE),
 )  # fmt: skip
 """What a resume may change: the settings that cannot change a result (RESUME_MAY_CHANGE in

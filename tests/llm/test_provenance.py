@@ -1,16 +1,24 @@
 """Every record says what produced it: each request carries a sampling seed (until the
 endpoint refuses one), and the seed and the endpoint's `system_fingerprint` reach the
-attempt's steps and the episode log, streamed or not."""
+attempt's steps and the episode log, streamed or not; a llama.cpp server another process
+runs is recorded with its slots, build and model file, and the report says when several
+slots answered."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from mulligan.llm.connect import local_fields
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.report import slots_note
+from mulligan.report.stats import RunStats
 from mulligan.runs.build import build_loop
 from mulligan.schema import ExactMatchCheck, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply
@@ -66,3 +74,30 @@ def test_an_endpoint_that_refuses_a_seed_is_asked_again_without_and_never_sent_o
         second = model.chat([{"role": "user", "content": "q"}])
         assert ["seed" in request for request in server.requests] == [True, False, False]
     assert (first.text, first.seed, second.text, second.seed) == ("one", None, "two", None)
+
+
+def test_a_llama_cpp_server_of_another_process_is_recorded_with_slots_build_and_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where checksums are kept
+    gguf = tmp_path / "small.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 8)
+    props = {"total_slots": 4, "build_info": "b6001-abc", "model_path": str(gguf)}
+    with FakeOpenAIServer(route_bodies={"/props": json.dumps(props)}) as server:
+        fields = local_fields(OpenAIChatModel("m", base_url=server.base_url))
+    assert fields["local_slots"] == 4 and fields["local_server"] == {"build": "b6001-abc"}
+    assert fields["local_model"] == {
+        "file": "small.gguf",
+        "size": gguf.stat().st_size,
+        "sha256": hashlib.sha256(gguf.read_bytes()).hexdigest(),
+    }
+    with FakeOpenAIServer() as other:  # no /props: not a llama.cpp server
+        assert local_fields(OpenAIChatModel("m", base_url=other.base_url)) == {}
+
+
+@pytest.mark.parametrize(("slots", "said"), [(4, True), (1, False), (None, False)])
+def test_the_report_says_when_several_slots_answered(slots: int | None, said: bool) -> None:
+    manifest = {} if slots is None else {"local_slots": slots}
+    stats = RunStats("r", manifest, 0.0, None, "finished", [], [])
+    assert ("4 requests at once" in slots_note(stats)) == said
+    assert bool(slots_note(stats)) == said
