@@ -58,7 +58,9 @@ class Usage(Record):
         return sum(usages, Usage())
 
     def cost_text(self) -> str:
-        return "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+        """Dollars where a price made them; "not priced" for a model nobody priced (unknown)
+        or one priced at 0 (the local model: its cost is its tokens and time)."""
+        return f"${self.cost:.4f}" if self.cost else "not priced"
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump() | {"total_tokens": self.total_tokens}
