@@ -122,10 +122,10 @@ def slots_note(stats: RunStats) -> str:
         return ""
     return (
         f"The model's llama.cpp server answered up to {slots} requests at once (slots). "
-        "Several slots batch requests together, and batched arithmetic is not bit-for-bit "
-        "deterministic, even with the seed each request was sent with: the same request can "
-        "be answered differently (benchmarks/determinism.py counts how often), so a rerun of "
-        "this study can differ by more than its sampling."
+        "llama.cpp does not promise that a request batched with others is answered bit for "
+        "bit as it would be alone, even with the seed each request was sent with, so a rerun "
+        "of this study may differ by more than its sampling (benchmarks/determinism.py "
+        "counts how often on a given server)."
     )
 
 
