@@ -79,6 +79,8 @@ class Loop:
     config files); the memory's directory is added."""
     shown: Callable[[Task], list[Lesson]] | None = None
     """What the store's place in the prompt shows instead of retrieval (verification's pairs)."""
+    escalation: Actor | None = None
+    """The stronger model's actor, for the trials its strategy draws escalated."""
 
     def __post_init__(self) -> None:
         self.strategy = strategies.for_loop(self.settings.strategy)
@@ -139,14 +141,17 @@ class Loop:
         texts: list[str],
         carried: str,
     ) -> tuple[Attempt, Verdict]:
+        drawn = self.strategy.draw(trial, self.settings)
+        actor = self.escalation if drawn.escalated and self.escalation else self.actor
         with self._workspace(task) as workspace:
-            attempt = self.actor.run(
+            attempt = actor.run(
                 task.id, task.prompt, self._tools(task, workspace),
                 lessons=texts, carried=carried,
                 lesson_ids=[lesson.id for lesson in lessons], trial=trial,
                 budget=self.actor.settings.budget_for(task.budget),
                 on_step=self._step_logger(episode.id, trial),
                 resume=self._unfinished(episode.id, trial),
+                temperature=drawn.temperature, approach=drawn.approach,
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 

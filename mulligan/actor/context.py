@@ -114,9 +114,12 @@ class Context:
         protocol: Protocol,
         settings: CompressionSettings,
         carried: str = "",
+        approach: str = "",
     ) -> None:
         self.system = system
         self.task = task
+        self.approach = approach
+        """A way of working asked for after the task (a prompt variant: a plan first)."""
         self.carried = carried
         """The previous attempt, already rendered as quoted data (reflexion's carry-over)."""
         self.lessons = lessons
@@ -129,6 +132,8 @@ class Context:
 
     def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
         pinned = [prompts.render("task", prompt=self.task)]
+        if self.approach:
+            pinned.append(self.approach)
         if self.carried:
             pinned.append(neutralise(self.carried))  # the Python API may pass any text
         if self.lessons:

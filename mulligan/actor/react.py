@@ -79,11 +79,15 @@ class Actor:
         budget: Budget | None = None,
         on_step: Callable[[Step], None] | None = None,
         resume: list[Step] | None = None,
+        temperature: float | None = None,
+        approach: str | None = None,
     ) -> Attempt:
         """Attempt the task once; every attempt ends with a stop_reason, never a crash.
 
         `on_step` sees every step as soon as its tool results are in (for logging);
-        `resume` continues an interrupted attempt from its logged (repaired) steps.
+        `resume` continues an interrupted attempt from its logged (repaired) steps;
+        `temperature` is every actor call's (None: the model's own); `approach` names a
+        prompt file pinned after the task (a way of working, such as a plan first).
         """
         s = self.settings
         registry = ToolRegistry.of(
@@ -91,9 +95,11 @@ class Actor:
         )
         native = s.protocol == "native"
         schemas = registry.schemas() if native and tools else None
+        asked = prompts.render(approach) if approach else ""
         context = Context(
-            self._system(registry), prompt, lessons or [], s.protocol, s.compression, carried
-        )
+            self._system(registry), prompt, lessons or [], s.protocol, s.compression, carried,
+            approach=asked,
+        )  # fmt: skip
         spend = Spend(budget or s.budget)
         attempt = Attempt(
             task_id=task_id,
@@ -102,6 +108,8 @@ class Actor:
             protocol=s.protocol,
             lesson_ids=lesson_ids or [],
             steps=[step.closed() for step in resume or []],
+            drawn_temperature=temperature,
+            approach=approach,
         )
         spend.resume(attempt.steps)
         seen = {  # an interrupted call may be made again
@@ -130,8 +138,9 @@ class Actor:
                     break  # the fold spent what was left
             try:
                 response = self._chat(
-                    messages, offered, spend.seconds_left(), spend.budget.max_reply_tokens
-                )
+                    messages, offered, spend.seconds_left(), spend.budget.max_reply_tokens,
+                    temperature,
+                )  # fmt: skip
             except ModelError as exc:  # cut off at the time budget, or the endpoint failed
                 spend.record(Usage(unmetered_calls=exc.unmetered_calls))
                 timed_out = isinstance(exc, DeadlineExceeded)
@@ -188,13 +197,17 @@ class Actor:
         tools: list[dict[str, Any]] | None,
         timeout: float,
         max_tokens: int,
+        temperature: float | None,
     ) -> ChatResponse:
         text = self.settings.protocol == "text"
         stop = STOP_SEQUENCES if text else None
         until = action_ended if text and self.settings.read_to_action and tools is None else None
+        # sent only when set: a ChatModel of the Python API may predate the keyword
+        more: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
         return self.model.chat(
-            messages, tools=tools, stop=stop, timeout=timeout, max_tokens=max_tokens, until=until
-        )
+            messages, tools=tools, stop=stop, timeout=timeout, max_tokens=max_tokens, until=until,
+            **more,
+        )  # fmt: skip
 
     def _read_turn(
         self, response: ChatResponse, index: int, registry: ToolRegistry, forced: bool
@@ -205,6 +218,8 @@ class Actor:
             usage=response.usage,
             latency_s=response.latency_s,
             finish_reason=response.finish_reason,
+            seed=response.seed,
+            fingerprint=response.fingerprint,
         )
         names = list(registry.tools)
         if self.settings.protocol == "text":

@@ -208,6 +208,7 @@ def bench_study(
         executor=run.executor,
         first_from=args.first_from,
         reflector=run.reflector,
+        escalation=run.escalation,
     )
 
 

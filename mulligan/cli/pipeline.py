@@ -36,7 +36,7 @@ from mulligan.memory import Memory, make_embedder
 from mulligan.memory.embeddings import embedding_available
 from mulligan.memory.log import EpisodeLog
 from mulligan.runs import build
-from mulligan.runs.build import loop_for, with_default_temperature
+from mulligan.runs.build import ESCALATION_MISSING, loop_for, with_default_temperature
 from mulligan.runs.executors import Executor, open_executor
 from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
@@ -65,12 +65,12 @@ class RunRequest:
     """The run writes lessons though no strategy of it does (a transfer study's learning)."""
 
     def uses_store(self) -> bool:
-        return self.learns or any(s.uses_store for s in self._may_run())
+        return self.learns or any(s.uses_store for s in self.may_run())
 
     def repeats(self, config: RunConfig) -> bool:
-        return config.loop.trials > 1 and any(s.repeats for s in self._may_run())
+        return config.loop.trials > 1 and any(s.repeats for s in self.may_run())
 
-    def _may_run(self) -> list[registry.Strategy]:
+    def may_run(self) -> list[registry.Strategy]:
         return [s for name in self.strategies for s in registry.may_run(name)]
 
 
@@ -94,6 +94,15 @@ def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
     return build.connect_models(config, REPORTER)
 
 
+def connect_escalation_model(config: RunConfig, request: RunRequest) -> ChatModel | None:
+    """The stronger model a strategy that escalates hands its later trials to: refused
+    before any work when such a strategy runs without one."""
+    wanted = [s.name for s in request.may_run() if s.escalates]
+    if wanted and config.escalation.model is None:
+        raise UserError(ESCALATION_MISSING.format(strategy=wanted[0]))
+    return build.connect_stronger(config, REPORTER)
+
+
 @dataclass
 class Pipeline:
     """An opened run: its configuration, models, memory, executor and id."""
@@ -107,6 +116,7 @@ class Pipeline:
     run_id: str
     policy: Policy
     connected: dict[str, Any] = field(default_factory=dict)
+    escalation: ChatModel | None = None
 
     def manifest(self, **more: Any) -> dict[str, Any]:
         """The run's manifest (`more`: selection known only once the run is open)."""
@@ -116,10 +126,11 @@ class Pipeline:
     def make_loop(self, strategy: str, **more: Any) -> Callable[[], Loop]:
         """A factory of loops for one strategy (threads call it once each; Ray pickles it)."""
         config, model, reflector = self.config, self.model, self.reflector
-        memory, run_id, policy = self.memory, self.run_id, self.policy
+        memory, run_id, policy, escalation = self.memory, self.run_id, self.policy, self.escalation
         return lambda: loop_for(
-            config, model, strategy, memory, run_id, policy=policy, reflector=reflector, **more
-        )
+            config, model, strategy, memory, run_id, policy=policy, reflector=reflector,
+            escalation=escalation, **more,
+        )  # fmt: skip
 
     @contextmanager
     def running(self, wanted: dict[str, Any] | None = None, prefix: str = "") -> Iterator[None]:
@@ -136,6 +147,7 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
     if request.uses_store():
         embedding_available(config.run.embedding)
     model, reflector = connect_models(config)
+    escalation = connect_escalation_model(config, request)
     if config.endpoint.model != model.name:  # the model the endpoint serves, as recorded
         config = config.updated("endpoint.model", model.name, "the model the endpoint serves")
     given = config.given("budget.max_cost")
@@ -154,6 +166,7 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
         yield Pipeline(
             config, request, model, reflector, memory, executor,
             new_run_id(request.resume), policy.hiding(memory.directory), local_fields(model),
+            escalation,
         )  # fmt: skip
     finally:
         if executor:

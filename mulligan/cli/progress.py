@@ -18,10 +18,15 @@ class Counts:
     passed: int = 0
     tokens: int = 0
     cost: float | None = 0.0
+    priced: bool = False
+    """Some call had a price above 0; until then the cost is left out (the local model, or
+    an endpoint nobody priced, costs tokens and time, not dollars)."""
 
-
-def _cost(cost: float | None) -> str:
-    return "cost unknown" if cost is None else f"${cost:.4f}"
+    def cost_text(self) -> str:
+        """ " · $0.0123" (" · cost unknown" once some call had no price); nothing unpriced."""
+        if not self.priced:
+            return ""
+        return " · cost unknown" if self.cost is None else f" · ${self.cost:.4f}"
 
 
 def _seconds(value: float) -> str:
@@ -31,7 +36,8 @@ def _seconds(value: float) -> str:
 
 @dataclass
 class Progress:
-    """Tasks done/total, passes, tokens, cost, elapsed and ETA for each key (a strategy).
+    """Tasks done/total, passes, tokens, cost where priced, elapsed and ETA for each key (a
+    strategy).
 
     On a terminal: rich bars on standard error, redrawn in place, with log records and
     prints shown above them. Otherwise: one plain line per finished task."""
@@ -54,6 +60,7 @@ class Progress:
         c = self.counts.setdefault(key, Counts())
         c.done, c.passed, c.tokens = c.done + 1, c.passed + passed, c.tokens + tokens
         c.cost = None if c.cost is None or cost is None else c.cost + cost
+        c.priced = c.priced or bool(cost)
         if self._bars is not None:
             if key not in self._ids:
                 self._ids[key] = self._bars.add_task(key, total=self.total, **self._fields(c))
@@ -63,7 +70,7 @@ class Progress:
         eta = elapsed / c.done * (self.total - c.done) if c.done else 0.0
         print(
             f"{self.prefix}{key:<22} {c.done}/{self.total} tasks · {c.passed} passed · "
-            f"{c.tokens:,} tokens · {_cost(c.cost)} · {_seconds(elapsed)} elapsed · "
+            f"{c.tokens:,} tokens{c.cost_text()} · {_seconds(elapsed)} elapsed · "
             f"ETA {_seconds(eta)}",
             file=self.stream,
             flush=True,
@@ -71,7 +78,7 @@ class Progress:
 
     @staticmethod
     def _fields(c: Counts) -> dict[str, Any]:
-        return {"passed": c.passed, "tokens": f"{c.tokens:,}", "cost": _cost(c.cost)}
+        return {"passed": c.passed, "tokens": f"{c.tokens:,}", "cost": c.cost_text()}
 
     @contextmanager
     def shown(self) -> Iterator[Progress]:
@@ -94,8 +101,10 @@ class Progress:
             TextColumn(self.prefix + "{task.description:<22}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("tasks · {task.fields[passed]} passed · {task.fields[tokens]} tokens"),
-            TextColumn("· {task.fields[cost]} ·"),
+            TextColumn(
+                "tasks · {task.fields[passed]} passed · {task.fields[tokens]} tokens"
+                "{task.fields[cost]} ·"
+            ),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),

@@ -5,7 +5,7 @@ statuses. The committed page is checked to be current by a test."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 from mulligan.cli.exits import EXIT_STATUSES
 from mulligan.runs.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE
@@ -37,7 +37,8 @@ def kind_of(one: Setting) -> str:
     if one.choices:
         return " or ".join(f"`{c}`" for c in one.choices)
     if one.is_list:
-        return "list of text"
+        (item,) = get_args(one.kind)
+        return "list of numbers" if item in (int, float) else "list of text"
     if one.kind in (int, float):
         kind = one.what().removeprefix("a ")
         bounds = number_words("", one.bounds()).strip()

@@ -19,6 +19,10 @@ class ChatResponse:
     finish_reason: str = "stop"
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
+    seed: int | None = None
+    """The sampling seed the request was sent with (None: none was sent)."""
+    fingerprint: str | None = None
+    """The endpoint's `system_fingerprint`, where it sends one."""
 
 
 class ChatModel(Protocol):
@@ -36,12 +40,14 @@ class ChatModel(Protocol):
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
         until: Callable[[str], bool] | None = None,
+        temperature: float | None = None,
     ) -> ChatResponse:
         """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded.
         `response_format` asks for structured output (a JSON schema) where the endpoint
         accepts it; a model that cannot honour it answers in plain text instead. `until`
         says when the reply so far is all the caller needs: a model that streams may stop
-        there (the text protocol's turn ends with its first action); others ignore it."""
+        there (the text protocol's turn ends with its first action); others ignore it.
+        `temperature`: this call's, over the model's own (None: the model's own)."""
         ...
 
 
@@ -68,7 +74,9 @@ class Metered:
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
         until: Callable[[str], bool] | None = None,
+        temperature: float | None = None,
     ) -> ChatResponse:
+        more: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
         response = self.model.chat(
             messages,
             tools=tools,
@@ -77,6 +85,7 @@ class Metered:
             timeout=timeout,
             response_format=response_format,
             until=until,
+            **more,
         )
         self.calls += 1
         self.usage = self.usage + response.usage

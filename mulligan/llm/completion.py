@@ -27,6 +27,8 @@ class Completion:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    fingerprint: str | None = None
+    """The endpoint's `system_fingerprint` (its backend's build and settings), if sent."""
 
 
 def read_completion(body: str) -> Completion:
@@ -65,7 +67,14 @@ def read_completion(body: str) -> Completion:
         finish_reason=finish_reason or "stop",
         prompt_tokens=int(tokens[0]),
         completion_tokens=int(tokens[1]),
+        fingerprint=fingerprint_of(data),
     )
+
+
+def fingerprint_of(data: dict[str, Any]) -> str | None:
+    """A body's (or chunk's) `system_fingerprint`, when it is text."""
+    found = data.get("system_fingerprint")
+    return found if isinstance(found, str) and found else None
 
 
 def json_field(body: str, name: str, kind: type) -> Any:

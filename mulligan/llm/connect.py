@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.llm import local_model, local_server
+from mulligan.llm.hosts import self_hosted
 from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 from mulligan.settings.loading import NO_ENDPOINT, endpoint_configured
-from mulligan.settings.run_config import EndpointSettings, ReflectorSettings
+from mulligan.settings.run_config import EndpointSettings, EscalationSettings, ReflectorSettings
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -56,17 +57,41 @@ def connect_feedback(
 ) -> OpenAIChatModel | None:
     """The feedback model `[reflector]` names (None: the actor's model gives feedback); its
     base URL and key default to the endpoint's, its prices to the run's table; temperature 0."""
-    if reflector.model is None:
+    return connect_second(reflector, endpoint, reporter)  # the deterministic default
+
+
+def connect_escalation(
+    escalation: EscalationSettings,
+    endpoint: EndpointSettings,
+    reporter: Reporter | None = None,
+    local: ServerSettings | None = None,
+) -> OpenAIChatModel | None:
+    """The stronger model `[escalation]` names (None: none), at the actor's temperature (its
+    attempts are the actor's later trials); base URL, key and prices as a feedback model's."""
+    return connect_second(escalation, endpoint, reporter, endpoint.temperature, local)
+
+
+def connect_second(
+    named: ReflectorSettings | EscalationSettings,
+    endpoint: EndpointSettings,
+    reporter: Reporter | None = None,
+    temperature: float | None = None,
+    local: ServerSettings | None = None,
+) -> OpenAIChatModel | None:
+    """A model beside the actor's, named by its section, reached where the endpoint is unless
+    the section says otherwise."""
+    if named.model is None:
         return None
     settings = EndpointSettings(
-        model=reflector.model,
-        base_url=reflector.base_url or endpoint.base_url,
-        api_key=reflector.api_key or endpoint.api_key,
+        model=named.model,
+        base_url=named.base_url or endpoint.base_url,
+        api_key=named.api_key or endpoint.api_key,
+        temperature=temperature,
         timeout=endpoint.timeout,
         prices=endpoint.prices,
         prices_file=endpoint.prices_file,
     )
-    return connect(settings, reporter=reporter)  # the deterministic default
+    return connect(settings, reporter=reporter, local=local)
 
 
 def local_wanted() -> bool:
@@ -109,15 +134,27 @@ def connect_local(
 
 
 def local_fields(model: object) -> dict[str, Any]:
-    """The manifest's fields of a model on a local server: the endpoint, the model file
-    (name, size, sha256) and the server (software, flags); {} for any other model."""
-    server = local_server.server_at(str(getattr(model, "base_url", "")))
-    if server is None:
+    """The manifest's fields of a model on a llama.cpp server on this machine or network:
+    the endpoint, the model file (name, size, sha256), the server (software or build, flags)
+    and its slots (`local_slots`; several are not bit-for-bit deterministic); {} for any
+    other model."""
+    base_url = str(getattr(model, "base_url", ""))
+    server = local_server.server_at(base_url)
+    if server is not None:
+        return {
+            "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
+            "local_model": server.model.facts(),
+            "local_server": server.facts(),
+            "local_slots": server.slots,
+        }
+    served = local_server.served_facts(base_url) if self_hosted(base_url) else None
+    if served is None:
         return {}
     return {
-        "endpoint": f"{LOCAL_ENDPOINT} ({server.shape()})",
-        "local_model": server.model.facts(),
-        "local_server": server.facts(),
+        "endpoint": f"llama.cpp server at {base_url} ({served['slots']} slots)",
+        "local_model": served["model"],
+        "local_server": {"build": served["build"]},
+        "local_slots": served["slots"],
     }
 
 

@@ -41,6 +41,8 @@ class FakeReply:
     reports its usage only at the end)."""
     hang_up: bool = False
     """Close the connection without a reply (a server killed mid-request)."""
+    fingerprint: str | None = None
+    """The `system_fingerprint` the reply (and each streamed chunk) carries."""
 
 
 MALFORMED_BODIES = {
@@ -164,6 +166,7 @@ def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return {
+        **({"system_fingerprint": planned.fingerprint} if planned.fingerprint else {}),
         "id": f"chatcmpl-{next_call_number()}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -202,6 +205,7 @@ def stream_chunks(body: dict[str, Any], planned: FakeReply) -> tuple[int, list[d
         chunk: dict[str, Any] = {
             "object": "chat.completion.chunk",
             "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+            **({"system_fingerprint": planned.fingerprint} if planned.fingerprint else {}),
         }
         if body.get("timings_per_token") and planned.counts_per_chunk:
             chunk["timings"] = {"cache_n": 0, "prompt_n": prompt, "predicted_n": made}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.llm.llama_child import READY_MARK
-from mulligan.llm.local_model import SOURCE_BUILD, ModelFile
+from mulligan.llm.local_model import SOURCE_BUILD, ModelFile, sha256_of
 from mulligan.settings.sections import LocalSection
 
 log = logging.getLogger("mulligan")
@@ -274,6 +274,23 @@ def serve(model: ModelFile, settings: ServerSettings | None = None) -> LocalServ
             del _servers[model.path]
             raise
         return server
+
+
+def served_facts(base_url: str) -> dict[str, object] | None:
+    """What a llama.cpp server another process runs (`mulligan serve`, or the user's own)
+    says of itself at /props: its slots, build and model file, with the file's size and
+    sha256 when it is on this machine; None for an endpoint that is no llama.cpp server."""
+    try:
+        props = _request(base_url.rstrip("/").removesuffix("/v1") + "/props", None, timeout=5)
+    except (OSError, ValueError):
+        return None
+    slots, path = props.get("total_slots"), Path(str(props.get("model_path") or ""))
+    if not isinstance(slots, int) or isinstance(slots, bool):
+        return None
+    model: dict[str, object] = {"file": path.name}
+    if path.is_file():
+        model |= {"size": path.stat().st_size, "sha256": sha256_of(path)}
+    return {"slots": slots, "build": str(props.get("build_info") or "unknown"), "model": model}
 
 
 def server_at(base_url: str) -> LocalServer | None:

@@ -17,6 +17,12 @@ from mulligan.llm.base import ChatResponse, Message
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
 from mulligan.llm.hosts import self_hosted
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
+from mulligan.llm.refusals import (
+    format_forms,
+    refuses_reply_cap,
+    refuses_seed,
+    rejects_format,
+)
 from mulligan.llm.streaming import STREAM_FIELDS, StreamRead, Until, read_stream
 from mulligan.schema import Usage
 
@@ -64,6 +70,9 @@ class OpenAIChatModel:
         self.reply_cap_field = "max_tokens"
         """OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`;
         servers that follow the older API take only `max_tokens`. Switched on refusal."""
+        self.seeds: random.Random | None = random.Random()
+        """Draws the sampling seed each request is sent with (its reply's record keeps it);
+        None from the endpoint's first refusal of one on."""
 
     def chat(
         self,
@@ -75,33 +84,55 @@ class OpenAIChatModel:
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
         until: Until | None = None,
+        temperature: float | None = None,
     ) -> ChatResponse:
         """One completion; `timeout` bounds the whole call, retries included. With `until`
-        (and `stream_until`), streamed, and read only until `until(text so far)` holds."""
+        (and `stream_until`), streamed, and read only until `until(text so far)` holds;
+        `temperature` over the model's own."""
         kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
-        kwargs["temperature"] = self.temperature
+        kwargs["temperature"] = self.temperature if temperature is None else temperature
         if tools:
             kwargs["tools"] = tools
         if stop:
             kwargs["stop"] = stops_for(self.base_url, stop)
         if max_tokens:
             kwargs[self.reply_cap_field] = max_tokens
+        if self.seeds is not None:
+            kwargs["seed"] = self.seeds.randrange(2**31)
         deadline = None if timeout is None else time.monotonic() + timeout
-        started = time.perf_counter()
-        tally = Tally()
+        started, tally = time.perf_counter(), Tally()
         streamed = until is not None and self.stream_until and not tools and not response_format
         try:
-            read = self._streamed(kwargs, deadline, until, tally) if streamed else None
-            if read is not None:
-                reply, tally.timed_out = read.completion, tally.timed_out + (not read.metered)
-            else:
-                reply = self._capped(kwargs, response_format, deadline, tally, bool(max_tokens))
+            try:
+                reply = self._asked(kwargs, response_format, deadline, until, tally, streamed)
+            except ModelError as exc:
+                if "seed" not in kwargs or not refuses_seed(exc):
+                    raise
+                log.warning("endpoint refused a sampling seed (HTTP %s); sending none", exc.status)
+                self.seeds, _ = None, kwargs.pop("seed")
+                reply = self._asked(kwargs, response_format, deadline, until, tally, streamed)
         except (ModelError, EndpointUnreachable) as exc:
             exc.unmetered_calls = tally.timed_out
             raise
-        response = self._response(reply, time.perf_counter() - started)
+        response = self._response(reply, time.perf_counter() - started, kwargs.get("seed"))
         response.usage.unmetered_calls = tally.timed_out
         return response
+
+    def _asked(
+        self,
+        body: dict[str, Any],
+        response_format: dict[str, Any] | None,
+        deadline: float | None,
+        until: Until | None,
+        tally: Tally,
+        streamed: bool,
+    ) -> Completion:
+        read = self._streamed(body, deadline, until, tally) if streamed else None
+        if read is None:
+            capped = self.reply_cap_field in body
+            return self._capped(body, response_format, deadline, tally, capped)
+        tally.timed_out += not read.metered
+        return read.completion
 
     def _streamed(
         self, body: dict[str, Any], deadline: float | None, until: Until | None, tally: Tally
@@ -155,7 +186,7 @@ class OpenAIChatModel:
         try:
             return self._structured(body, response_format, deadline, tally)
         except ModelError as exc:
-            if not (capped and _refuses_reply_cap(exc, self.reply_cap_field)):
+            if not (capped and refuses_reply_cap(exc, self.reply_cap_field)):
                 raise
         log.warning("endpoint refused max_tokens; sending max_completion_tokens")
         self.reply_cap_field = "max_completion_tokens"
@@ -173,7 +204,7 @@ class OpenAIChatModel:
 
         OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
         server takes `json_object` with a `schema` and answers the other with HTTP 422 or (0.3.36)
-        HTTP 500 naming `response_format`. A form rejected (`_rejects_format`) is remembered and
+        HTTP 500 naming `response_format`. A form rejected (`rejects_format`) is remembered and
         not sent again; when every form was rejected the request goes in plain text.
         """
 
@@ -182,11 +213,12 @@ class OpenAIChatModel:
                 lambda: read_completion(self._post_chat(request, deadline)), deadline, tally
             )
 
-        for form in _format_forms(response_format)[self.rejected_formats :]:
+        for form in format_forms(response_format)[self.rejected_formats :]:
             try:
                 return ask({**body, "response_format": form})
             except ModelError as exc:
-                if not _rejects_format(exc) or _refuses_reply_cap(exc, self.reply_cap_field):
+                refused_other = refuses_reply_cap(exc, self.reply_cap_field) or refuses_seed(exc)
+                if not rejects_format(exc) or refused_other:
                     raise
                 self.rejected_formats += 1
                 log.warning(
@@ -296,7 +328,7 @@ class OpenAIChatModel:
             self._sleep(wait)
         raise AssertionError("unreachable")
 
-    def _response(self, reply: Completion, latency: float) -> ChatResponse:
+    def _response(self, reply: Completion, latency: float, seed: int | None) -> ChatResponse:
         usage = Usage(
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
@@ -308,6 +340,8 @@ class OpenAIChatModel:
             finish_reason=reply.finish_reason,
             usage=usage,
             latency_s=latency,
+            seed=seed,
+            fingerprint=reply.fingerprint,
         )
 
 
@@ -327,40 +361,11 @@ def _malformed(exc: Exception) -> tuple[str, str]:
     return f"unexpected shape ({exc})", str(getattr(exc, "body", ""))
 
 
-def _format_forms(response_format: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The forms to try, most standard first."""
-    if not response_format:
-        return []
-    forms = [response_format]
-    schema = (response_format.get("json_schema") or {}).get("schema")
-    if response_format.get("type") == "json_schema" and schema:
-        forms.append({"type": "json_object", "schema": schema})
-    return forms
-
-
 def _body_text(exc: openai.APIStatusError) -> str:
     try:
         return exc.response.text
     except Exception:  # a streamed or closed response has no text to show
         return str(exc)
-
-
-def _rejects_format(exc: ModelError) -> bool:
-    """The endpoint refused the request's response_format: HTTP 400/422, or an error of
-    another status whose body names it (llama-cpp-python 0.3.36 answers HTTP 500)."""
-    return exc.status in (400, 422) or (
-        exc.status is not None and exc.status >= 400 and "response_format" in (exc.body or "")
-    )
-
-
-def _refuses_reply_cap(exc: ModelError, field: str) -> bool:
-    """HTTP 400 naming `max_tokens` as unsupported (OpenAI: "Use 'max_completion_tokens'")."""
-    return (
-        field == "max_tokens"
-        and exc.status == 400
-        and "max_tokens" in (exc.body or "")
-        and "max_completion_tokens" in (exc.body or "")
-    )
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:

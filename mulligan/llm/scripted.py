@@ -51,6 +51,8 @@ class ReceivedCall:
     max_tokens: int | None
     timeout: float | None = None
     response_format: dict[str, Any] | None = None
+    asked_temperature: float | None = None
+    """The call's `temperature` (None: the model's own)."""
 
 
 Reply = ChatResponse | str | BaseException
@@ -90,6 +92,7 @@ class ScriptedModel:
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
         until: Callable[[str], bool] | None = None,
+        temperature: float | None = None,
     ) -> ChatResponse:
         """`until` is ignored: a scripted reply is given whole, as a non-streaming endpoint's."""
         with self._lock:
@@ -101,6 +104,7 @@ class ScriptedModel:
                     max_tokens,
                     timeout,
                     response_format,
+                    temperature,
                 )
             )
             if self.replies:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mulligan.llm.completion import Completion, MalformedReply
+from mulligan.llm.completion import Completion, MalformedReply, fingerprint_of
 
 Until = Callable[[str], bool]
 """True once the text so far is all the caller needs (the stream is then closed)."""
@@ -41,12 +41,13 @@ class StreamRead:
 def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
     """Read chat-completion chunks until the stream ends or `until(text)` holds."""
     parts: list[str] = []
-    finish, counts, stopped, read = "stop", None, False, 0
+    finish, counts, stopped, read, fingerprint = "stop", None, False, 0, None
     for chunk in chunks:
         read += 1
         if not isinstance(chunk, dict):
             raise MalformedReply("a streamed chunk is not a JSON object", str(chunk)[:2000])
         counts = _counts(chunk) or counts
+        fingerprint = fingerprint_of(chunk) or fingerprint
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 raise MalformedReply("a streamed choice is not an object", str(chunk)[:2000])
@@ -63,9 +64,8 @@ def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
         raise MalformedReply("the stream sent no chunk", "")
     prompt, completion = counts or (0, 0)
     text = "".join(parts)
-    return StreamRead(
-        Completion(text, [], finish, prompt, completion), stopped, metered=counts is not None
-    )
+    completed = Completion(text, [], finish, prompt, completion, fingerprint)
+    return StreamRead(completed, stopped, metered=counts is not None)
 
 
 def _final(chunk: dict[str, Any]) -> bool:

@@ -168,6 +168,7 @@ class EpisodeLog(AssignmentLog):
                     ),
                     "seconds": attempt.seconds,
                     "lesson_ids": json.dumps(attempt.lesson_ids),
+                    **{key: json.dumps(v) for key, v in attempt.provenance().items()},
                     "record": attempt.model_dump_json(),
                     "verdict": verdict.model_dump_json(),
                     "finished_at": time.time(),
@@ -224,9 +225,8 @@ class EpisodeLog(AssignmentLog):
     @_serialized
     def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, args = ("run_id = ?", [run_id]) if run_id else (None, [])
-        return list(
-            self.db.table("episodes").rows_where(where, args, order_by="position, started_at")
-        )
+        rows = self.db.table("episodes").rows_where(where, args, order_by="position, started_at")
+        return list(rows)
 
     @_serialized
     def unfinished_steps(self, episode_id: str, trial: int) -> list[Step]:

@@ -136,11 +136,20 @@ def _m005_assignments(db: sqlite_utils.Database) -> None:
     db.table("assignments").create_index(["lesson_id", "trial", "shown"])
 
 
+def _m006_attempt_provenance(db: sqlite_utils.Database) -> None:
+    """What produced an attempt, as JSON lists: the sampling seed each of its model calls was
+    sent with, and the endpoint's `system_fingerprint`s on the replies (empty where the
+    endpoint takes no seed or sends no fingerprint, and for attempts logged before)."""
+    db.table("attempts").add_column("seeds", str, not_null_default="[]")
+    db.table("attempts").add_column("fingerprints", str, not_null_default="[]")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
     ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
     ("004_self_tests", _m004_self_tests),
     ("005_assignments", _m005_assignments),
+    ("006_attempt_provenance", _m006_attempt_provenance),
 ]
 """Append only: never edit or reorder an entry that has shipped."""

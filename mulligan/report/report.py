@@ -27,6 +27,7 @@ from mulligan.report.tables import (
     first_trial_rows,
     later_trial_rows,
     lesson_rows,
+    model_rows,
     paired_rows,
     role_cost_rows,
     role_rows,
@@ -114,9 +115,24 @@ def hidden_unrun_note(stats: RunStats) -> str:
     )
 
 
+def slots_note(stats: RunStats) -> str:
+    """Said only when the run's llama.cpp server answered several requests at once."""
+    slots = stats.manifest.get("local_slots")
+    if not isinstance(slots, int) or slots < 2:
+        return ""
+    return (
+        f"The model's llama.cpp server answered up to {slots} requests at once (slots). "
+        "llama.cpp does not promise that a request batched with others is answered bit for "
+        "bit as it would be alone, even with the seed each request was sent with, so a rerun "
+        "of this study may differ by more than its sampling (benchmarks/determinism.py "
+        "counts how often on a given server)."
+    )
+
+
 def notes(stats: RunStats) -> list[str]:
     """What the figures cannot show by themselves, one paragraph each."""
-    return [note for note in (unmetered_note(stats), hidden_unrun_note(stats)) if note]
+    found = (unmetered_note(stats), hidden_unrun_note(stats), slots_note(stats))
+    return [note for note in found if note]
 
 
 Block = repeats.Block
@@ -163,7 +179,7 @@ def markdown(
     parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
     parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
-    money = role_cost_rows(stats)
+    money, by_model = role_cost_rows(stats), model_rows(stats)
     parts += [
         "## Success per strategy",
         "",
@@ -182,6 +198,7 @@ def markdown(
         "",
         _markdown_table(*role_rows(stats)),
         "",
+        *([_markdown_table(*by_model), ""] if by_model[1] else []),
         *([_markdown_table(*money), ""] if money[1] else []),
         *[line for note in notes(stats) for line in (note, "")],
         "![success by trial](success_by_trial.svg)",
@@ -280,6 +297,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
         _html_table(*role_rows(stats)),
+        *([_html_table(*model_rows(stats))] if model_rows(stats)[1] else []),
         *([_html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
         *frontier.section_html(stats),

@@ -50,6 +50,9 @@ class StrategyStats:
     """Dollars, every role; None when some call's price is unknown."""
     by_role: dict[Role, Usage] = field(default_factory=dict)
     """The same usage split by role (actor, summariser, reflector, judge)."""
+    by_model: dict[str, Usage] = field(default_factory=dict)
+    """The attempts' own calls (actor, summariser) by the model that made them (`escalate`
+    hands later attempts to a stronger one)."""
     unmetered_calls: int = 0
     """Calls that timed out after they were sent: their tokens are in no count here."""
     hidden_unrun: int = 0
@@ -231,6 +234,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             stats.attempts += 1
             stats.steps += len(attempt.steps)
             stats.add(attempt.usage, attempt.usage_by_role)
+            own = [attempt.usage_by_role.get(r, Usage()) for r in ("actor", "summariser")]
+            stats.by_model[attempt.model] = sum(own, stats.by_model.get(attempt.model, Usage()))
             stats.seconds += attempt.seconds
         count_later_trials(stats, episode)
         stats.selections += [episode.selection] if episode.selection else []

@@ -173,6 +173,20 @@ def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def model_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+    """The attempts' tokens per task by the model that made them; no rows unless some
+    strategy's attempts were made by more than one model (`escalate`)."""
+    models = sorted({m for s in stats.strategies for m in s.by_model})
+    header = ["strategy"] + [f"{model} tok/task" for model in models]
+    if not any(len(s.by_model) > 1 for s in stats.strategies):
+        return header, []
+    rows = [
+        [s.label] + [f"{s.per_task(s.by_model.get(m, Usage()).total_tokens):,.0f}" for m in models]
+        for s in stats.strategies
+    ]
+    return header, rows
+
+
 def role_cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     """Dollars per task by role; no rows when no price is known."""
     roles = _roles(stats)

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from mulligan import strategies
 from mulligan.actor import Actor, ActorSettings
 from mulligan.actor.tools import Approver
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, connect_feedback
+from mulligan.llm.connect import connect, connect_escalation, connect_feedback
 from mulligan.llm.local_model import Reporter
 from mulligan.llm.local_server import ServerSettings, context_per_slot
 from mulligan.loop import Loop, LoopSettings
@@ -56,6 +57,18 @@ def connect_reflector(config: RunConfig, reporter: Reporter | None = None) -> Ch
     return named or connect(config.endpoint, reporter=reporter, local=local_server_settings(config))
 
 
+def connect_stronger(config: RunConfig, reporter: Reporter | None = None) -> ChatModel | None:
+    """The stronger model [escalation] names (None: none), for a strategy that escalates."""
+    local = local_server_settings(config)
+    return connect_escalation(config.escalation, config.endpoint, reporter, local)
+
+
+ESCALATION_MISSING = (
+    "strategy {strategy!r} hands a task to a stronger model: name it with --escalate-to MODEL "
+    "([escalation] model in mulligan.toml)"
+)
+
+
 def build_loop(
     model: ChatModel,
     settings: LoopSettings | None = None,
@@ -67,16 +80,21 @@ def build_loop(
     evaluator: Evaluator | None = None,
     policy: Policy | None = None,
     reflector: ChatModel | None = None,
+    escalation: ChatModel | None = None,
 ) -> Loop:
     """One model as actor and judge, and as the feedback model unless `reflector` is
     another: the reflector (only for strategies that reflect) and a selection's input writer.
     `evaluator`: another one (solve's records each attempt's changes); `policy`: what the box
-    hides (the suite's answers, config files; the memory is added)."""
+    hides (the suite's answers, config files; the memory is added); `escalation`: the
+    stronger model a strategy that escalates hands its later trials to."""
     settings = settings or LoopSettings()
     strategy = strategies.get(settings.strategy)
+    if strategy.escalates and escalation is None:
+        raise UserError(ESCALATION_MISSING.format(strategy=strategy.name))
     reflects, feedback = strategy.reflects, reflector or model
+    actor_settings = actor_settings or ActorSettings()
     return Loop(
-        actor=Actor(model, actor_settings or ActorSettings(), approve=approve),
+        actor=Actor(model, actor_settings, approve=approve),
         evaluator=evaluator or Evaluator(judge=model),
         settings=settings,
         reflector=Reflector(feedback) if reflects else None,
@@ -84,6 +102,7 @@ def build_loop(
         run_id=run_id,
         policy=policy or Policy(),
         selector=Selector(feedback, settings) if strategy.draws_candidates else None,
+        escalation=Actor(escalation, actor_settings, approve=approve) if escalation else None,
     )
 
 
@@ -99,6 +118,7 @@ def loop_for(
     approve: Approver | None = None,
     evaluator: Evaluator | None = None,
     actor: dict[str, Any] | None = None,
+    escalation: ChatModel | None = None,
     **loop: Any,
 ) -> Loop:
     """The loop the run configuration describes for one strategy. `actor`: settings a
@@ -114,6 +134,7 @@ def loop_for(
         evaluator=evaluator,
         policy=policy,
         reflector=reflector,
+        escalation=escalation,
     )
 
 

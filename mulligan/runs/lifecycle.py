@@ -27,6 +27,8 @@ RESUME_MAY_CHANGE = {
     "endpoint.timeout": "how long a reply is waited for",
     "reflector.base_url": "where the feedback model is reached",
     "reflector.api_key": "the key the feedback model is reached with (never written down)",
+    "escalation.base_url": "where the stronger model is reached",
+    "escalation.api_key": "the key the stronger model is reached with (never written down)",
     "run.memory": "where the memory is (the run is looked up there)",
     "run.concurrency": "how many tasks run at once",
     "local.slots": "how many requests the local model's server answers at once",
@@ -36,7 +38,7 @@ RESUME_MAY_CHANGE = {
 
 
 NOT_COMPARED = (
-    "prompt_hashes", "versions", "concurrency", "endpoint",
+    "prompt_hashes", "versions", "concurrency", "endpoint", "local_slots",
     *(f"config.{path}" for path in RESUME_MAY_CHANGE),
 )  # fmt: skip
 """What a resume may change: the settings that cannot change a result (RESUME_MAY_CHANGE in

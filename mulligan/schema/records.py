@@ -58,7 +58,9 @@ class Usage(Record):
         return sum(usages, Usage())
 
     def cost_text(self) -> str:
-        return "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+        """Dollars where a price made them; "not priced" for a model nobody priced (unknown)
+        or one priced at 0 (the local model: its cost is its tokens and time)."""
+        return f"${self.cost:.4f}" if self.cost else "not priced"
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump() | {"total_tokens": self.total_tokens}
@@ -114,6 +116,10 @@ class Step(Record):
     """What folding older steps into the running summary cost just before this turn."""
     latency_s: float = 0.0
     finish_reason: str = ""
+    seed: int | None = None
+    """The sampling seed its request was sent with (None: the endpoint takes none)."""
+    fingerprint: str | None = None
+    """The endpoint's `system_fingerprint` on the reply, where it sends one."""
 
     def closed(self) -> Step:
         """The step with every call that has no result (a crash cut it short) closed by an
@@ -213,6 +219,10 @@ class Attempt(Record):
     """What the attempt changed in its copy of a project, as a unified diff (`solve`)."""
     selection: Selection | None = None
     """On a selection strategy's last candidate: which one the episode submits, and why."""
+    drawn_temperature: float | None = None
+    """The temperature its strategy drew it at (None: the run's, the endpoint's setting)."""
+    approach: str | None = None
+    """The prompt variant its strategy drew it with (a prompt file's name; None: none)."""
 
     def shared(self) -> Attempt:
         """A copy for a strategy that shares this trial 1 (a paired study): what making and
@@ -222,6 +232,14 @@ class Attempt(Record):
         if after is not None:
             copy.usage = copy.usage - after
         return copy
+
+    def provenance(self) -> dict[str, list[Any]]:
+        """The seeds its model calls were sent with and the fingerprints their replies bore."""
+        fingerprints = {s.fingerprint for s in self.steps if s.fingerprint}
+        return {
+            "seeds": [s.seed for s in self.steps if s.seed is not None],
+            "fingerprints": sorted(fingerprints),
+        }
 
     def charge(self, role: Role, usage: Usage) -> None:
         """Count a call made for this attempt (after it: judging it, reflecting on it)."""

@@ -9,6 +9,7 @@
     memory       what a memory arm is shown (candidates, cases), verification's pairs
     run          the memory, its embedding, MCP servers, concurrency
     local        the local model's server: slots, threads (`--model local`)
+    escalation   a stronger model `escalate` hands a task to (mulligan/settings/escalation.py)
 
 A setting is one pydantic field of a section (mulligan/settings/sections.py): its type,
 default, bounds (ge/gt/le/lt) and help (`description`). Its flag (`--field-name`), its
@@ -32,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from mulligan.settings.escalation import EscalationSettings
 from mulligan.settings.sections import (
     DETERMINISTIC_TEMPERATURE,
     ENV,
@@ -55,8 +57,8 @@ from mulligan.settings.sections import (
 __all__ = [
     "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
     "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
-    "EndpointSettings", "LocalSection", "LoopSection", "MemorySection", "ReflectorSettings",
-    "RunConfig", "RunSection", "Section", "ValidityRules",
+    "EndpointSettings", "EscalationSettings", "LocalSection", "LoopSection", "MemorySection",
+    "ReflectorSettings", "RunConfig", "RunSection", "Section", "ValidityRules",
 ]  # fmt: skip
 
 
@@ -73,6 +75,7 @@ class RunConfig(BaseModel):
     memory: MemorySection = Field(default_factory=MemorySection)
     run: RunSection = Field(default_factory=RunSection)
     local: LocalSection = Field(default_factory=LocalSection)
+    escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _files: tuple[str, ...] = PrivateAttr(default=())
 
@@ -108,7 +111,7 @@ class RunConfig(BaseModel):
         return dump
 
 
-SECRETS = ("endpoint.api_key", "reflector.api_key")
+SECRETS = ("endpoint.api_key", "reflector.api_key", "escalation.api_key")
 """Settings a manifest, `config show` and the settings reference never show."""
 SECTIONS = tuple(RunConfig.model_fields)
 

@@ -19,6 +19,8 @@ REPEATED_TEMPERATURE = 0.7
 """... and when a strategy repeats a task over several trials (at 0, a deterministic
 endpoint would repeat its first attempt, so `retry` could not differ from `react`), or a study
 is repeated (`bench --repeats`: at 0 every repeat would make the same attempts)."""
+TEMPERATURE_LADDER = (0.0, 0.3, 0.6, 0.9, 1.2)
+"""The rungs `warming` climbs (from greedy decoding up) and `select-diverse` spreads over."""
 MAX_CONCURRENCY = 256
 """Tasks at once, at most."""
 
@@ -270,12 +272,42 @@ class LoopSection(Section):
         "(default: stop drawing at a full visible pass, or when no further candidate could "
         "change the pick; all N show what a larger budget would have drawn)",
     )
+    escalate_after: int = Field(
+        default=2,
+        ge=1,
+        description="escalate: attempts the actor's model makes before the stronger model "
+        "(--escalate-to) takes over the rest",
+    )
+    temperatures: list[float] = Field(
+        default_factory=lambda: list(TEMPERATURE_LADDER),
+        min_length=1,
+        description="the temperature ladder, comma-separated: warming's attempt k draws at the "
+        "k-th rung (the top one past the end), select-diverse's candidates round it in turn",
+    )
     probes: Literal["auto", "always", "never"] = Field(
         default="auto",
         description="select: when the model writes inputs to run every candidate on (output "
         "agreement): auto, only for a code task with no feedback-visible check once its "
         "self-tests are written; always; never",
     )
+
+    @field_validator("temperatures", mode="before")
+    @classmethod
+    def _comma_separated(cls, given: Any) -> Any:
+        """`--temperatures 0,0.5,1` (a flag may be given more than once)."""
+        if isinstance(given, str):
+            given = [given]
+        if isinstance(given, list) and all(isinstance(item, str) for item in given):
+            return [part.strip() for item in given for part in item.split(",") if part.strip()]
+        return given
+
+    @field_validator("temperatures")
+    @classmethod
+    def _each_a_temperature(cls, ladder: list[float]) -> list[float]:
+        wrong = [t for t in ladder if not 0 <= t <= 2]
+        if wrong:
+            raise ValueError(f"each temperature must be a number from 0 to 2, not {wrong[0]:g}")
+        return ladder
 
 
 class ValidityRules(Section):

@@ -6,6 +6,7 @@ Light on imports (no pydantic): the command line lists the names before any work
 from __future__ import annotations
 
 from mulligan.strategies.base import Strategy
+from mulligan.strategies.escalate import ESCALATE
 from mulligan.strategies.memory_frozen import MEMORY_FROZEN, legacy
 from mulligan.strategies.patch import AGENT_DEFAULT, AUTO, PATCH
 from mulligan.strategies.react import REACT
@@ -13,19 +14,23 @@ from mulligan.strategies.reflexion import REFLEXION
 from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
 from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
-from mulligan.strategies.select import SELECT
+from mulligan.strategies.select import SELECT, SELECT_DIVERSE
 from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
+from mulligan.strategies.warming import WARMING
 
 REGISTRY: dict[str, Strategy] = {
     s.name: s
     for s in (
         REACT,
         RETRY,
+        WARMING,
+        ESCALATE,
         REFLEXION,
         REFLEXION_MEMORY,
         REPAIR,
         MEMORY_FROZEN,
         SELECT,
+        SELECT_DIVERSE,
         PATCH,
     )
 }

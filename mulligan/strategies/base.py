@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from mulligan.defaults import Carry
     from mulligan.schema import Episode, Lesson, Task
+    from mulligan.settings.sections import LoopSection
 
 Retrieve = Callable[[set[str]], list["Lesson"]]
 """Lessons from the persistent store for the next attempt, skipping the ids given."""
@@ -27,6 +28,19 @@ class Option:
     sets: Mapping[str, Any]
     refuses: tuple[str, ...] = ()
     """Options it cannot go with (a case has no rule to corrupt)."""
+
+
+@dataclass(frozen=True)
+class Draw:
+    """How one trial is drawn: at which temperature, and with which prompt variant."""
+
+    temperature: float | None = None
+    """None: the model's own (the run's temperature)."""
+    approach: str | None = None
+    """A prompt file (prompts/NAME.md) pinned after the task, asking for a way of working
+    (a plan first); None: the task's prompt alone."""
+    escalated: bool = False
+    """Made by the stronger model (`[escalation] model`), not the actor's."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,14 @@ class Strategy:
     reads_from_trial: int = 1
     """The first trial shown what it reads from the store: 2 shows it only after a failed
     attempt, so its trial 1 is the one without memory (shared in a paired study)."""
+    ladder: Literal["climb", "spread"] | None = None
+    """Its trials draw at the temperatures of the ladder (`[loop] temperatures`): `climb`,
+    one rung a trial, the top one repeating past the end (warming); `spread`, round the
+    ladder again past the end (diverse candidates). None: the run's temperature."""
+    approaches: tuple[str | None, ...] = ()
+    """Prompt variants its trials take in turn (`Draw.approach`); none: the task's alone."""
+    escalates: bool = False
+    """Its trials after `[loop] escalate_after` are the stronger model's (`--escalate-to`)."""
     options: tuple[Option, ...] = field(default=(), compare=False)
     """The words it takes in brackets, each setting some of the fields above."""
 
@@ -106,11 +128,25 @@ class Strategy:
 
     @property
     def shares_first_attempt(self) -> bool:
-        """It starts without lessons, so a paired study can give it the shared trial 1."""
-        return not self.uses_store or self.reads_from_trial > 1
+        """It starts without lessons, drawn as every other strategy draws, so a paired study
+        can give it the shared trial 1."""
+        plain = self.ladder is None and not any(self.approaches[:1])
+        return plain and (not self.uses_store or self.reads_from_trial > 1)
 
     def trials(self, budget: int) -> int:
         return budget if self.repeats else 1
+
+    def draw(self, trial: int, loop: LoopSection) -> Draw:
+        """How trial `trial` (from 1) is drawn under the loop's settings."""
+        temperature = approach = None
+        temperatures = loop.temperatures
+        if self.ladder and temperatures:
+            top = len(temperatures) - 1
+            rung = min(trial - 1, top) if self.ladder == "climb" else (trial - 1) % (top + 1)
+            temperature = temperatures[rung]
+        if self.approaches:
+            approach = self.approaches[(trial - 1) % len(self.approaches)]
+        return Draw(temperature, approach, self.escalates and trial > loop.escalate_after)
 
     def wants(self, lessons: int, cases: int) -> tuple[int, int]:
         """How many general lessons and cases it retrieves, of the numbers the settings give."""

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from mulligan.strategies.base import Strategy
 from mulligan.strategies.memory_option import READS
 
@@ -11,4 +13,13 @@ SELECT = Strategy(
     draws_candidates=True,
     in_default_study=False,
     options=(READS,),
+)
+SELECT_DIVERSE = replace(
+    SELECT,
+    name="select-diverse",
+    summary="as select, its candidates drawn across the temperature ladder ([loop] "
+    "temperatures) and, in turn, straight to the answer or with a plan written first, so "
+    "that they fail less alike",
+    ladder="spread",
+    approaches=(None, "approach_plan"),
 )

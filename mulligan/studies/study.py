@@ -130,6 +130,8 @@ class Study:
     reflector: ChatModel | None = None
     """A feedback model of its own for the reflector, the self-tests and a selection's inputs
     (`--reflector-model`; None: each strategy's own model)."""
+    escalation: ChatModel | None = None
+    """The stronger model a strategy that escalates hands its later trials to."""
     first_from: str | None = None
     """Another run in the same log whose trial 1s this study's strategies that start without
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
@@ -254,5 +256,6 @@ class Study:
         fewer: dict[str, Any] = {"trials": trials} if trials else {}
         return loop_for(
             self.config, self.model_for(strategy), strategy, self.memory, run_id,
-            policy=self.policy, reflector=self.reflector, extra_tools=self.extra_tools, **fewer,
+            policy=self.policy, reflector=self.reflector, extra_tools=self.extra_tools,
+            escalation=self.escalation, **fewer,
         )  # fmt: skip

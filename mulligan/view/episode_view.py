@@ -120,7 +120,8 @@ def attempt_view(
         "seconds": f"{attempt.seconds:.2f}",
         "prompt_tokens": attempt.usage.prompt_tokens,
         "completion_tokens": attempt.usage.completion_tokens,
-        "cost": "unknown" if attempt.usage.cost is None else f"{attempt.usage.cost:.4f}",
+        "cost": attempt.usage.cost_text(),
+        "drawn": drawn_text(attempt),
         "steps": [step_view(s) for s in attempt.steps],
         "compressions": len(attempt.compressions),
         "checks": checks_view(verdict) if verdict else None,
@@ -129,6 +130,15 @@ def attempt_view(
         "shown": [lesson_line(lessons[i], i in stored) for i in attempt.lesson_ids if i in lessons],
         "shown_missing": [i for i in attempt.lesson_ids if i not in lessons],
     }
+
+
+def drawn_text(attempt: Attempt) -> str:
+    """How its strategy drew it, where that differs from the run's own way: "temperature 0.6,
+    prompt approach_plan"; empty for the others."""
+    parts = (
+        [] if attempt.drawn_temperature is None else [f"temperature {attempt.drawn_temperature:g}"]
+    )
+    return ", ".join(parts + ([f"prompt {attempt.approach}"] if attempt.approach else []))
 
 
 def attempts(

@@ -129,6 +129,12 @@ CASES = [
     Case("--summary-cap 0", _run("--summary-cap", "0"), ["--summary-cap"]),
     Case("--context-window 0", _run("--context-window", "0"), ["--context-window"]),
     Case("--temperature negative", _run("--temperature", "-1"), ["--temperature"]),
+    Case("--temperatures above 2", _run("--temperatures", "0.1,3"), ["--temperatures"]),
+    Case(
+        "escalate without a stronger model",
+        _bench("--model", "m", "--strategies", "escalate"),
+        ["--escalate-to"],
+    ),
     Case(
         "--carried-reflections negative",
         _run("--carried-reflections", "-1"),

@@ -148,6 +148,22 @@ def test_plain_progress_lines_with_a_warning_between_them() -> None:
     assert "cost unknown" in lines[2]
 
 
+@pytest.mark.parametrize("cost", [0.0, None])  # the local model; an endpoint nobody priced
+def test_progress_lines_leave_the_cost_out_where_nothing_is_priced(cost: float | None) -> None:
+    out = io.StringIO()
+    with Progress(total=2, stream=out, live=False).shown() as progress:
+        progress.advance("retry", True, 1200, cost)
+        progress.advance("retry", False, 800, cost)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and not any("$" in line or "cost" in line for line in lines)
+    assert re.fullmatch(r"retry +2/2 tasks · 1 passed · 2,000 tokens · \d+s elapsed · ETA \d+s",
+                        lines[1])  # fmt: skip
+    screen = Terminal()
+    with Progress(total=2, stream=screen, live=True, width=160).shown() as bars:
+        bars.advance("retry", True, 1200, cost)
+    assert "$" not in screen.getvalue() and "1,200 tokens ·" in screen.getvalue()
+
+
 def test_live_bars_show_a_warning_on_a_line_of_its_own() -> None:
     screen = Terminal()
     handler = logging.StreamHandler(screen)

@@ -103,7 +103,8 @@ def test_every_setting_is_a_key_of_its_section_in_mulligan_toml(
 
     assert isinstance(one, Setting)
     monkeypatch.chdir(tmp_path)
-    value = {} if "dict" in str(one.kind) else ([] if one.is_list else a_value(one))
+    listed = [0.5] if "float" in str(one.kind) else []  # a list of numbers, or of text
+    value = {} if "dict" in str(one.kind) else (listed if one.is_list else a_value(one))
     if one.name == "prices_file":
         (tmp_path / "p.json").write_text("{}")
         value = str(tmp_path / "p.json")

@@ -84,7 +84,9 @@ def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
         settings = LoopSettings(strategy=name, trials=3, stop=stop)
         memory = Memory(tmp_path / "mem", HashEmbedding())
-        episode = build_loop(model, settings, memory=memory).run_episode(code_task())
+        stronger = model if strategy.escalates else None  # the same endpoint takes over
+        loop = build_loop(model, settings, memory=memory, escalation=stronger)
+        episode = loop.run_episode(code_task())
         requests = json.dumps(server.requests)
     assert not episode.passed  # scored by the hidden tests
     assert episode.verdicts[0].visible_passed is True

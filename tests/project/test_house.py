@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[2] / "mulligan"
 STRATEGY_NAME = re.compile(
-    r"""["'](react|retry|reflexion|reflexion-memory|repair|memory-frozen)["']"""
+    r"""["'](react|retry|warming|reflexion|reflexion-memory|repair|memory-frozen|select-diverse)["']"""
 )
 
 
@@ -219,6 +219,7 @@ def test_loops_are_built_in_one_place() -> None:
 SETTING_MODULES = {
     "mulligan.settings.run_config",
     "mulligan.settings.sections",
+    "mulligan.settings.escalation",
     "mulligan.settings.command_flags",
 }
 

@@ -224,3 +224,25 @@ def test_lesson_page_names_the_online_counters_for_what_they_count_and_shows_the
     assert "helped 2" not in page
     unverified = pages.lesson_page(MemoryReader(memory), ServerLinks(), LESSON.id)
     assert "not verified" in unverified
+
+
+@pytest.mark.parametrize(("cost", "shown"), [(0.0, "not priced"), (None, "not priced"),
+                                             (0.0123, "$0.0123")])  # fmt: skip
+def test_an_attempt_shows_dollars_only_where_a_price_made_them(
+    tmp_path: Path, cost: float | None, shown: str
+) -> None:
+    """The local model costs 0 and an endpoint nobody priced an unknown amount: neither is
+    shown as dollars. The attempt's draw (warming, select-diverse) is shown beside it."""
+    from mulligan.schema import Usage
+
+    def priced(trial: int, last: bool) -> Attempt:
+        usage = Usage(prompt_tokens=10, completion_tokens=2, cost=cost)
+        return Attempt(task_id="", trial=trial, answer="a", usage=usage, drawn_temperature=0.6,
+                       approach="approach_plan")  # fmt: skip
+
+    log_run(EpisodeLog(tmp_path / "m" / "episodes.db"), "r", CONFIG,
+            {"warming": {"t": [verdict(True)]}}, priced)  # fmt: skip
+    page = pages.episode_page(MemoryReader(tmp_path / "m"), ServerLinks(), "r:warming:t")
+    assert f"completion tokens · {shown}" in page
+    assert ("$" in page) == (cost is not None and cost > 0)
+    assert "drawn at temperature 0.6, prompt approach_plan" in page
