@@ -136,11 +136,21 @@ def _m005_assignments(db: sqlite_utils.Database) -> None:
     db.table("assignments").create_index(["lesson_id", "trial", "shown"])
 
 
+def _m006_reflection_replies(db: sqlite_utils.Database) -> None:
+    """What is to be kept after an attempt (the reflector's reply: its lessons, the case,
+    what they supersede), logged before any of it is kept, so that a resume after a kill
+    finishes it instead of asking again or keeping part of it."""
+    db.table("reflection_replies").create(
+        {"attempt_id": str, "written": str, "logged_at": float}, pk="attempt_id"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
     ("003_attempt_usage_by_role", _m003_attempt_usage_by_role),
     ("004_self_tests", _m004_self_tests),
     ("005_assignments", _m005_assignments),
+    ("006_reflection_replies", _m006_reflection_replies),
 ]
 """Append only: never edit or reorder an entry that has shipped."""

@@ -13,9 +13,11 @@ The points:
   sent, its reply not yet back (`*-reply`: the reply back, not yet used);
 - `tool-call`: a tool call the model asked for, logged as a step, not yet run;
 - `reflector-charged`: the reflector's tokens for an attempt (a reflection's, an insight's)
-  written into the log;
+  written into the log (with the reply, where the log keeps replies);
 - `lesson-kept`: the first write (to the log or to the store) of a lesson that a reflection
   or an insight wrote, once per attempt, whatever else is kept after it still to come;
+- `counted`: a use of lessons (`retrieved`, `helped`, `hurt`) counted in the log, the store's
+  copy of their counters not yet rewritten;
 - `selection-logged`: a selection strategy's pick written into the log.
 """
 
@@ -39,6 +41,8 @@ ROLES = {
     "Below is a programming task. Several programs": "selector",
     "Below is a programming task and two programs": "selector",
 }
+COUNTED = ("retrieved", "helped", "hurt")
+"""The events that count a lesson's use."""
 REFLECTED = ("diagnosis", "failure", "insight")
 """The kinds of lesson a reflection or an insight writes."""
 
@@ -67,7 +71,7 @@ class Points:
     def install(self) -> None:
         chat, run = OpenAIChatModel.chat, ToolRegistry.run
         change_lessons, add = EpisodeLog.change_lessons, LessonStore.add_or_strengthen
-        log_attempt = EpisodeLog.log_attempt
+        log_attempt, log_reply = EpisodeLog.log_attempt, EpisodeLog.log_reply
 
         def role_of(messages: list[dict[str, Any]]) -> str:
             first = str(messages[0].get("content", "")) if messages else ""
@@ -95,6 +99,8 @@ class Points:
             changed = change_lessons(log, lessons, event, *args, **kw)
             if event == "created":
                 kept(lessons)
+            if event in COUNTED:
+                self.reached("counted")
             return changed
 
         def adding(store: LessonStore, lesson: Any) -> Any:
@@ -110,11 +116,18 @@ class Points:
                 self.reached("selection-logged")
             return logged
 
+        def logging_reply(log: EpisodeLog, episode: Any, attempt: Any, *args: Any) -> Any:
+            logged = log_reply(log, episode, attempt, *args)
+            if "reflector" in attempt.usage_by_role:
+                self.reached("reflector-charged")
+            return logged
+
         OpenAIChatModel.chat = chatting  # type: ignore[method-assign]
         ToolRegistry.run = running  # type: ignore[method-assign]
         EpisodeLog.change_lessons = changing  # type: ignore[method-assign]
         LessonStore.add_or_strengthen = adding  # type: ignore[method-assign]
         EpisodeLog.log_attempt = logging_attempt  # type: ignore[method-assign]
+        EpisodeLog.log_reply = logging_reply  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -229,6 +229,7 @@ KILL_POINTS = [
     ("insight-reply", 1),
     ("reflector-charged", 2),  # the insight's tokens logged, no lesson kept yet
     ("lesson-kept", 2),  # the insight kept, not the passing attempt's case
+    ("counted", 3),  # the tool task's help counted in the log, not yet in the store's copy
     ("selector-call", 1),  # the probe inputs of the code task
     ("selection-logged", 2),  # the code task's pick, its probes charged
 ]
