@@ -23,6 +23,7 @@ from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
+from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 from mulligan.settings.run_config import LoopSection, MemorySection
@@ -127,7 +128,6 @@ class Loop:
             if self.memory:
                 self.memory.finish_attempt(episode, attempt, verdict, lessons)
             reflections += self._after(task, episode, lessons, last=trial == trials)
-            self._keep_case(task, episode)  # after the reflection: a resume redoes that
         if self.memory:
             self.memory.finish_episode(episode)
         return episode
@@ -163,6 +163,9 @@ class Loop:
         `draw_all`), then the selector's pick: the episode's score is that candidate's hidden
         verdict."""
 
+        if episode.attempts and episode.attempts[-1].selection is not None:
+            return self._submit(episode)  # picked, and logged with its charges, before a crash
+
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             lessons = self.strategy.lessons_for([], 0, self._retriever(task, episode, trial), trial)
             if first and trial == 1 and not lessons:
@@ -194,9 +197,14 @@ class Loop:
             task, episode.attempts, episode.verdicts, self.policy, probes, found
         )
         last.charge("selector", spent)
+        if self.memory:  # the pick and what it cost: one transaction
+            self.memory.log_charges(episode)
+        return self._submit(episode)
+
+    def _submit(self, episode: Episode) -> Episode:
+        """The selection's pick submitted: the episode's score is its hidden verdict."""
         episode.passed = episode.verdicts[episode.submitted].passed
         if self.memory:
-            self.memory.log_charges(episode)
             self.memory.finish_episode(episode)
         return episode
 
@@ -220,29 +228,43 @@ class Loop:
 
         return retrieve
 
-    def _keep_case(self, task: Task, episode: Episode) -> None:
-        """A strategy that writes the store keeps an attempt whose visible checks passed as a
-        case (mulligan/strategies/cases.py)."""
-        if self.memory and self.strategy.writes_store and not self.memory.frozen:
-            case = case_of(task, episode.attempts[-1], episode.verdicts[-1], episode.id)
-            if case:
-                self.memory.keep(case, persistent=True)
-
     def _after(self, task: Task, episode: Episode, given: list[Lesson], last: bool) -> list[Lesson]:
+        """What is kept after an attempt, whole or not at all (memory/written.py): its
+        reflection or insight (`_reflection`), and with the store the case it makes.
+        Returns what this episode carries on: its diagnoses."""
+        written = self._reflection(task, episode, given, last)
+        case = self._case(task, episode)
+        if written is None and case is None:
+            return []
+        written = written or Written()
+        written.case = case
+        if self.memory:
+            kept = self.memory.keep_written(episode, written)
+        else:
+            kept = written.lessons
+            for lesson in kept:
+                for old in written.replaces.get(lesson.id, []):
+                    old.validity.status, old.validity.superseded_by = "superseded", lesson.id
+            episode.lessons_written += [lesson.id for lesson in kept]
+        return [lesson for lesson in kept if lesson.kind == "diagnosis"]
+
+    def _reflection(
+        self, task: Task, episode: Episode, given: list[Lesson], last: bool
+    ) -> Written | None:
         """After an attempt the stop rule did not accept (and not after the last trial), a
         diagnosis, and with the store also a general lesson; with the store, an insight after
-        an accepted attempt that followed a rejected one. Nothing after an attempt that tells
-        nothing about the task (the endpoint failed, a check could not start).
-        Returns what this episode carries on: its diagnoses."""
+        an accepted attempt that followed a rejected one; the attempt is charged for it. None
+        after an attempt that tells nothing about the task (the endpoint failed, a check could
+        not start), or when no reflection is due."""
         attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
         if not (self.reflector and self.strategy.reflects) or tells_nothing(attempt, verdict):
-            return []
+            return None
         stored = self.strategy.writes_store
         accepted = self.stop.ends(verdict)
         if accepted and stored and len(episode.attempts) > 1:
             failed, failed_verdict = episode.attempts[-2], episode.verdicts[-2]
             if tells_nothing(failed, failed_verdict):
-                return []  # the attempt before never met the task: nothing made a difference
+                return None  # the attempt before never met the task: nothing made a difference
             written = self.reflector.insight(task, failed, failed_verdict, attempt, episode.id)
             replaces: dict[str, list[Lesson]] = {}
         elif not accepted and not last:
@@ -251,29 +273,17 @@ class Loop:
             written = ([reflection.diagnosis] if reflection.diagnosis else []) + general
             replaces = reflection.replaces
         else:
-            return []
+            return None
         attempt.charge("reflector", self.reflector.take_usage())
-        if self.memory:  # its cost is logged before its lessons: a crash between loses neither
-            self.memory.log_charges(episode)
         written = unseen(written, episode_reflections(episode, self.memory) + given)
-        kept = []
-        for lesson in written:
-            persistent = stored and lesson.kind != "diagnosis"
-            kept_lesson = self.memory.keep(lesson, persistent=persistent) if self.memory else lesson
-            for old in replaces.get(lesson.id, []):
-                if old.id != kept_lesson.id:
-                    self._supersede(old, kept_lesson, episode)
-            kept.append(kept_lesson)
-        episode.lessons_written += [lesson.id for lesson in kept]
-        if self.memory:
-            self.memory.note_written(episode)
-        return [lesson for lesson in kept if lesson.kind == "diagnosis"]
+        return Written(lessons=written, to_store=stored, replaces=replaces)
 
-    def _supersede(self, old: Lesson, new: Lesson, episode: Episode) -> None:
-        if self.memory:
-            self.memory.supersede(old, new.id, episode.id, len(episode.attempts))
-        else:
-            old.validity.status, old.validity.superseded_by = "superseded", new.id
+    def _case(self, task: Task, episode: Episode) -> Lesson | None:
+        """A strategy that writes the store keeps an attempt whose visible checks passed as a
+        case (mulligan/strategies/cases.py)."""
+        if self.memory and self.strategy.writes_store and not self.memory.frozen:
+            return case_of(task, episode.attempts[-1], episode.verdicts[-1], episode.id)
+        return None
 
     # ------------------------------------------------------------ plumbing
 

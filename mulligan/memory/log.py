@@ -1,41 +1,28 @@
-"""The episode log on SQLite through sqlite-utils: the only module that imports it.
+"""The episode log on SQLite through sqlite-utils: the only module that imports it (its
+lesson tables: lesson_log.py, on its connection).
 
 Schema changes are an append-only list of migrations; plain tables, JSON in text columns."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
 from mulligan.memory.assignment import AssignmentLog
+from mulligan.memory.lesson_log import LessonChange, LessonChanges, LessonLog, serialized
 from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
-LessonChange = Callable[[Lesson], list[str]]
-"""Changes a lesson in place; returns the further events (e.g. `status:refuted`) it caused."""
+__all__ = ["EpisodeLog", "LessonChange", "LessonChanges"]
 
 
-def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
-    """One thread at a time on the shared connection (bench runs tasks on threads)."""
-
-    @functools.wraps(method)
-    def wrapper(self: EpisodeLog, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
-class EpisodeLog(AssignmentLog):
+class EpisodeLog(AssignmentLog, LessonLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
         made: `immutable` while no writer has it open (no -wal file: every commit is in the
@@ -66,7 +53,7 @@ class EpisodeLog(AssignmentLog):
 
     # ------------------------------------------------------------ self-tests
 
-    @_serialized
+    @serialized
     def self_tests(self, run_id: str, task_id: str) -> dict[str, Any] | None:
         """What `keep_self_tests` kept for this run and task (None: none yet)."""
         rows = list(
@@ -74,14 +61,14 @@ class EpisodeLog(AssignmentLog):
         )
         return {k: json.loads(rows[0][k]) for k in ("tests", "dropped", "usage")} if rows else None
 
-    @_serialized
+    @serialized
     def keep_self_tests(self, run_id: str, task_id: str, written: dict[str, Any]) -> None:
         row = {k: json.dumps(written[k]) for k in ("tests", "dropped", "usage")}
         self.db.table("self_tests").insert(
             {"run_id": run_id, "task_id": task_id, **row}, replace=True
         )
 
-    @_serialized
+    @serialized
     def run_self_tests(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.table("self_tests").rows_where("run_id = ?", [run_id], order_by="task_id")
         return [
@@ -91,7 +78,7 @@ class EpisodeLog(AssignmentLog):
 
     # ------------------------------------------------------------ runs
 
-    @_serialized
+    @serialized
     def start_run(self, run_id: str, manifest: dict[str, Any]) -> None:
         self.db.table("runs").upsert(
             {
@@ -103,21 +90,21 @@ class EpisodeLog(AssignmentLog):
             pk="id",
         )
 
-    @_serialized
+    @serialized
     def end_run(self, run_id: str, status: str = "finished") -> None:
         self.db.table("runs").update(run_id, {"ended_at": time.time(), "status": status})
 
-    @_serialized
+    @serialized
     def run(self, run_id: str) -> dict[str, Any] | None:
         return next(iter(self.db.table("runs").rows_where("id = ?", [run_id])), None)
 
-    @_serialized
+    @serialized
     def runs(self) -> list[dict[str, Any]]:
         return list(self.db.table("runs").rows_where(order_by="started_at"))
 
     # ------------------------------------------------------------ episodes and attempts
 
-    @_serialized
+    @serialized
     def start_episode(self, episode: Episode, position: int = 0) -> None:
         self.db.table("episodes").upsert(
             {
@@ -134,7 +121,7 @@ class EpisodeLog(AssignmentLog):
             pk="id",
         )
 
-    @_serialized
+    @serialized
     def log_step(self, episode_id: str, trial: int, step: Step) -> None:
         self.db.table("steps").upsert(
             {
@@ -147,39 +134,43 @@ class EpisodeLog(AssignmentLog):
             pk=("attempt_id", "idx"),
         )
 
-    @_serialized
+    @serialized
     def log_attempt(self, episode: Episode, attempt: Attempt, verdict: Verdict) -> None:
-        with self.db.conn:
-            self.db.table("attempts").upsert(
-                {
-                    "id": f"{episode.id}:{attempt.trial}",
-                    "episode_id": episode.id,
-                    "trial": attempt.trial,
-                    "stop_reason": attempt.stop_reason,
-                    "answer": attempt.answer,
-                    "passed": int(verdict.passed),
-                    "score": verdict.score,
-                    "steps": len(attempt.steps),
-                    "prompt_tokens": attempt.usage.prompt_tokens,
-                    "completion_tokens": attempt.usage.completion_tokens,
-                    "cost": attempt.usage.cost,
-                    "usage_by_role": json.dumps(
-                        {role: u.model_dump() for role, u in attempt.usage_by_role.items()}
-                    ),
-                    "seconds": attempt.seconds,
-                    "lesson_ids": json.dumps(attempt.lesson_ids),
-                    **{key: json.dumps(v) for key, v in attempt.provenance().items()},
-                    "record": attempt.model_dump_json(),
-                    "verdict": verdict.model_dump_json(),
-                    "finished_at": time.time(),
-                },
-                pk="id",
-            )
-            self.db.table("episodes").update(
-                episode.id, {"passed": int(verdict.passed), "trials": attempt.trial}
-            )
+        """The attempt as it is now (its charges included), in one transaction."""
+        with self._immediate():
+            self._upsert_attempt(episode, attempt, verdict)
 
-    @_serialized
+    def _upsert_attempt(self, episode: Episode, attempt: Attempt, verdict: Verdict) -> None:
+        self.db.table("attempts").upsert(
+            {
+                "id": f"{episode.id}:{attempt.trial}",
+                "episode_id": episode.id,
+                "trial": attempt.trial,
+                "stop_reason": attempt.stop_reason,
+                "answer": attempt.answer,
+                "passed": int(verdict.passed),
+                "score": verdict.score,
+                "steps": len(attempt.steps),
+                "prompt_tokens": attempt.usage.prompt_tokens,
+                "completion_tokens": attempt.usage.completion_tokens,
+                "cost": attempt.usage.cost,
+                "usage_by_role": json.dumps(
+                    {role: u.model_dump() for role, u in attempt.usage_by_role.items()}
+                ),
+                "seconds": attempt.seconds,
+                "lesson_ids": json.dumps(attempt.lesson_ids),
+                **{key: json.dumps(v) for key, v in attempt.provenance().items()},
+                "record": attempt.model_dump_json(),
+                "verdict": verdict.model_dump_json(),
+                "finished_at": time.time(),
+            },
+            pk="id",
+        )
+        self.db.table("episodes").update(
+            episode.id, {"passed": int(verdict.passed), "trials": attempt.trial}
+        )
+
+    @serialized
     def end_episode(self, episode: Episode) -> None:
         self.db.table("episodes").update(
             episode.id,
@@ -191,16 +182,16 @@ class EpisodeLog(AssignmentLog):
             },
         )
 
-    @_serialized
+    @serialized
     def is_finished(self, episode_id: str) -> bool:
         rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
         return bool(rows and rows[0]["ended_at"])
 
-    @_serialized
+    @serialized
     def set_lessons_written(self, episode_id: str, lesson_ids: list[str]) -> None:
         self.db.table("episodes").update(episode_id, {"lessons_written": json.dumps(lesson_ids)})
 
-    @_serialized
+    @serialized
     def episode(self, episode_id: str) -> Episode | None:
         rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
         if not rows:
@@ -222,13 +213,13 @@ class EpisodeLog(AssignmentLog):
         episode.passed = bool(verdicts) and verdicts[episode.submitted].passed  # its score
         return episode
 
-    @_serialized
+    @serialized
     def episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
         where, args = ("run_id = ?", [run_id]) if run_id else (None, [])
         rows = self.db.table("episodes").rows_where(where, args, order_by="position, started_at")
         return list(rows)
 
-    @_serialized
+    @serialized
     def unfinished_steps(self, episode_id: str, trial: int) -> list[Step]:
         """Steps logged for an attempt that never finished, repaired for sending again."""
         rows = self.db.table("steps").rows_where(
@@ -236,144 +227,15 @@ class EpisodeLog(AssignmentLog):
         )
         return [Step.model_validate_json(r["record"]).closed() for r in rows]
 
-    # ------------------------------------------------------------ lessons
-
-    @_serialized
-    def log_lesson(self, lesson: Lesson, stored: bool = False) -> None:
-        """Write a whole new record (counters change only through `change_lessons`)."""
-        self.db.table("lessons").upsert(
-            {
-                "id": lesson.id,
-                "text": lesson.text,
-                "kind": lesson.kind,
-                "status": lesson.validity.status,
-                "record": lesson.model_dump_json(),
-                "updated_at": time.time(),
-            }
-            | ({"stored": 1} if stored else {}),
-            pk="id",
-        )
-
-    @_serialized
-    def lessons(self, ids: list[str]) -> list[Lesson]:
-        if not ids:
-            return []
-        marks = ",".join("?" for _ in ids)
-        rows = {r["id"]: r for r in self.db.table("lessons").rows_where(f"id in ({marks})", ids)}
-        return [Lesson.model_validate_json(rows[i]["record"]) for i in ids if i in rows]
-
-    @_serialized
-    def lesson_event(
-        self, lesson_id: str, event: str, episode_id: str = "", trial: int = 0, detail: str = ""
-    ) -> None:
-        self.db.table("lesson_events").insert(
-            {
-                "lesson_id": lesson_id,
-                "event": event,
-                "episode_id": episode_id,
-                "trial": trial,
-                "detail": detail,
-                "at": time.time(),
-            }
-        )
-
-    @_serialized
-    def lesson_events(self, lesson_id: str | None = None) -> list[dict[str, Any]]:
-        where, args = ("lesson_id = ?", [lesson_id]) if lesson_id else (None, [])
-        return list(self.db.table("lesson_events").rows_where(where, args, order_by="id"))
-
-    @_serialized
-    def known_ids(self, ids: list[str], *, stored: bool = False) -> set[str]:
-        """Which of these lessons the log holds a record of (`stored`: that are also in the
-        lesson store), 500 ids a query (SQLite's limit on parameters)."""
-        only_stored = "stored = 1 and " if stored else ""
-        found: set[str] = set()
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" for _ in chunk)
-            query = f"select id from lessons where {only_stored}id in ({marks})"
-            found |= {row[0] for row in self.db.conn.execute(query, chunk)}
-        return found
-
-    def stored_ids(self, ids: list[str]) -> set[str]:
-        return self.known_ids(ids, stored=True)  # the lessons also in the lesson store
-
-    @_serialized
-    def change_lessons(
-        self,
-        lessons: list[Lesson],
-        event: str,
-        change: LessonChange,
-        *,
-        episode_id: str = "",
-        trial: int = 0,
-        details: list[str] | None = None,
-        once: bool = False,
-        stored: bool = False,
-    ) -> list[Lesson]:
-        """Change lessons and log the events in one transaction, atomic against every writer.
-
-        `change` gets each lesson as this log has it now (one the log has never seen: as
-        given), changes it in place and returns the further events it caused (a status
-        change). With `once`, a lesson that already has `event` for this episode's trial
-        is left as it is (a resumed run counts nothing twice). Returns the lessons as
-        they now are.
-        """
-        now = time.time()
-        result = []
-        with self._immediate() as conn:
-            for n, given in enumerate(lessons):
-                row = conn.execute("select record from lessons where id = ?", [given.id]).fetchone()
-                lesson = Lesson.model_validate_json(row[0]) if row else given.model_copy(deep=True)
-                result.append(lesson)
-                if once and self._has_event(conn, lesson.id, event, episode_id, trial):
-                    continue
-                detail = details[n] if details else ""
-                events = [(event, detail)] + [(e, "") for e in change(lesson)]
-                conn.execute(
-                    "insert into lessons (id, text, kind, status, record, updated_at, stored)"
-                    " values (?, ?, ?, ?, ?, ?, ?) on conflict(id) do update set"
-                    " status = excluded.status, record = excluded.record,"
-                    " updated_at = excluded.updated_at, stored = max(stored, excluded.stored)",
-                    [lesson.id, lesson.text, lesson.kind, lesson.validity.status,
-                     lesson.model_dump_json(), now, int(stored)],
-                )  # fmt: skip
-                conn.executemany(
-                    "insert into lesson_events (lesson_id, event, episode_id, trial, detail, at)"
-                    " values (?, ?, ?, ?, ?, ?)",
-                    [(lesson.id, name, episode_id, trial, text, now) for name, text in events],
-                )
-        return result
-
-    @staticmethod
-    def _has_event(
-        conn: sqlite3.Connection, lesson_id: str, event: str, episode_id: str, trial: int
-    ) -> bool:
-        query = (
-            "select 1 from lesson_events"
-            " where lesson_id = ? and event = ? and episode_id = ? and trial = ? limit 1"
-        )
-        return conn.execute(query, [lesson_id, event, episode_id, trial]).fetchone() is not None
-
-    @_serialized
-    def lessons_with(self, event: str, episode_id: str, trial: int) -> list[str]:
-        """The lessons that had `event` at this trial (before a crash: 'retrieved' by it,
-        'created' by its reflection), in order."""
-        query = (
-            "select lesson_id from lesson_events"
-            " where event = ? and episode_id = ? and trial = ? order by id"
-        )
-        return [row[0] for row in self.db.conn.execute(query, [event, episode_id, trial])]
-
     # ------------------------------------------------------------ reflections
 
-    @_serialized
+    @serialized
     def reflection_pending(self, episode_id: str, trial: int) -> bool:
         query = "select reflection from attempts where id = ?"
         row = self.db.conn.execute(query, [f"{episode_id}:{trial}"]).fetchone()
         return bool(row and row[0] == "pending")
 
-    @_serialized
+    @serialized
     def reflection_done(self, episode_id: str, trial: int, lessons_written: list[str]) -> None:
         """The reflection on this attempt is made: what it wrote, and that it is done."""
         with self._immediate() as conn:
@@ -385,16 +247,40 @@ class EpisodeLog(AssignmentLog):
                 "update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"]
             )
 
-    @contextlib.contextmanager
-    def _immediate(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that holds SQLite's write lock from its first read."""
-        conn = self.db.conn
-        if conn.in_transaction:
-            conn.commit()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
+    @serialized
+    def log_reply(self, episode: Episode, attempt: Attempt, verdict: Verdict, written: str) -> None:
+        """What is to be kept after this attempt (the reflector's reply as memory/written.py
+        holds it), with the attempt charged for it, in one transaction: from here on a resume
+        finishes what the reply says and asks for nothing again."""
+        with self._immediate():
+            self._upsert_attempt(episode, attempt, verdict)
+            self.db.table("reflection_replies").upsert(
+                {"attempt_id": f"{episode.id}:{attempt.trial}", "written": written,
+                 "logged_at": time.time()},
+                pk="attempt_id",
+            )  # fmt: skip
+
+    @serialized
+    def reply(self, episode_id: str, trial: int) -> str | None:
+        """What `log_reply` logged for this attempt (None: nothing)."""
+        query = "select written from reflection_replies where attempt_id = ?"
+        row = self.db.conn.execute(query, [f"{episode_id}:{trial}"]).fetchone()
+        return row[0] if row else None
+
+    @serialized
+    def keep_written(
+        self, changes: list[LessonChanges], episode_id: str, trial: int, lessons_written: list[str]
+    ) -> list[list[Lesson]]:
+        """Every change to lessons a reply makes, what the episode wrote so far and that the
+        reflection on this attempt is done: one transaction. Returns each change's lessons as
+        they now are."""
+        with self._immediate() as conn:
+            result = [self._changed(conn, each) for each in changes]
+            conn.execute(
+                "update episodes set lessons_written = ? where id = ?",
+                [json.dumps(lessons_written), episode_id],
+            )
+            conn.execute(
+                "update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"]
+            )
+        return result

@@ -19,6 +19,7 @@ from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValidityRules, apply_outcome
+from mulligan.memory.written import KeepsWritten
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mulligan")
 
 
-class Memory:
+class Memory(KeepsWritten):
     """`directory` holds episodes.db (and the embedded lesson store unless `store` is a URL).
 
     `embedder` may be a factory called when the store first opens; a factory that returns
@@ -105,28 +106,16 @@ class Memory:
         return episode
 
     def resume_episode(self, episode_id: str) -> Episode | None:
-        """An episode from the log to go on with; help or harm a crash left uncounted is counted."""
+        """An episode from the log to go on with: help or harm a crash left uncounted is
+        counted, the store's copies of the lessons it touched made the log's again."""
         episode = self.log.episode(episode_id)
+        if episode and not self.frozen:  # a crash may have come between a change and its copy
+            self._recache(self.log.lessons(self.log.lessons_touched(episode_id)))
         if episode and episode.attempts:
             attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
             given = self.lessons(attempt.lesson_ids)
             self.record_outcome(episode.id, attempt.trial, told(attempt, verdict), given)
         return episode
-
-    def reflection_to_redo(self, episode: Episode) -> bool:
-        """Whether the latest attempt's reflection must be made again: the log says a crash
-        cut it short before it kept any lesson. One that kept its lessons is finished here
-        instead (the episode takes them, and it is marked done): a second call would store
-        them again."""
-        trial = episode.attempts[-1].trial if episode.attempts else 0
-        if not trial or not self.log.reflection_pending(episode.id, trial):
-            return False
-        kept = self.log.lessons_with("created", episode.id, trial)
-        if not kept:
-            return True
-        episode.lessons_written += [i for i in kept if i not in episode.lessons_written]
-        self.note_written(episode)
-        return False
 
     def step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None]:
         return lambda step: self.log.log_step(episode_id, trial, step)

@@ -144,6 +144,15 @@ def _m006_attempt_provenance(db: sqlite_utils.Database) -> None:
     db.table("attempts").add_column("fingerprints", str, not_null_default="[]")
 
 
+def _m007_reflection_replies(db: sqlite_utils.Database) -> None:
+    """What is to be kept after an attempt (the reflector's reply: its lessons, the case,
+    what they supersede), logged before any of it is kept, so that a resume after a kill
+    finishes it instead of asking again or keeping part of it."""
+    db.table("reflection_replies").create(
+        {"attempt_id": str, "written": str, "logged_at": float}, pk="attempt_id"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
@@ -151,5 +160,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("004_self_tests", _m004_self_tests),
     ("005_assignments", _m005_assignments),
     ("006_attempt_provenance", _m006_attempt_provenance),
+    ("007_reflection_replies", _m007_reflection_replies),
 ]
 """Append only: never edit or reorder an entry that has shipped."""

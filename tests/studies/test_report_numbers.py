@@ -228,7 +228,7 @@ def test_a_run_crashed_at_any_model_call_and_resumed_equals_one_that_never_crash
 def test_a_crash_after_a_reflection_kept_its_lessons_counts_no_lesson_event_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mulligan.memory.memory import Memory as Memories
+    from mulligan.memory.log import EpisodeLog
 
     def lessons(directory: Path) -> list[tuple[Any, ...]]:
         log = Memory(directory, HashEmbedding()).log
@@ -240,13 +240,13 @@ def test_a_crash_after_a_reflection_kept_its_lessons_counts_no_lesson_event_twic
     clean = study(tmp_path / "clean", scripted(), ["reflexion-memory"], trials=3)
     clean.memory.log.start_run("r", clean.manifest())
     clean.run("r")
-    written = Memories.note_written
+    written = EpisodeLog.keep_written
 
-    def ctrl_c(self: Memories, episode: Any) -> None:  # after `keep`, before it is noted
-        monkeypatch.setattr(Memories, "note_written", written)
+    def ctrl_c(self: EpisodeLog, *args: Any) -> None:  # lessons stored, none yet logged
+        monkeypatch.setattr(EpisodeLog, "keep_written", written)
         raise Crash()
 
-    monkeypatch.setattr(Memories, "note_written", ctrl_c)
+    monkeypatch.setattr(EpisodeLog, "keep_written", ctrl_c)
     first = study(tmp_path / "crashed", scripted(), ["reflexion-memory"], trials=3)
     first.memory.log.start_run("r", first.manifest())
     with pytest.raises(KeyboardInterrupt):
