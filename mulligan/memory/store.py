@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -22,8 +21,10 @@ import numpy as np  # noqa: E402
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402
 
 from mulligan.errors import UserError  # noqa: E402
+from mulligan.inputs.memory_files import is_server  # noqa: E402
 from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
 from mulligan.memory.records import metadata_of  # noqa: E402
+from mulligan.memory.store_lock import GenerationLock  # noqa: E402
 from mulligan.memory.store_reading import FAMILY_PREFIX, refuse_another  # noqa: E402
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable  # noqa: E402
 from mulligan.schema import Lesson, LessonStatus  # noqa: E402
@@ -112,15 +113,15 @@ class LessonStore:
         self.location = location
         self.embedder: Embedder = embedder or _NotGiven("")
         self.duplicate_similarity = duplicate_similarity
-        self._lock_path: Path | None = None
-        self._generation = -1
         self._client: Any = None
         self._collections: dict[str, Any] = {}
         self._listed = False
         self._index: Any = None
-        if not location.startswith(("http://", "https://")):
+        self._lock = GenerationLock(
+            None if is_server(location) else Path(location) / "lessons.lock"
+        )
+        if self._lock.path:
             Path(location).mkdir(parents=True, exist_ok=True)
-            self._lock_path = Path(location) / "lessons.lock"
         self.built_with: str | None = None
         """The embedding the stored lessons were embedded with (None: an empty store)."""
         with self._locked():
@@ -142,7 +143,7 @@ class LessonStore:
         self._collections = {}
         self._listed = False
         self._index = None
-        if self._lock_path is None:
+        if self._lock.path is None:
             url = urlparse(self.location)
             self._client = chromadb.HttpClient(
                 host=url.hostname or "127.0.0.1", port=url.port or 8000, ssl=url.scheme == "https"
@@ -218,36 +219,14 @@ class LessonStore:
 
     @contextlib.contextmanager
     def _locked(self, write: bool = False) -> Iterator[None]:
-        """One process at a time in an embedded store, seeing what others wrote.
-
-        chromadb's embedded client keeps its vector index in memory, so when another
-        process has written since (the generation in the lock file moved on), the
-        index is reloaded from disk first. A chroma server needs none of this.
-        """
-        if self._lock_path is None:
+        """One process at a time in an embedded store, its index reloaded from disk when
+        another process wrote since (memory/store_lock.py)."""
+        with self._lock.held(write) as overtaken:
             if self._client is None:
                 self._open()
+            elif overtaken:
+                self._reopen()
             yield
-            return
-        with open(self._lock_path, "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                handle.seek(0)
-                generation = int(handle.read().strip() or 0)
-                if self._client is None:
-                    self._open()
-                elif generation != self._generation:
-                    self._reopen()
-                yield
-                if write:
-                    generation += 1
-                    handle.seek(0)
-                    handle.truncate()
-                    handle.write(str(generation))
-                    handle.flush()
-                self._generation = generation
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def count(self) -> int:
         with self._locked():
