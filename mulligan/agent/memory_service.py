@@ -30,6 +30,7 @@ from mulligan.errors import UserError
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory
 from mulligan.memory.validity import evidence_phrase
+from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
 from mulligan.strategies.carry import unseen
@@ -203,16 +204,10 @@ class MemoryService:
         attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
         reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
         attempt.charge("reflector", self.reflector.take_usage())
-        self.memory.log_charges(episode)
         found = ([reflection.diagnosis] if reflection.diagnosis else []) + reflection.lessons
         own = self.memory.lessons(episode.lessons_written)
-        kept = [
-            self.memory.keep(lesson, persistent=lesson.kind != "diagnosis")
-            for lesson in unseen(found, own + given)
-        ]
-        episode.lessons_written += [lesson.id for lesson in kept]
-        self.memory.note_written(episode)
-        return kept
+        written = Written(lessons=unseen(found, own + given), to_store=True)
+        return self.memory.keep_written(episode, written)  # whole, with its charges
 
 
 def checked_outcome(answer: str, passed: bool, feedback: str) -> tuple[str, bool, str]:

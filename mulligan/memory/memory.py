@@ -151,12 +151,6 @@ class Memory(KeepsWritten):
         if episode.attempts:
             self.log.log_attempt(episode, episode.attempts[-1], episode.verdicts[-1])
 
-    def note_written(self, episode: Episode) -> None:
-        """Persist which lessons the episode wrote so far (a resume carries them over) and
-        that the reflection on the last attempt is done (its cost: `log_charges`, before)."""
-        trial = episode.attempts[-1].trial if episode.attempts else 0
-        self.log.reflection_done(episode.id, trial, episode.lessons_written)
-
     def finish_episode(self, episode: Episode) -> None:
         self.log.end_episode(episode)
 

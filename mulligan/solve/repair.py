@@ -28,6 +28,7 @@ from mulligan import prompts, sandbox, strategies
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.memory import Memory
+from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
 from mulligan.settings.run_config import LoopSection, RunConfig
@@ -290,13 +291,12 @@ class RepairPipeline:
         best = min(checked, key=lambda c: changed_lines(c.attempt.changes))
         reflection = self.reflector.reflect(task, best.attempt, best.verdict, lessons, episode.id)
         episode.attempts[-1].charge("reflector", self.reflector.take_usage())
-        written = [r for r in [reflection.diagnosis, *reflection.lessons] if r is not None]
-        if self.memory:
-            self.memory.log_charges(episode)
-            written = [self.memory.keep(w, persistent=w.kind != "diagnosis") for w in written]
-        episode.lessons_written += [lesson.id for lesson in written]
-        if self.memory:
-            self.memory.note_written(episode)
+        lessons = [r for r in [reflection.diagnosis, *reflection.lessons] if r is not None]
+        written = Written(lessons=lessons, to_store=True)  # the general lessons, persistently
+        if self.memory:  # whole or not at all, with its charges (memory/written.py)
+            self.memory.keep_written(episode, written)
+        else:
+            episode.lessons_written += [lesson.id for lesson in lessons]
         diagnosis = reflection.diagnosis
         return [f"A reviewer's diagnosis: {diagnosis.text}"] if diagnosis else []
 
