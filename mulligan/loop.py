@@ -98,8 +98,10 @@ class Loop:
     ) -> Episode:
         """One task under the strategy; an episode id already in the log is resumed.
 
-        `first`: a trial 1 already made without lessons (a paired study shares it)."""
+        `first`: a trial 1 already made without lessons (a paired study shares it); a
+        strategy that draws its trial 1 otherwise (another temperature) makes its own."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
+        first = first if strategy.draw(1, self.settings).plain else None
         episode = self._resumed(task, episode_id, position)
         pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))

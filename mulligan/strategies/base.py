@@ -42,6 +42,12 @@ class Draw:
     escalated: bool = False
     """Made by the stronger model (`[escalation] model`), not the actor's."""
 
+    @property
+    def plain(self) -> bool:
+        """Drawn as every strategy draws by default: the run's temperature, the task's prompt
+        alone, the actor's model (a paired study's shared trial 1 is such a draw)."""
+        return self == Draw()
+
 
 @dataclass(frozen=True)
 class Strategy:

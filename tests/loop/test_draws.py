@@ -124,3 +124,24 @@ def test_escalate_hands_the_later_attempts_to_the_stronger_model(tmp_path: Path)
 def test_escalate_without_a_stronger_model_is_refused() -> None:
     with pytest.raises(UserError, match="--escalate-to"):
         build_loop(ScriptedModel(), LoopSettings(strategy=strategies.ESCALATE.name))
+
+
+@pytest.mark.parametrize("name", [strategies.WARMING.name, strategies.SELECT_DIVERSE.name])
+def test_in_a_paired_study_a_strategy_drawn_differently_draws_its_own_trial_1(
+    tmp_path: Path, name: str
+) -> None:
+    """react's trial 1 (at the run's temperature) is offered to every strategy of the study;
+    one whose first draw is at the ladder's first rung makes its own."""
+    model = ScriptedModel(policy=lambda messages, tools: "Sydney")
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    study = Study(
+        tasks=[CAPITAL], strategies=[strategies.REACT.name, name], model_for=lambda s: model,
+        memory=memory,
+        config=RunConfig(loop=LoopSection(trials=2, temperatures=[0.1, 0.9], draw_all=True)),
+    )  # fmt: skip
+    memory.log.start_run("r", study.manifest())
+    study.run("r")
+    logged = memory.log.episode(f"r:{name}:{CAPITAL.id}")
+    assert logged is not None
+    assert [a.drawn_temperature for a in logged.attempts] == [0.1, 0.9]
+    assert [c.asked_temperature for c in model.calls] == [None, 0.1, 0.9]
