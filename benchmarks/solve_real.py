@@ -5,7 +5,9 @@ Each project is fetched as its sdist when this runs (`pip download --no-deps --n
 the bug planted (checked in the box, as `solve`'s preflight does, before any model call).
 Every (strategy, bug) is one `mulligan solve` process; the bugs of a project run in order
 with one memory per (project, strategy), so the second bug shows whether a `solve` on a
-similar bug in the same project starts from the first one's lesson.
+similar bug in the same project starts from the first one's lesson: every solve runs with
+`--show-candidates`, so an unverified lesson is shown from the first attempt (by default
+it would be tried only by assignment, from attempt 2, while it is verified).
 
   python benchmarks/solve_real.py --base-url http://127.0.0.1:8011/v1 [--strategies ...]
       [--bugs ID,...] [--trials 3] [--max-steps 12] [--protocol text] [--out results.jsonl]
@@ -91,7 +93,7 @@ def solve(bug: Bug, directory: Path, check: str, strategy: str, memory: Path,
             "--base-url", args.base_url, "--yes", "--max-steps", str(args.max_steps),
             "--max-seconds", str(args.max_seconds), "--timeout", str(args.timeout),
             "--max-reply-tokens", str(args.max_reply_tokens),
-            "--concurrency", str(args.concurrency)]  # fmt: skip
+            "--concurrency", str(args.concurrency), "--show-candidates"]  # fmt: skip
     argv += ["--protocol", args.protocol] if args.protocol else []
     argv += ["--model", args.model] if args.model else []
     previous = log.read_bytes() if log.exists() else b""
