@@ -204,6 +204,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 run.memory,
                 Reflector(run.reflector),
                 run.run_id,
+                choice.strategy,
             )
             with run.running():
                 print(choice.line, file=sys.stderr)

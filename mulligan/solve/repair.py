@@ -95,6 +95,8 @@ class RepairPipeline:
     memory: Memory | None = None
     reflector: Reflector | None = None
     run_id: str = ""
+    strategy: strategies.Strategy = strategies.PATCH
+    """`patch`, or `patch[diverse]`: its candidates drawn across the temperature ladder."""
     _tried: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict, init=False)
     """Each edit checked (or being checked) in this run, and the trial that made it."""
     _tried_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -179,7 +181,7 @@ class RepairPipeline:
             attempt.workspace = str(workspace)
             refused = ""
             for _ in range(self.settings.edit_retries + 1):
-                reply = self._ask(attempt, messages)
+                reply = self._ask(attempt, messages, trial)
                 if reply is None:
                     break
                 try:
@@ -221,13 +223,15 @@ class RepairPipeline:
                 "running; make a different edit"
             )
 
-    def _ask(self, attempt: Attempt, messages: list[Message]) -> str | None:
+    def _ask(self, attempt: Attempt, messages: list[Message], trial: int) -> str | None:
         """The model's reply, recorded as a step; None when the endpoint failed."""
         began = time.monotonic()
+        attempt.drawn_temperature = self.strategy.draw(trial, self.settings.loop).temperature
         try:
             response = self.model.chat(
-                messages, max_tokens=self.settings.max_tokens, timeout=self.settings.timeout
-            )
+                messages, max_tokens=self.settings.max_tokens, timeout=self.settings.timeout,
+                temperature=attempt.drawn_temperature,
+            )  # fmt: skip
         except ModelError as exc:
             attempt.stop_reason, attempt.error = "model_error", str(exc)
             return None
@@ -245,7 +249,7 @@ class RepairPipeline:
     # ------------------------------------------------------------ memory and the log
 
     def _episode(self, task: Task, episode_id: str) -> Episode:
-        strategy = strategies.PATCH.name
+        strategy = self.strategy.name
         if self.memory:
             return self.memory.episode_for(episode_id, self.run_id, task.id, strategy)
         eid = episode_id or uuid.uuid4().hex[:12]

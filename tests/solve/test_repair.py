@@ -184,3 +184,15 @@ def test_the_loop_refuses_the_pipeline_strategy() -> None:
 
     with pytest.raises(UserError, match="only under `mulligan solve`"):
         LoopSettings(strategy="patch")
+
+
+@pytest.mark.parametrize(("strategy", "sent"), [("patch[diverse]", [0.2, 1.0]),
+                                                ("patch", [0.7, 0.7])])  # fmt: skip
+def test_diverse_candidates_are_drawn_across_the_temperature_ladder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], strategy: str, sent: list[float]
+) -> None:
+    project = make_shapes(tmp_path / "shapes")
+    argv = ("--trials", "2", "--strategy", strategy, "--temperatures", "0.2,1.0")
+    code, server = solve(tmp_path, project, replying(WRONG, RIGHT), *argv, check=CHECK)
+    assert code == 0, capsys.readouterr().err
+    assert [b["temperature"] for b in server.requests if not reflecting(b)] == sent
