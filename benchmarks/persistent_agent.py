@@ -22,6 +22,8 @@ OUT/persistent.json.
 
 Arguments after `--` go to every `mulligan run` (the endpoint, `--reflector-model`,
 `--concurrency`, ...); `mulligan serve` keeps one local model up across the sessions.
+`--resume` continues a study in OUT: a larger --sessions extends it (the seeded stream keeps
+its earlier sessions while the sample is drawn the same way), a killed session resumes.
 `--smoke` runs three short sessions on a synthetic suite against the package's fake
 endpoint (a model that answers right only with the lesson it writes in view): a check that
 the study runs, not a measurement.
@@ -56,14 +58,27 @@ def sessions_of(
     return [ids[n * per : (n + 1) * per] for n in range(sessions) if ids[n * per : (n + 1) * per]]
 
 
+def unfinished_run(memory: Path) -> str | None:
+    """The run a killed session left in this arm's log, to be resumed: its newest run if
+    that did not finish."""
+    if not (memory / "episodes.db").exists():
+        return None
+    runs = EpisodeLog(memory / "episodes.db", read_only=True).runs()
+    newest = max(runs, key=lambda run: run["started_at"], default=None)
+    return newest["id"] if newest and newest["status"] != "finished" else None
+
+
 def run_session(
     suite: str, ids: list[str], strategy: str, memory: Path, args: argparse.Namespace
 ) -> tuple[str, list[dict[str, Any]]]:
-    """One session in a new process: its run id and one JSON record per episode."""
+    """One session in a new process: its run id and one JSON record per episode. A session
+    a kill cut short is resumed from its own log (`mulligan run --resume`), so its finished
+    episodes, lessons and evidence stand and none is counted twice."""
+    killed = unfinished_run(memory)
     argv = [sys.executable, "-m", "mulligan.cli", "run", suite, "--ids", ",".join(ids),
             "--strategy", strategy, "--trials", str(args.trials), "--seed", str(args.seed),
             "--memory", str(memory), "--json", *(["--data", args.data] if args.data else []),
-            *args.passed]  # fmt: skip
+            *(["--resume", killed] if killed else []), *args.passed]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=environment(args))
     if done.returncode not in (0, 1):
         sys.exit(f"persistent_agent.py: {strategy} session failed:\n{done.stderr[-2000:]}")
@@ -137,12 +152,31 @@ def table(rows: list[dict[str, Any]], strategy: str, baseline: str) -> str:
     return "\n".join(lines)
 
 
+def session_arm(
+    suite: str, n: int, ids: list[str], arm: str, args: argparse.Namespace
+) -> tuple[str, list[dict[str, Any]]]:
+    """One arm of session n: run it, or with --resume read what an earlier call kept of it
+    (OUT/session-N-ARM.json, written when the arm ended), so no session is run twice."""
+    out = Path(args.out)
+    kept = out / f"session-{n}-{arm}.json"
+    if args.resume and kept.exists():
+        run_id, episodes = json.loads(kept.read_text())
+        if {e["task_id"] for e in episodes} == set(ids):
+            return run_id, episodes
+    strategy, memory = (args.strategy, out / "memory") if arm == "memory" else (
+        args.baseline, out / f"baseline-{n}"
+    )  # fmt: skip
+    run_id, episodes = run_session(suite, ids, strategy, memory, args)
+    kept.write_text(json.dumps([run_id, episodes]))
+    return run_id, episodes
+
+
 def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list[dict[str, Any]]:
     out = Path(args.out)
     rows = []
     for n, ids in enumerate(stream, start=1):
-        run_id, with_memory = run_session(suite, ids, args.strategy, out / "memory", args)
-        _, without = run_session(suite, ids, args.baseline, out / f"baseline-{n}", args)
+        run_id, with_memory = session_arm(suite, n, ids, "memory", args)
+        _, without = session_arm(suite, n, ids, "baseline", args)
         m, b = arm_numbers(with_memory), arm_numbers(without)
         only_m = sum(m["passed"][t] and not b["passed"].get(t, False) for t in m["passed"])
         only_b = sum(b["passed"][t] and not m["passed"].get(t, False) for t in b["passed"])
@@ -152,6 +186,7 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
             "only_memory": only_m, "only_baseline": only_b, "p": mcnemar_exact(only_m, only_b),
             "lessons": memory_numbers(out / "memory", run_id, rules),
         })  # fmt: skip
+        (out / "persistent.json").write_text(json.dumps(rows, indent=1))
         print(f"session {n}: {args.strategy} {m['solved']}/{m['tasks']}, "
               f"{args.baseline} {b['solved']}/{b['tasks']}", file=sys.stderr)  # fmt: skip
     return rows
@@ -209,6 +244,11 @@ def main() -> None:
     parser.add_argument("--validate-after", type=int, default=ValidityRules().validate_after)
     parser.add_argument("--refute-after", type=int, default=ValidityRules().refute_after)
     parser.add_argument("--out", required=True, help="a new directory for the memories")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep OUT's finished sessions, resume one a kill cut short, run the rest",
+    )
     parser.add_argument("--smoke", action="store_true", help="3 short sessions, fake endpoint")
     mine, passed = split_at_dashes(sys.argv[1:])
     args = parser.parse_args(mine)

@@ -41,3 +41,35 @@ def test_the_smoke_study_learns_in_one_session_and_starts_the_next_with_it(
     assert lesson.validity.evidence.pairs == first["lessons"]["pairs"]
     assert "| 3 | 4 |" in (out / "persistent.md").read_text()
     assert "by chance" in done.stdout
+
+
+def test_a_resumed_study_runs_no_session_twice_and_resumes_the_one_cut_short(
+    tmp_path: Path,
+) -> None:
+    """--resume keeps the sessions an earlier call finished and resumes the run a kill left
+    unfinished in the memory's log rather than starting the session again."""
+    import sqlite3
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    out = tmp_path / "study"
+    command = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out)]
+    assert subprocess.run(command, capture_output=True, timeout=600, env=env).returncode == 0
+    before = json.loads((out / "persistent.json").read_text())
+    with sqlite3.connect(out / "memory" / "episodes.db") as db:  # session 3 as a kill left it
+        (newest,) = db.execute("select id from runs order by started_at desc limit 1").fetchone()
+        db.execute("update runs set status = 'running' where id = ?", [newest])
+    (out / "session-3-memory.json").unlink()
+    (out / "session-3-baseline.json").unlink()
+
+    done = subprocess.run(
+        [*command, "--resume"], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(out / "memory" / "episodes.db") as db:
+        runs = db.execute("select id, status from runs order by started_at").fetchall()
+        episodes = db.execute("select count(*) from episodes").fetchone()[0]
+    assert len(runs) == 3 and runs[-1] == (newest, "finished")
+    assert episodes == sum(row["memory"]["tasks"] for row in before)
+    after = json.loads((out / "persistent.json").read_text())
+    assert [row["run_id"] for row in after] == [row["run_id"] for row in before]
+    assert [row["memory"]["passed"] for row in after] == [r["memory"]["passed"] for r in before]
