@@ -14,13 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripted task is the tests'
 
-from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, CompressionSection, tool
 from mulligan.llm.tokens import raw_estimate
 from mulligan.testing import ScriptedModel
 from tests.helpers.long_task import LongTaskScript, is_summary_request
 
 
-def measure(script: LongTaskScript, compression: CompressionSettings) -> dict[str, object]:
+def measure(script: LongTaskScript, compression: CompressionSection) -> dict[str, object]:
     @tool
     def read_page(page: int) -> str:
         """Use to read one page of the document."""
@@ -28,7 +28,7 @@ def measure(script: LongTaskScript, compression: CompressionSettings) -> dict[st
 
     model = ScriptedModel(policy=script.policy)
     settings = ActorSettings(
-        budget=Budget(max_steps=script.steps + 10, max_tokens=10**8, max_cost=10**6),
+        budget=BudgetSection(max_steps=script.steps + 10, max_tokens=10**8, max_cost=10**6),
         compression=compression,
     )
     attempt = Actor(model, settings).run(
@@ -49,12 +49,12 @@ def measure(script: LongTaskScript, compression: CompressionSettings) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--threshold", type=int, default=CompressionSettings().threshold_tokens)
+    parser.add_argument("--threshold", type=int, default=CompressionSection().threshold_tokens)
     args = parser.parse_args()
     rows = {
-        "off": CompressionSettings(enabled=False),
-        f"on ({args.threshold})": CompressionSettings(threshold_tokens=args.threshold),
-        f"on ({args.threshold}), summariser down": CompressionSettings(
+        "off": CompressionSection(enabled=False),
+        f"on ({args.threshold})": CompressionSection(threshold_tokens=args.threshold),
+        f"on ({args.threshold}), summariser down": CompressionSection(
             threshold_tokens=args.threshold
         ),
     }

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, CompressionSection, tool
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
@@ -69,7 +69,7 @@ def setup_mulligan(base_url: str) -> Task:
 
     model = OpenAIChatModel("fake", base_url=base_url, api_key="k")
     settings = ActorSettings(
-        budget=Budget(max_steps=STEPS + 5), compression=CompressionSettings(enabled=False)
+        budget=BudgetSection(max_steps=STEPS + 5), compression=CompressionSection(enabled=False)
     )
     actor = Actor(model, settings)
 

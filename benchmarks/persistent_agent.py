@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import GENERAL, ValidityRules, by_chance_while_working
+from mulligan.memory.validity import GENERAL, ValiditySection, by_chance_while_working
 from mulligan.report.paired import mcnemar_exact
 from mulligan.tasks.suites import load_suite, select
 
@@ -104,7 +104,7 @@ def arm_numbers(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def memory_numbers(memory: Path, run_id: str, rules: ValidityRules) -> dict[str, Any]:
+def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[str, Any]:
     """What the session did to the memory, and what chance alone would have done."""
     log = EpisodeLog(memory / "episodes.db", read_only=True)
     mine = {row["id"] for row in log.episodes(run_id)}
@@ -180,7 +180,7 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
         m, b = arm_numbers(with_memory), arm_numbers(without)
         only_m = sum(m["passed"][t] and not b["passed"].get(t, False) for t in m["passed"])
         only_b = sum(b["passed"][t] and not m["passed"].get(t, False) for t in b["passed"])
-        rules = ValidityRules(validate_after=args.validate_after, refute_after=args.refute_after)
+        rules = ValiditySection(validate_after=args.validate_after, refute_after=args.refute_after)
         rows.append({
             "session": n, "run_id": run_id, "memory": m, "baseline": b,
             "only_memory": only_m, "only_baseline": only_b, "p": mcnemar_exact(only_m, only_b),
@@ -241,8 +241,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--strategy", default="retry[memory]", help="the memory arm")
     parser.add_argument("--baseline", default="retry", help="the same strategy without memory")
-    parser.add_argument("--validate-after", type=int, default=ValidityRules().validate_after)
-    parser.add_argument("--refute-after", type=int, default=ValidityRules().refute_after)
+    parser.add_argument("--validate-after", type=int, default=ValiditySection().validate_after)
+    parser.add_argument("--refute-after", type=int, default=ValiditySection().refute_after)
     parser.add_argument("--out", required=True, help="a new directory for the memories")
     parser.add_argument(
         "--resume",

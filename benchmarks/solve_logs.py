@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from mulligan.actor.budget import Budget
+from mulligan.actor.budget import BudgetSection
 from mulligan.actor.text_protocol import acted_on
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Attempt, Step
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="+", type=Path, help="directories holding the memories")
     args = parser.parse_args(argv)
-    limit = Budget().max_repeats
+    limit = BudgetSection().max_repeats
     total = stuck = repeat_steps = steps = 0
     acting = ran_on = kept = dropped = 0
     for attempt in attempts(args.roots):

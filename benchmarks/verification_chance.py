@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import ValidityRules, by_chance, status_of
+from mulligan.memory.validity import ValiditySection, by_chance, status_of
 from mulligan.studies.verify import logged_without, verify_run_id
 
 AFTER = (1, 2, 3)
@@ -30,7 +30,7 @@ def chance_table(pass_rate: float, lift: float, pairs: list[int]) -> None:
     print("pairs | validate_after | no effect: validated · refuted | useful: validated · refuted")
     for n in pairs:
         for after in AFTER:
-            rules = ValidityRules(validate_after=after)
+            rules = ValiditySection(validate_after=after)
             null = by_chance(n, pass_rate, rules)
             useful = by_chance(n, pass_rate, rules, min(1.0, pass_rate + lift))
             print(
@@ -54,7 +54,7 @@ def replay(memory: Path, run_id: str) -> float | None:
     counts = {a: dict.fromkeys(("validated", "refuted", "candidate"), 0) for a in AFTER}
     for lesson in lessons:
         e = lesson.validity.evidence
-        statuses = [status_of(e.helped, e.hurt, ValidityRules(validate_after=a)) for a in AFTER]
+        statuses = [status_of(e.helped, e.hurt, ValiditySection(validate_after=a)) for a in AFTER]
         for a, status in zip(AFTER, statuses, strict=True):
             counts[a][status] += 1
         print(f"{lesson.id} | {e.pairs} · {e.helped} · {e.hurt} | " + " | ".join(statuses))

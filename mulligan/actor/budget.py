@@ -1,4 +1,4 @@
-"""What an attempt has spent against its budget (`Budget`, a section of the run
+"""What an attempt has spent against its budget (`BudgetSection`, a section of the run
 configuration), checked before every model call."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import time
 from dataclasses import dataclass, field
 
 from mulligan.schema import Role, Step, StopReason, Usage, add_by_role
-from mulligan.settings.run_config import Budget
+from mulligan.settings.run_config import BudgetSection
 
-__all__ = ["Budget", "Spend"]
+__all__ = ["BudgetSection", "Spend"]
 
 
 @dataclass
 class Spend:
     """What an attempt has used so far."""
 
-    budget: Budget
+    budget: BudgetSection
     calls: int = 0
     usage_by_role: dict[Role, Usage] = field(default_factory=dict)
     format_errors: int = 0

@@ -27,7 +27,7 @@ from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, Message
 from mulligan.llm.tokens import TokenEstimator
 from mulligan.schema import CompressionEvent, Step, Usage
-from mulligan.settings.run_config import CompressionSettings
+from mulligan.settings.run_config import CompressionSection
 from mulligan.untrusted import neutralise, neutralise_all
 
 log = logging.getLogger("mulligan")
@@ -112,7 +112,7 @@ class Context:
         task: str,
         lessons: list[str],
         protocol: Protocol,
-        settings: CompressionSettings,
+        settings: CompressionSection,
         carried: str = "",
         approach: str = "",
     ) -> None:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan import prompts
-from mulligan.actor.budget import Budget, Spend
-from mulligan.actor.context import CompressionSettings, Context, Protocol
+from mulligan.actor.budget import BudgetSection, Spend
+from mulligan.actor.context import CompressionSection, Context, Protocol
 from mulligan.actor.text_protocol import (
     STOP_SEQUENCES,
     Action,
@@ -38,9 +38,9 @@ from mulligan.schema import (
 @dataclass(frozen=True)
 class ActorSettings:
     protocol: Protocol = "native"
-    budget: Budget = field(default_factory=Budget)
+    budget: BudgetSection = field(default_factory=BudgetSection)
     nudge_repeats: bool = True
-    compression: CompressionSettings = field(default_factory=CompressionSettings)
+    compression: CompressionSection = field(default_factory=CompressionSection)
     forced: tuple[str, ...] = ()
     """Budget fields the user set for this run (flags): a task's own budget keeps them."""
     nudge_no_tools: bool = False
@@ -49,7 +49,7 @@ class ActorSettings:
     """Text protocol: a reply is read only until its first action is written whole
     (`action_ended`); a model that streams (a self-hosted server) stops generating there."""
 
-    def budget_for(self, overrides: BudgetOverrides | None) -> Budget:
+    def budget_for(self, overrides: BudgetOverrides | None) -> BudgetSection:
         """Defaults, then the task's own budget, then the user's flags."""
         merged = self.budget.overridden(overrides)
         return merged.model_copy(update={name: getattr(self.budget, name) for name in self.forced})
@@ -76,7 +76,7 @@ class Actor:
         lesson_ids: list[str] | None = None,
         carried: str = "",
         trial: int = 1,
-        budget: Budget | None = None,
+        budget: BudgetSection | None = None,
         on_step: Callable[[Step], None] | None = None,
         resume: list[Step] | None = None,
         temperature: float | None = None,

@@ -15,7 +15,7 @@ from mulligan.llm.connect import connect_local, local_wanted
 from mulligan.llm.local_server import ServerSettings
 from mulligan.runs.build import local_server_settings
 from mulligan.settings.loading import endpoint_configured, load_config
-from mulligan.settings.run_config import EndpointSettings
+from mulligan.settings.run_config import EndpointSection
 
 Report = Callable[[str, bool, str], None]
 
@@ -72,7 +72,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def check_local_model(
-    settings: EndpointSettings,
+    settings: EndpointSection,
     report: Report,
     *,
     needed: bool,

@@ -29,7 +29,7 @@ from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
 from mulligan.memory.reading import MemoryReader
 from mulligan.memory.store_reading import refuse_another, search_lessons, stored_embedding
-from mulligan.memory.validity import ValidityRules, evidence_phrase, online_phrase
+from mulligan.memory.validity import ValiditySection, evidence_phrase, online_phrase
 from mulligan.schema import Lesson
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
@@ -137,7 +137,9 @@ def lessons_table(found: Sequence[tuple[Lesson, float | None]], as_json: bool) -
     table([*header, "family", "lesson"], rows, plain, sys.stdout)
 
 
-def show_lesson(lesson: Lesson, reader: MemoryReader, rules: ValidityRules, as_json: bool) -> None:
+def show_lesson(
+    lesson: Lesson, reader: MemoryReader, rules: ValiditySection, as_json: bool
+) -> None:
     """One lesson and its history (events, the attempts assigned for it): JSON, or text."""
     events = list(reader.log.lesson_events(lesson.id))
     assigned = reader.assigned(lesson.id)

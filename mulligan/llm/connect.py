@@ -12,7 +12,7 @@ from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
 from mulligan.settings.loading import NO_ENDPOINT, endpoint_configured
-from mulligan.settings.run_config import EndpointSettings, EscalationSettings, ReflectorSettings
+from mulligan.settings.run_config import EndpointSection, EscalationSection, ReflectorSection
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -26,7 +26,7 @@ changes on --resume; `endpoint` is not compared on --resume)."""
 
 
 def connect(
-    settings: EndpointSettings,
+    settings: EndpointSection,
     *,
     default_temperature: float = 0.0,
     reporter: Reporter | None = None,
@@ -53,7 +53,7 @@ def connect(
 
 
 def connect_feedback(
-    reflector: ReflectorSettings, endpoint: EndpointSettings, reporter: Reporter | None = None
+    reflector: ReflectorSection, endpoint: EndpointSection, reporter: Reporter | None = None
 ) -> OpenAIChatModel | None:
     """The feedback model `[reflector]` names (None: the actor's model gives feedback); its
     base URL and key default to the endpoint's, its prices to the run's table; temperature 0."""
@@ -61,8 +61,8 @@ def connect_feedback(
 
 
 def connect_escalation(
-    escalation: EscalationSettings,
-    endpoint: EndpointSettings,
+    escalation: EscalationSection,
+    endpoint: EndpointSection,
     reporter: Reporter | None = None,
     local: ServerSettings | None = None,
 ) -> OpenAIChatModel | None:
@@ -72,8 +72,8 @@ def connect_escalation(
 
 
 def connect_second(
-    named: ReflectorSettings | EscalationSettings,
-    endpoint: EndpointSettings,
+    named: ReflectorSection | EscalationSection,
+    endpoint: EndpointSection,
     reporter: Reporter | None = None,
     temperature: float | None = None,
     local: ServerSettings | None = None,
@@ -82,7 +82,7 @@ def connect_second(
     the section says otherwise."""
     if named.model is None:
         return None
-    settings = EndpointSettings(
+    settings = EndpointSection(
         model=named.model,
         base_url=named.base_url or endpoint.base_url,
         api_key=named.api_key or endpoint.api_key,
@@ -98,7 +98,7 @@ def local_wanted() -> bool:
     return os.environ.get(OFF_ENV, "").strip().lower() not in ("off", "0", "no", "false")
 
 
-def no_endpoint(settings: EndpointSettings) -> str:
+def no_endpoint(settings: EndpointSection) -> str:
     """The one-line error of a command that needs a model and has none."""
     if settings.model is not None:
         return f"{NO_ENDPOINT}; `--model local` runs the local model instead"
@@ -113,7 +113,7 @@ def no_endpoint(settings: EndpointSettings) -> str:
 
 
 def connect_local(
-    settings: EndpointSettings,
+    settings: EndpointSection,
     spec: str,
     default_temperature: float,
     reporter: Reporter,
@@ -159,7 +159,7 @@ def local_fields(model: object) -> dict[str, Any]:
 
 
 def connect_endpoint(
-    settings: EndpointSettings, default_temperature: float = 0.0
+    settings: EndpointSection, default_temperature: float = 0.0
 ) -> OpenAIChatModel:
     """The chat model of a configured endpoint."""
     from mulligan.llm.openai_client import OpenAIChatModel

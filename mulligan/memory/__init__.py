@@ -2,6 +2,6 @@
 
 from mulligan.memory.embeddings import HashEmbedding, make_embedder
 from mulligan.memory.memory import Memory
-from mulligan.memory.validity import ValidityRules
+from mulligan.memory.validity import ValiditySection
 
-__all__ = ["HashEmbedding", "Memory", "ValidityRules", "make_embedder"]
+__all__ = ["HashEmbedding", "Memory", "ValiditySection", "make_embedder"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mulligan.memory.validity import (
-    ValidityRules,
+    ValiditySection,
     apply_evidence,
     by_chance_while_working,
     settle,
@@ -128,7 +128,7 @@ def judge(
     episode_id: str,
     trial: int,
     passed: bool | None,
-    rules: ValidityRules,
+    rules: ValiditySection,
 ) -> list[str]:
     """Record the attempt's outcome on its half, pair it with the oldest unpaired half of
     the other arm at the same position, and add the pair to `lesson`'s evidence (changed in
@@ -216,7 +216,7 @@ class AssignmentLog:
         return found, now
 
     def judge_attempt(
-        self, episode_id: str, trial: int, passed: bool | None, rules: ValidityRules
+        self, episode_id: str, trial: int, passed: bool | None, rules: ValiditySection
     ) -> list[Lesson]:
         """The attempt's outcome on its half, and the pair it completes (`judge`), in one
         transaction with the lesson's evidence and events; once however often a resumed run
@@ -291,7 +291,7 @@ def line(a: Assignment) -> str:
     return f"{a.episode_id} trial {a.trial} ({a.task_id}): {a.arm}, {a.outcome}{pair} ({a.coin})"
 
 
-def chance_line(pairs: int, without: tuple[int, int], rules: ValidityRules) -> str | None:
+def chance_line(pairs: int, without: tuple[int, int], rules: ValiditySection) -> str | None:
     """What noise alone does to a lesson that changes nothing, settled pair by pair as here,
     at the pass rate the withheld attempts had (None: no pair, or no withheld attempt told)."""
     passed, told = without

@@ -12,7 +12,7 @@ from typing import Any
 
 from mulligan.memory.assignment import Assignment
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import GENERAL, ValidityRules
+from mulligan.memory.validity import GENERAL, ValiditySection
 from mulligan.schema import Lesson, Task
 
 Search = Callable[[Task, int, set[str], float], list[Lesson]]
@@ -45,7 +45,7 @@ class InWorkVerification:
         return [shown]
 
     def judged(
-        self, episode_id: str, trial: int, passed: bool | None, rules: ValidityRules
+        self, episode_id: str, trial: int, passed: bool | None, rules: ValiditySection
     ) -> None:
         """The attempt's outcome on its assignment, if it had one (`assignment.judge`),
         once however often a resumed run gets here."""

@@ -18,7 +18,7 @@ from mulligan.memory.in_work import InWorkVerification
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
-from mulligan.memory.validity import ACTIVE, VALIDATED, ValidityRules, apply_outcome
+from mulligan.memory.validity import ACTIVE, VALIDATED, ValiditySection, apply_outcome
 from mulligan.memory.written import KeepsWritten
 from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
 
@@ -40,13 +40,13 @@ class Memory(KeepsWritten):
         embedder: Callable[[], Embedder | None] | Embedder | None = None,
         *,
         store: str | None = None,
-        rules: ValidityRules | None = None,
+        rules: ValiditySection | None = None,
         log: EpisodeLog | None = None,
     ) -> None:
         self.directory = Path(directory).expanduser()
         self.log = log if log is not None else EpisodeLog(self.directory / "episodes.db")
         """`log` stands in for the directory's own (a Ray worker's, forwarding to the driver)."""
-        self.rules = rules or ValidityRules()
+        self.rules = rules or ValiditySection()
         self._store_location = store or str(self.directory / "lessons")
         self._embedder = embedder
         self._store: LessonStore | None = None

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from math import comb
 
 from mulligan.schema import Lesson, LessonStatus, LessonValidity
-from mulligan.settings.run_config import ValidityRules
+from mulligan.settings.run_config import ValiditySection
 
 __all__ = [
     "Luck",
-    "ValidityRules",
+    "ValiditySection",
     "apply_evidence",
     "apply_outcome",
     "by_chance",
@@ -35,7 +35,7 @@ GENERAL = ("failure", "insight")
 """The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
-def apply_outcome(lesson: Lesson, passed: bool, rules: ValidityRules) -> LessonStatus | None:
+def apply_outcome(lesson: Lesson, passed: bool, rules: ValiditySection) -> LessonStatus | None:
     """Count one use of the lesson online (`helped`: the attempt that saw it passed its
     visible checks, `hurt`: it failed them). The status stays: returns None."""
     v = lesson.validity
@@ -53,7 +53,7 @@ def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> No
     e.tasks = [*e.tasks, task_id]
 
 
-def settle(lesson: Lesson, rules: ValidityRules) -> LessonStatus | None:
+def settle(lesson: Lesson, rules: ValiditySection) -> LessonStatus | None:
     """The status all of a lesson's pairs give it, whatever their order; returns it when it
     changed. A candidate is validated when it helped in more pairs than it hurt in, refuted
     when it hurt in more; a validated lesson that no longer helped more than it hurt is a
@@ -65,7 +65,7 @@ def settle(lesson: Lesson, rules: ValidityRules) -> LessonStatus | None:
     return v.status if v.status != before else None
 
 
-def status_of(helped: int, hurt: int, rules: ValidityRules) -> LessonStatus:
+def status_of(helped: int, hurt: int, rules: ValiditySection) -> LessonStatus:
     """The status a candidate's evidence gives it (`settle`'s rule, on counts alone)."""
     if hurt >= rules.refute_after and hurt > helped:
         return "refuted"
@@ -89,7 +89,7 @@ class Luck:
 
 
 def by_chance(
-    pairs: int, pass_rate: float, rules: ValidityRules, with_rate: float | None = None
+    pairs: int, pass_rate: float, rules: ValiditySection, with_rate: float | None = None
 ) -> Luck:
     """Exact chances over `pairs` pairs, each task passing with probability `pass_rate`
     without the lesson and `with_rate` with it (default: the same, a lesson that changes
@@ -106,7 +106,7 @@ def by_chance(
 
 
 def by_chance_while_working(
-    pairs: int, pass_rate: float, rules: ValidityRules, with_rate: float | None = None
+    pairs: int, pass_rate: float, rules: ValiditySection, with_rate: float | None = None
 ) -> Luck:
     """`by_chance` for verification while working, which settles the lesson after each pair
     (memory/assignment.py): the chance that a lesson is validated, or refuted, by the time

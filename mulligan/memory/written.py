@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from mulligan.memory.log import EpisodeLog, LessonChanges
-from mulligan.memory.validity import ValidityRules
+from mulligan.memory.validity import ValiditySection
 from mulligan.schema import Episode, Lesson, Record
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class KeepsWritten:
     short (see the module's docstring)."""
 
     log: EpisodeLog
-    rules: ValidityRules
+    rules: ValiditySection
     frozen: bool
     _stored_ids: set[str]
 

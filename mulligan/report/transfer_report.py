@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from mulligan import prompts, strategies
 from mulligan.memory.curator import Curation, curation_of, estimated_tokens
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import Luck, ValidityRules
+from mulligan.memory.validity import Luck, ValiditySection
 from mulligan.report.stats import RunStats, StrategyStats, collect
 from mulligan.report.tables import PAIRED_HEADER, paired_cells, pct, shown_only, submitted_passed
 from mulligan.runs.lifecycle import upgraded
@@ -108,7 +108,7 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
     found.cases = {x.id: shown.get(x.id, 0) for x in used if x.kind == "case"}
     logged = upgraded(stats.manifest)["config"].get("validity", {})
     try:
-        rules = ValidityRules.model_validate(logged)
+        rules = ValiditySection.model_validate(logged)
     except ValidationError as exc:  # a log from another version, or edited by hand
         found.luck_refused = "; ".join(
             f"validity.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()

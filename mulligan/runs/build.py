@@ -31,8 +31,8 @@ from mulligan.settings.run_config import (
     DETERMINISTIC_TEMPERATURE,
     REPEATED_TEMPERATURE,
     RunConfig,
+    section_fields,
 )
-from mulligan.settings.sections import Budget
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
@@ -140,7 +140,7 @@ def loop_for(
 
 def actor_settings(config: RunConfig, **more: Any) -> ActorSettings:
     """The actor's settings; the budget fields given anywhere override a task's own."""
-    forced = tuple(name for name in Budget.field_names() if config.given(f"budget.{name}"))
+    forced = tuple(name for name in section_fields("budget") if config.given(f"budget.{name}"))
     return ActorSettings(
         protocol=config.actor.protocol,
         budget=config.budget,

@@ -42,7 +42,7 @@ from mulligan.schema.records import (
     Usage,
     add_by_role,
 )
-from mulligan.settings.run_config import Budget
+from mulligan.settings.run_config import BudgetSection
 
 # ---------------------------------------------------------------- tasks
 
@@ -68,8 +68,8 @@ def _overrides_of(budget: type[BaseModel]) -> type[Record]:
     return create_model("BudgetOverrides", __base__=Record, **fields)
 
 
-class BudgetOverrides(_overrides_of(Budget)):  # type: ignore[misc]
-    """A task's own budget: the run configuration's `Budget` fields, each optional."""
+class BudgetOverrides(_overrides_of(BudgetSection)):  # type: ignore[misc]
+    """A task's own budget: the run configuration's `BudgetSection` fields, each optional."""
 
 
 class CodeTarget(Record):

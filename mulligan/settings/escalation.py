@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from mulligan.settings.sections import FLAG, EndpointSettings, Section
+from mulligan.settings.sections import FLAG, EndpointSection, Section
 
 
-class EscalationSettings(Section):
+class EscalationSection(Section):
     """A stronger model for `escalate` once the actor's attempts failed; its base URL and key
     default to the endpoint's. `local`, `local:0.5b` or `local:PATH.gguf` runs it here."""
 
@@ -34,4 +34,4 @@ class EscalationSettings(Section):
     @field_validator("base_url")
     @classmethod
     def _is_http(cls, url: str | None) -> str | None:
-        return EndpointSettings._is_http(url)
+        return EndpointSection._is_http(url)

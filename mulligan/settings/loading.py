@@ -19,7 +19,7 @@ from mulligan.settings.fields import said, setting, settings
 from mulligan.settings.run_config import (
     LEGACY_KEYS,
     SECTIONS,
-    EndpointSettings,
+    EndpointSection,
     RunConfig,
     section_fields,
 )
@@ -175,5 +175,5 @@ def _checked(key: str, value: Any, where: str) -> Any:
     return value
 
 
-def endpoint_configured(settings: EndpointSettings) -> bool:
+def endpoint_configured(settings: EndpointSection) -> bool:
     return bool(settings.base_url or settings.api_key)

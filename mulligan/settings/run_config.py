@@ -2,10 +2,10 @@
 
     endpoint     where the model is and what it costs (base_url, model, temperature, ...)
     actor        how the actor talks to it (protocol)
-    budget       one attempt's limits (`Budget`, checked before every model call)
-    compression  folding old steps (`CompressionSettings`)
+    budget       one attempt's limits (`BudgetSection`, checked before every model call)
+    compression  folding old steps (`CompressionSection`)
     loop         trials, the stopping rule, what reflexion carries, retrieval, self-tests
-    validity     when a lesson is validated, refuted, expires (`ValidityRules`)
+    validity     when a lesson is validated, refuted, expires (`ValiditySection`)
     memory       what a memory arm is shown (candidates, cases), verification's pairs
     run          the memory, its embedding, MCP servers, concurrency
     local        the local model's server: slots, threads (`--model local`)
@@ -17,7 +17,8 @@ MULLIGAN_FIELD_NAME variable, its mulligan.toml key (`[section] field`), `mullig
 show` and docs/settings.md are derived from that field (mulligan/settings/fields.py). Adding
 a field to a section is all a new setting needs; `json_schema_extra` names a flag or
 variable that differs from the field's name (FLAG, ENV, NO_FLAG). A new section is a
-`Section` class and a field of `RunConfig`.
+`Section` class named after its table (`[budget]`: `BudgetSection`) and a field of `RunConfig`
+of the table's name.
 
 Filled by flags over MULLIGAN_* over ./mulligan.toml over the user file over the defaults
 (`mulligan.settings.loading` merges them and remembers each value's source). A run's manifest holds
@@ -33,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from mulligan.settings.escalation import EscalationSettings
+from mulligan.settings.escalation import EscalationSection
 from mulligan.settings.sections import (
     DETERMINISTIC_TEMPERATURE,
     ENV,
@@ -42,40 +43,40 @@ from mulligan.settings.sections import (
     NO_FLAG,
     REPEATED_TEMPERATURE,
     ActorSection,
-    Budget,
-    CompressionSettings,
-    EndpointSettings,
+    BudgetSection,
+    CompressionSection,
+    EndpointSection,
     LocalSection,
     LoopSection,
     MemorySection,
-    ReflectorSettings,
+    ReflectorSection,
     RunSection,
     Section,
-    ValidityRules,
+    ValiditySection,
 )
 
 __all__ = [
     "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
-    "REPEATED_TEMPERATURE", "ActorSection", "Budget", "CompressionSettings",
-    "EndpointSettings", "EscalationSettings", "LocalSection", "LoopSection", "MemorySection",
-    "ReflectorSettings", "RunConfig", "RunSection", "Section", "ValidityRules",
+    "REPEATED_TEMPERATURE", "ActorSection", "BudgetSection", "CompressionSection",
+    "EndpointSection", "EscalationSection", "LocalSection", "LoopSection", "MemorySection",
+    "ReflectorSection", "RunConfig", "RunSection", "Section", "ValiditySection",
 ]  # fmt: skip
 
 
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    endpoint: EndpointSettings = Field(default_factory=EndpointSettings)
-    reflector: ReflectorSettings = Field(default_factory=ReflectorSettings)
+    endpoint: EndpointSection = Field(default_factory=EndpointSection)
+    reflector: ReflectorSection = Field(default_factory=ReflectorSection)
     actor: ActorSection = Field(default_factory=ActorSection)
-    budget: Budget = Field(default_factory=Budget)
-    compression: CompressionSettings = Field(default_factory=CompressionSettings)
+    budget: BudgetSection = Field(default_factory=BudgetSection)
+    compression: CompressionSection = Field(default_factory=CompressionSection)
     loop: LoopSection = Field(default_factory=LoopSection)
-    validity: ValidityRules = Field(default_factory=ValidityRules)
+    validity: ValiditySection = Field(default_factory=ValiditySection)
     memory: MemorySection = Field(default_factory=MemorySection)
     run: RunSection = Field(default_factory=RunSection)
     local: LocalSection = Field(default_factory=LocalSection)
-    escalation: EscalationSettings = Field(default_factory=EscalationSettings)
+    escalation: EscalationSection = Field(default_factory=EscalationSection)
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     _files: tuple[str, ...] = PrivateAttr(default=())
 

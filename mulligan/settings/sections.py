@@ -2,6 +2,11 @@
 `RunConfig`): each setting is one pydantic field here, with its type, default, bounds and
 help; its flag, variable, mulligan.toml key and reference entry are derived from it
 (mulligan/settings/fields.py). Imports only pydantic and light modules, so `--help` stays fast.
+
+Names: a table of the settings file is a `<Table>Section`, named after its key and its field of
+`RunConfig` (`[budget]`, `RunConfig.budget`: `BudgetSection`). What a component is built with,
+composed from sections in mulligan/runs/, is a `<Component>Settings` (`ActorSettings`,
+`LoopSettings`, `ServerSettings`). `CommandFlags`, which no file sets, is neither.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-class EndpointSettings(Section):
+class EndpointSection(Section):
     """Where the model is, which one, and what it costs."""
 
     base_url: str | None = Field(
@@ -97,7 +102,7 @@ class EndpointSettings(Section):
         return url
 
 
-class ReflectorSettings(Section):
+class ReflectorSection(Section):
     """A feedback model of its own for the reflector, the self-test writer, a selection's
     input writer and the curator (unset: the actor's model); its base URL and key default to
     the endpoint's. `local`, `local:0.5b` or `local:PATH.gguf` runs it on this machine."""
@@ -123,7 +128,7 @@ class ReflectorSettings(Section):
     @field_validator("base_url")
     @classmethod
     def _is_http(cls, url: str | None) -> str | None:
-        return EndpointSettings._is_http(url)
+        return EndpointSection._is_http(url)
 
 
 class ActorSection(Section):
@@ -134,7 +139,7 @@ class ActorSection(Section):
     )
 
 
-class Budget(Section):
+class BudgetSection(Section):
     """One attempt's limits, checked before every model call (they override a task's own)."""
 
     max_steps: int = Field(default=12, ge=1, description="model calls per attempt")
@@ -156,19 +161,15 @@ class Budget(Section):
         default=2048, ge=1, description="cap on each model reply (a reply cut there is told so)"
     )
 
-    def overridden(self, overrides: BaseModel | None) -> Budget:
+    def overridden(self, overrides: BaseModel | None) -> BudgetSection:
         """This budget with a task's own fields (those it sets) over it."""
         if overrides is None:
             return self
         given = {k: v for k, v in overrides.model_dump().items() if v is not None}
         return self.model_copy(update=given)
 
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return list(cls.model_fields)
 
-
-class CompressionSettings(Section):
+class CompressionSection(Section):
     """Folding the oldest steps into a running summary when the view grows too large."""
 
     enabled: bool = Field(
@@ -310,7 +311,7 @@ class LoopSection(Section):
         return ladder
 
 
-class ValidityRules(Section):
+class ValiditySection(Section):
     """When a lesson is validated, refuted, or expires."""
 
     validate_after: int = Field(

@@ -25,7 +25,14 @@ from mulligan import strategies
 from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import GENERAL, Luck, ValidityRules, apply_evidence, by_chance, settle
+from mulligan.memory.validity import (
+    GENERAL,
+    Luck,
+    ValiditySection,
+    apply_evidence,
+    by_chance,
+    settle,
+)
 from mulligan.runs.runner import episode_id, run_tasks
 from mulligan.schema import Episode, Lesson, LessonStatus, Task, tells_nothing
 
@@ -163,7 +170,9 @@ def passed_without(episodes: Iterable[Episode]) -> tuple[int, int]:
     return sum(told), len(told)
 
 
-def luck(lessons: Iterable[Lesson], without: tuple[int, int], rules: ValidityRules) -> Luck | None:
+def luck(
+    lessons: Iterable[Lesson], without: tuple[int, int], rules: ValiditySection
+) -> Luck | None:
     """What noise alone does to a lesson that changes nothing over as many pairs as any of
     `lessons` had, at the pass rate the attempts without a lesson had (None: no pair, or no
     attempt told anything)."""

@@ -8,7 +8,7 @@ import json
 import threading
 import time
 
-from mulligan.actor import Actor, ActorSettings, Budget, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, tool
 from mulligan.cli.display import trajectory
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatResponse
@@ -84,7 +84,7 @@ def test_tool_exception_is_an_observation() -> None:
 
 def test_parse_failures_are_capped() -> None:
     with ScriptedModel(["I think maybe", "still thinking", "hmm"]) as model:
-        attempt = run(model, protocol="text", budget=Budget(max_format_errors=3))
+        attempt = run(model, protocol="text", budget=BudgetSection(max_format_errors=3))
     assert attempt.stop_reason == "format_errors"
     assert attempt.answer is None
     assert len(model.calls) == 3
@@ -95,14 +95,14 @@ def test_parse_failures_are_capped() -> None:
 def test_format_error_count_resets_after_a_good_turn() -> None:
     script = ["hmm", 'Action: add\nAction Input: {"a": 1, "b": 1}', "hmm", "Final Answer: 2"]
     with ScriptedModel(script) as model:
-        attempt = run(model, protocol="text", budget=Budget(max_format_errors=2))
+        attempt = run(model, protocol="text", budget=BudgetSection(max_format_errors=2))
     assert attempt.stop_reason == "answered" and attempt.answer == "2"
 
 
 def test_step_budget_asks_for_the_final_answer_on_the_last_call() -> None:
     calls = [reply("", tool_call("add", a=i, b=1)) for i in range(2)]
     with ScriptedModel([*calls, "my best guess: 5"]) as model:
-        attempt = run(model, budget=Budget(max_steps=3))
+        attempt = run(model, budget=BudgetSection(max_steps=3))
     assert len(model.calls) == 3
     assert model.calls[0].tools and model.calls[1].tools
     assert model.calls[2].tools is None  # no tools offered on the last call
@@ -113,7 +113,7 @@ def test_step_budget_asks_for_the_final_answer_on_the_last_call() -> None:
 
 def test_step_budget_without_an_answer_stops_with_max_steps() -> None:
     with ScriptedModel([reply("", tool_call("add", a=1, b=1)), ""]) as model:
-        attempt = run(model, budget=Budget(max_steps=2))
+        attempt = run(model, budget=BudgetSection(max_steps=2))
     assert attempt.stop_reason == "max_steps"
     assert attempt.answer is None
 
@@ -125,7 +125,7 @@ def test_token_budget() -> None:
         for i in range(5)
     ]
     model = ScriptedModel(script)
-    attempt = run(model, budget=Budget(max_tokens=1200))
+    attempt = run(model, budget=BudgetSection(max_tokens=1200))
     assert attempt.stop_reason == "max_tokens"
     assert attempt.usage.total_tokens <= 1500
     assert model.calls[-1].tools is None  # the call that would use the budget up was the final one
@@ -140,7 +140,7 @@ def test_time_budget() -> None:
 
     script = [reply("", tool_call("slow", call_id=f"s{i}")) for i in range(20)]
     model = ScriptedModel(script)
-    attempt = Actor(model, ActorSettings(budget=Budget(max_seconds=0.5, max_steps=50))).run(
+    attempt = Actor(model, ActorSettings(budget=BudgetSection(max_seconds=0.5, max_steps=50))).run(
         "t", "wait", [slow]
     )
     assert attempt.stop_reason == "max_seconds"
@@ -366,7 +366,7 @@ def test_a_model_that_only_repeats_itself_is_asked_for_its_answer() -> None:
     steps of nothing but repeats, the next call is the last, without tools."""
     again = [reply("", tool_call("add", a=2, b=3)) for _ in range(4)]  # a 5th is never asked
     with ScriptedModel([*again, "5"]) as model:
-        attempt = run(model, budget=Budget(max_steps=12, max_repeats=3))
+        attempt = run(model, budget=BudgetSection(max_steps=12, max_repeats=3))
     statuses = [r.status for s in attempt.steps for r in s.results]
     assert statuses == ["ok", "repeated", "repeated", "repeated"]
     assert attempt.answer == "5" and attempt.final_forced and len(attempt.steps) == 5
@@ -374,5 +374,5 @@ def test_a_model_that_only_repeats_itself_is_asked_for_its_answer() -> None:
     # a fresh call in between starts the count again
     mixed = [reply("", tool_call("add", a=2, b=b)) for b in (0, 0, 0, 1, 1, 1, 2)]
     with ScriptedModel([*mixed, "5"]) as model:
-        attempt = run(model, budget=Budget(max_steps=12, max_repeats=3))
+        attempt = run(model, budget=BudgetSection(max_steps=12, max_repeats=3))
     assert len(attempt.steps) == 8 and not attempt.final_forced

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, CompressionSection, tool
 from mulligan.llm.base import ChatResponse
 from mulligan.schema import Attempt, Step, ToolCall, Usage
 from mulligan.testing import ScriptedModel, orphan_problems, reply, tool_call
@@ -43,21 +43,21 @@ def paired(attempt: Attempt) -> None:
 
 def test_a_budget_of_one_step_asks_for_the_answer_without_tools() -> None:
     with ScriptedModel(["5"]) as model:
-        attempt = run(model, budget=Budget(max_steps=1))
+        attempt = run(model, budget=BudgetSection(max_steps=1))
     assert model.calls[0].tools is None and attempt.answer == "5" and attempt.final_forced
 
 
 def test_max_cost_zero_makes_no_call() -> None:
-    attempt = run(model := ScriptedModel(), budget=Budget(max_cost=0))
+    attempt = run(model := ScriptedModel(), budget=BudgetSection(max_cost=0))
     assert attempt.stop_reason == "max_cost" and model.calls == []
 
 
 def test_max_format_errors_reached_exactly() -> None:
     with ScriptedModel(["hmm"]) as model:
-        attempt = run(model, protocol="text", budget=Budget(max_format_errors=1))
+        attempt = run(model, protocol="text", budget=BudgetSection(max_format_errors=1))
     assert attempt.stop_reason == "format_errors" and len(model.calls) == 1
     with ScriptedModel(["hmm", "Final Answer: 5"]) as model:
-        attempt = run(model, protocol="text", budget=Budget(max_format_errors=2))
+        attempt = run(model, protocol="text", budget=BudgetSection(max_format_errors=2))
     assert attempt.stop_reason == "answered" and attempt.answer == "5"
 
 
@@ -82,7 +82,7 @@ def read_page(page: int) -> str:
     return f"page {page}: " + "lorem ipsum " * 80
 
 
-SMALL = CompressionSettings(threshold_tokens=300, keep_recent=1, summary_max_tokens=50)
+SMALL = CompressionSection(threshold_tokens=300, keep_recent=1, summary_max_tokens=50)
 
 
 def test_no_actor_call_is_sent_after_the_summariser_used_up_the_token_budget() -> None:
@@ -90,7 +90,9 @@ def test_no_actor_call_is_sent_after_the_summariser_used_up_the_token_budget() -
     summary = ChatResponse(text="- read pages", usage=Usage(prompt_tokens=100_000))
     policy = fold_policy(summary, Usage(prompt_tokens=100, completion_tokens=10), turns=10)
     model = ScriptedModel(policy=policy)
-    settings = ActorSettings(compression=SMALL, budget=Budget(max_tokens=50_000, max_steps=20))
+    settings = ActorSettings(
+        compression=SMALL, budget=BudgetSection(max_tokens=50_000, max_steps=20)
+    )
     attempt = Actor(model, settings).run("t", "Read.", [read_page])
     kinds = ["S" if SUMMARISER_MARK in str(c.messages[0]["content"]) else "A" for c in model.calls]
     first_fold = kinds.index("S")

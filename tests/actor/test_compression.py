@@ -4,7 +4,7 @@ observations are cut where they are made."""
 
 from __future__ import annotations
 
-from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, CompressionSection, tool
 from mulligan.actor.context import extractive_summary
 from mulligan.cli.display import trajectory
 from mulligan.llm.tokens import TokenEstimator, raw_estimate
@@ -24,8 +24,8 @@ def run_long(script: LongTaskScript, **compression: object):  # type: ignore[no-
 
     model = ScriptedModel(policy=script.policy)
     settings = ActorSettings(
-        budget=Budget(max_steps=40, max_tokens=10**7),
-        compression=CompressionSettings(threshold_tokens=THRESHOLD, **compression),  # type: ignore[arg-type]
+        budget=BudgetSection(max_steps=40, max_tokens=10**7),
+        compression=CompressionSection(threshold_tokens=THRESHOLD, **compression),  # type: ignore[arg-type]
     )
     attempt = Actor(model, settings).run("long", PROMPT, [read_page])
     actor_calls = [c for c in model.calls if not is_summary_request(c.messages)]

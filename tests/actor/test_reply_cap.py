@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mulligan.actor import Actor, ActorSettings, Budget, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, tool
 from mulligan.cli import main
 from mulligan.errors import ModelError
 from mulligan.llm.openai_client import OpenAIChatModel
@@ -27,14 +27,14 @@ def add(a: int, b: int) -> str:
 
 
 def _run(model: ScriptedModel, protocol: str = "native", cap: int = 50) -> Any:
-    settings = ActorSettings(protocol=protocol, budget=Budget(max_reply_tokens=cap))  # type: ignore[arg-type]
+    settings = ActorSettings(protocol=protocol, budget=BudgetSection(max_reply_tokens=cap))  # type: ignore[arg-type]
     return Actor(model, settings).run("t1", "What is 2 + 3?", [add])
 
 
 def test_every_call_asks_for_the_cap() -> None:
     with ScriptedModel([reply("", tool_call("add", a=2, b=3)), "5"]) as model:
         Actor(model).run("t1", "What is 2 + 3?", [add])
-    assert [c.max_tokens for c in model.calls] == [Budget().max_reply_tokens] * 2
+    assert [c.max_tokens for c in model.calls] == [BudgetSection().max_reply_tokens] * 2
 
 
 def test_a_reply_cut_at_the_cap_is_not_taken_as_the_answer() -> None:

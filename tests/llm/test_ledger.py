@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mulligan.actor import Actor, ActorSettings, Budget, CompressionSettings, tool
+from mulligan.actor import Actor, ActorSettings, BudgetSection, CompressionSection, tool
 from mulligan.errors import DeadlineExceeded
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatResponse
@@ -113,7 +113,7 @@ def test_the_summarisers_calls_are_counted_apart_from_the_actors() -> None:
         return ChatResponse(text="", tool_calls=[call], usage=ACTOR)
 
     model = ScriptedModel(policy=policy)
-    compression = CompressionSettings(threshold_tokens=300, keep_recent=1, summary_max_tokens=50)
+    compression = CompressionSection(threshold_tokens=300, keep_recent=1, summary_max_tokens=50)
     attempt = Actor(model, ActorSettings(compression=compression)).run("t", "Read.", [read_page])
     folds = len(attempt.compressions)
     actor_calls = len(attempt.steps)
@@ -150,7 +150,7 @@ def add(a: int, b: int) -> int:
 
 def test_a_resumed_attempt_counts_what_it_spent_before_the_crash() -> None:
     model = ScriptedModel()  # any call fails the test: the budget is spent already
-    budget = Budget(max_cost=1.0)
+    budget = BudgetSection(max_cost=1.0)
     attempt = Actor(model).run("t", "Add.", [add], budget=budget, resume=spent_steps(0.6))
     assert attempt.stop_reason == "max_cost"
     assert model.calls == []
@@ -160,7 +160,7 @@ def test_a_resumed_attempt_counts_what_it_spent_before_the_crash() -> None:
 
 def test_a_resumed_attempt_keeps_its_token_budget() -> None:
     model = ScriptedModel()
-    budget = Budget(max_tokens=2000)
+    budget = BudgetSection(max_tokens=2000)
     attempt = Actor(model).run("t", "Add.", [add], budget=budget, resume=spent_steps(0.0))
     assert attempt.stop_reason == "max_tokens" and model.calls == []
 
@@ -170,12 +170,12 @@ def test_a_resumed_attempt_counts_the_summariser_and_the_format_errors_before_th
     steps[1].fold_usage = SUMMARISER
     reminder = Step(index=2, text="hmm", kind="format_error", feedback="Use a tool.", usage=ACTOR)
     model = ScriptedModel(["4"])
-    settings = ActorSettings(budget=Budget(max_format_errors=2))
+    settings = ActorSettings(budget=BudgetSection(max_format_errors=2))
     attempt = Actor(model, settings).run("t", "Add.", [add], resume=[*steps, reminder])
     assert attempt.answer == "4"
     assert attempt.usage_by_role["summariser"] == SUMMARISER
     model2 = ScriptedModel()  # a second format error in a row would be one too many
-    again = Actor(model2, ActorSettings(budget=Budget(max_format_errors=1)))
+    again = Actor(model2, ActorSettings(budget=BudgetSection(max_format_errors=1)))
     stopped = again.run("t", "Add.", [add], resume=[*steps, reminder])
     assert stopped.stop_reason == "format_errors" and model2.calls == []
 
@@ -188,7 +188,7 @@ def test_resume_through_the_loop_restores_usage_from_the_log(tmp_path: Path) -> 
         memory.log.log_step("ep", 1, step)
     model = ScriptedModel([ChatResponse(text="3", usage=ACTOR)])
     loop = Loop(
-        actor=Actor(model, ActorSettings(budget=Budget(max_cost=1.0))),
+        actor=Actor(model, ActorSettings(budget=BudgetSection(max_cost=1.0))),
         evaluator=Evaluator(),
         settings=LoopSettings(strategy="react", extra_tools=[add]),
         memory=memory,
@@ -207,7 +207,7 @@ def test_resume_through_the_loop_restores_usage_from_the_log(tmp_path: Path) -> 
 
 def test_a_slow_scripted_call_is_cut_off_at_max_seconds() -> None:
     model = ScriptedModel(["Canberra"], delay=5.0)
-    actor = Actor(model, ActorSettings(budget=Budget(max_seconds=0.3)))
+    actor = Actor(model, ActorSettings(budget=BudgetSection(max_seconds=0.3)))
     attempt = actor.run("capital", TASK.prompt, [])
     assert attempt.stop_reason == "max_seconds"
     assert attempt.answer is None

@@ -12,7 +12,7 @@ from mulligan.errors import UserError
 from mulligan.llm import connect as connect_module
 from mulligan.llm import local_model
 from mulligan.llm.local_model import PackagedModel
-from mulligan.settings.run_config import EndpointSettings
+from mulligan.settings.run_config import EndpointSection
 
 STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
 
@@ -138,7 +138,7 @@ def test_without_the_extra_the_error_gives_the_install_command(
     monkeypatch.delenv("MULLIGAN_LOCAL", raising=False)
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
     with pytest.raises(UserError) as caught:
-        connect_module.connect(EndpointSettings())
+        connect_module.connect(EndpointSection())
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("no model endpoint configured")
@@ -151,10 +151,10 @@ def test_local_model_off_and_a_model_name_without_endpoint_say_so(
 ) -> None:
     monkeypatch.setenv("MULLIGAN_LOCAL", "off")
     with pytest.raises(UserError, match="MULLIGAN_LOCAL=off keeps the local model off"):
-        connect_module.connect(EndpointSettings())
+        connect_module.connect(EndpointSection())
     monkeypatch.delenv("MULLIGAN_LOCAL")
     with pytest.raises(UserError, match="`--model local` runs the local model instead"):
-        connect_module.connect(EndpointSettings(model="gpt-4o"))
+        connect_module.connect(EndpointSection(model="gpt-4o"))
 
 
 def test_explicit_local_without_the_server_says_how_to_install(
@@ -162,9 +162,9 @@ def test_explicit_local_without_the_server_says_how_to_install(
 ) -> None:
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
     with pytest.raises(UserError, match=r"pip install 'xllamacpp==[0-9.]+'. \(a prebuilt wheel\)"):
-        connect_module.connect(EndpointSettings(model=f"local:{tmp_path / 'x.gguf'}"))
+        connect_module.connect(EndpointSection(model=f"local:{tmp_path / 'x.gguf'}"))
     with pytest.raises(UserError, match="xllamacpp"):
-        connect_module.connect(EndpointSettings(model="local"))
+        connect_module.connect(EndpointSection(model="local"))
 
 
 @pytest.mark.parametrize(

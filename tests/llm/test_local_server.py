@@ -226,11 +226,11 @@ def test_doctor_shows_the_local_model(
     """`mulligan doctor`'s local-model line (its memory and box checks are tested elsewhere)."""
     from mulligan.cli.doctor import check_local_model
     from mulligan.llm.local_server import ServerSettings
-    from mulligan.settings.run_config import EndpointSettings
+    from mulligan.settings.run_config import EndpointSection
 
     monkeypatch.syspath_prepend(str(STANDIN))
     lines: list[tuple[str, bool, str]] = []
-    settings = EndpointSettings(model=f"local:{standin['MODEL']}")
+    settings = EndpointSection(model=f"local:{standin['MODEL']}")
     shape = ServerSettings(slots=2, threads=3)
     try:
         check_local_model(settings, lambda *line: lines.append(line), needed=True, local=shape)
@@ -244,7 +244,7 @@ def test_doctor_shows_the_local_model(
     assert "tokens/s (1 tokens in" in detail
     assert gone_within(pid, 60)
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
-    check_local_model(EndpointSettings(), lambda *line: lines.append(line), needed=False)
+    check_local_model(EndpointSection(), lambda *line: lines.append(line), needed=False)
     assert lines[-1][:2] == ("local model", True) and "pip install" in lines[-1][2]
 
 

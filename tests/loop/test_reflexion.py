@@ -16,7 +16,7 @@ from mulligan.actor import Actor
 from mulligan.cli import main
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
-from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.memory import HashEmbedding, Memory, ValiditySection
 from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, LessonSource, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
@@ -154,7 +154,7 @@ def test_a_lesson_that_keeps_hurting_online_is_counted_and_only_verification_mov
 ) -> None:
     """The online counters count what followed a lesson being shown; they refute nothing
     (tests/memory/test_verification.py: a verified pair that hurts refutes it)."""
-    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(refute_after=3))
+    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValiditySection(refute_after=3))
     plant(
         memory, "For questions about the capital city of Australia, answer with the largest city."
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.memory import HashEmbedding, Memory, ValiditySection
 from mulligan.memory.validity import apply_evidence, apply_outcome, by_chance, settle
 from mulligan.schema import (
     Attempt,
@@ -183,7 +183,7 @@ class CountingEmbedding(HashEmbedding):
 def test_counter_and_status_updates_embed_nothing(tmp_path: Path) -> None:
     embedder = CountingEmbedding()
     memory = seeded(tmp_path / "mem", embedder)
-    memory.rules = ValidityRules(validate_after=2, refute_after=3)
+    memory.rules = ValiditySection(validate_after=2, refute_after=3)
     lessons = memory.lessons(list(TEXTS))
     before = list(embedder.texts)
     for n in range(4):
@@ -205,22 +205,22 @@ def test_counter_and_status_updates_embed_nothing(tmp_path: Path) -> None:
     ("pairs", "pass_rate", "with_rate", "rules", "validated", "refuted"),
     [
         # one pair at even odds: helped 1/4, hurt 1/4, the same 1/2
-        (1, 0.5, None, ValidityRules(), 0.0, 0.25),
-        (1, 0.5, None, ValidityRules(validate_after=1), 0.25, 0.25),
+        (1, 0.5, None, ValiditySection(), 0.0, 0.25),
+        (1, 0.5, None, ValiditySection(validate_after=1), 0.25, 0.25),
         # two pairs that must both help: (1/4)^2; refuted when hurt in either and not
         # helped in the other: 2 * 1/4 * 1/2 + (1/4)^2
-        (2, 0.5, None, ValidityRules(), 1 / 16, 5 / 16),
+        (2, 0.5, None, ValiditySection(), 1 / 16, 5 / 16),
         # a lesson that always helps a task that never passes alone
-        (3, 0.0, 1.0, ValidityRules(validate_after=3), 1.0, 0.0),
+        (3, 0.0, 1.0, ValiditySection(validate_after=3), 1.0, 0.0),
         # a task that always passes: no pair can move the lesson
-        (4, 1.0, None, ValidityRules(validate_after=1), 0.0, 0.0),
+        (4, 1.0, None, ValiditySection(validate_after=1), 0.0, 0.0),
     ],
 )
 def test_the_chance_that_noise_alone_validates_a_lesson_matches_a_hand_count(
     pairs: int,
     pass_rate: float,
     with_rate: float | None,
-    rules: ValidityRules,
+    rules: ValiditySection,
     validated: float,
     refuted: float,
 ) -> None:
@@ -231,7 +231,7 @@ def test_the_chance_that_noise_alone_validates_a_lesson_matches_a_hand_count(
 def test_the_chances_agree_with_settle_on_every_sequence_of_pairs() -> None:
     """Enumerating every sequence of helped/hurt/same pairs through `settle` gives the same
     chances as `by_chance`'s counting."""
-    rules = ValidityRules(validate_after=2, refute_after=1)
+    rules = ValiditySection(validate_after=2, refute_after=1)
     helps = hurts = 0.3 * 0.7
     chance = {"validated": 0.0, "refuted": 0.0}
     for sequence in itertools.product(("helped", "hurt", "same"), repeat=3):

@@ -18,7 +18,7 @@ import pytest
 from mulligan.actor import Actor
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
-from mulligan.memory import HashEmbedding, Memory, ValidityRules
+from mulligan.memory import HashEmbedding, Memory, ValiditySection
 from mulligan.reflector import Reflector
 from mulligan.schema import ExactMatchCheck, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
@@ -237,7 +237,7 @@ def test_a_chroma_server_shared_by_two_processes(tmp_path: Path, chroma_server: 
 
 
 def test_expired_lessons_are_not_retrieved(tmp_path: Path) -> None:
-    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValidityRules(ttl_days=30))
+    memory = Memory(tmp_path / "mem", HashEmbedding(), rules=ValiditySection(ttl_days=30))
     kept = plant(memory, "Answer capital questions with the capital, not the largest city.")
     assert kept.validity.expires_at == pytest.approx(kept.source.created_at + 30 * 86400)
     task = Task(id="q", family="capitals", prompt="capital questions", checks=[])
