@@ -35,8 +35,8 @@ def connect(
     """The endpoint's chat model; without a model name, the one a local server serves.
 
     `--model local` (or `local:PATH.gguf`) starts llama.cpp's server on this machine, shaped
-    by `local` (`RunConfig.local_server()`: slots, threads, context); so does no endpoint at
-    all, when the `local` extra is installed (`reporter` is told so)."""
+    by `local` (slots, threads, context: mulligan/runs/build.py's `local_server_settings`); so
+    does no endpoint at all, when the `local` extra is installed (`reporter` is told so)."""
     reporter = reporter or LogReporter()
     if local_model.is_local(settings.model):
         return connect_local(settings, str(settings.model), default_temperature, reporter, local)
