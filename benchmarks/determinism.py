@@ -1,9 +1,9 @@
-"""How often the same temperature-0 request gets a different reply from the local llama.cpp
-server, at 1 slot and at several.
+"""How often the same seeded request gets a different reply from the local llama.cpp server,
+at 1 slot and at several: at temperature 0, or sampled (`--temperature 0.7`).
 
 Starts the model (`--model`, default `local`: the model of the `local` extra) on llama.cpp's
 server as mulligan does, once per slot count (`--slots 1,4`), and sends one request
-`--requests` times (20) at temperature 0 with one fixed seed: at 1 slot one after another,
+`--requests` times (20) at `--temperature` (0) with one fixed seed: at 1 slot one after another,
 at N slots N at a time, so that the server batches them. With `--mixed`, each of those is
 sent beside N - 1 requests for other tasks instead, so the batch it shares varies as it does
 in a study. Prints, per slot count, how many replies differ from the first, how many distinct
@@ -44,11 +44,11 @@ OTHERS = [
 SEED = 1234
 
 
-def ask(base_url: str, model: str, prompt: str, max_tokens: int) -> str:
+def ask(base_url: str, model: str, prompt: str, max_tokens: int, temperature: float = 0) -> str:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
-        "temperature": 0,
+        "temperature": temperature,
         "seed": SEED,
         "max_tokens": max_tokens,
     }
@@ -66,21 +66,28 @@ def replies(base_url: str, model: str, slots: int, args: argparse.Namespace) -> 
     """The task's replies: one at a time at 1 slot; else `slots` requests at once, either
     all the task or (`--mixed`) the task beside others."""
     if slots == 1:
-        return [ask(base_url, model, TASK, args.max_tokens) for _ in range(args.requests)]
+        return [
+            ask(base_url, model, TASK, args.max_tokens, args.temperature)
+            for _ in range(args.requests)
+        ]
     found: list[str] = []
     with ThreadPoolExecutor(slots) as pool:
         while len(found) < args.requests:
             wave = min(slots, args.requests - len(found))
             if args.mixed:
                 others = [OTHERS[(len(found) + n) % len(OTHERS)] for n in range(slots - 1)]
-                sent = [pool.submit(ask, base_url, model, TASK, args.max_tokens)]
-                sent += [pool.submit(ask, base_url, model, p, args.max_tokens) for p in others]
+                sent = [pool.submit(ask, base_url, model, TASK, args.max_tokens, args.temperature)]
+                sent += [
+                    pool.submit(ask, base_url, model, p, args.max_tokens, args.temperature)
+                    for p in others
+                ]
                 found.append(sent[0].result())
                 for other in sent[1:]:
                     other.result()
             else:
                 sent = [
-                    pool.submit(ask, base_url, model, TASK, args.max_tokens) for _ in range(wave)
+                    pool.submit(ask, base_url, model, TASK, args.max_tokens, args.temperature)
+                    for _ in range(wave)
                 ]
                 found += [s.result() for s in sent]
     return found
@@ -104,11 +111,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--mixed", action="store_true")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     parser.add_argument("--base-url", default=None, help="a running server instead")
     args = parser.parse_args()
     beside = ", each beside other tasks" if args.mixed else ""
-    print(f"{args.requests} requests at temperature 0, seed {SEED}, {args.max_tokens} tokens"
-          f"{beside}; {os.cpu_count()} cores")  # fmt: skip
+    print(f"{args.requests} requests at temperature {args.temperature:g}, seed {SEED}, "
+          f"{args.max_tokens} tokens{beside}; {os.cpu_count()} cores")  # fmt: skip
     print(f"{'slots':>5} {'differ from the first':>22} {'distinct':>8} "
           f"{'first difference at char':>25} {'differ from 1 slot':>19}")  # fmt: skip
     alone: list[str] | None = None
