@@ -60,6 +60,8 @@ class OpenAIChatModel:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
         )
         self.base_url = str(self._client.base_url)
+        self._chat_url = f"{self.base_url.rstrip('/')}/chat/completions"
+        """Whole, so the SDK uses it as it is rather than joining it to `base_url` each call."""
         self.stream_until = self_hosted(self.base_url) if stream_until is None else stream_until
         """A call given `until` is streamed and read only until it holds (`streaming`): on by
         default where the model is served on this machine or network (`self_hosted`), whose
@@ -163,7 +165,7 @@ class OpenAIChatModel:
             if options["timeout"] <= 0:
                 raise DeadlineExceeded("the attempt's time budget ran out before the model call")
         stream = self._client.post(
-            "/chat/completions",
+            self._chat_url,
             body={**body, **STREAM_FIELDS},
             cast_to=object,
             options=cast(Any, options),
@@ -226,21 +228,21 @@ class OpenAIChatModel:
                 )
         return ask(body)
 
-    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> str:
+    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> bytes:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).
 
         `chat.completions.create` walks every message through the SDK's TypedDict
         transform and builds its pydantic models for the reply, ~1 ms per call on a
         long history; our messages are plain JSON already and the reply is read here,
-        from its text, so that a malformed body is a clear error and not a crash.
+        from its bytes, so that a malformed body is a clear error and not a crash.
         """
         options: dict[str, Any] = {}
         if deadline is not None:
             options["timeout"] = min(self.timeout, deadline - time.monotonic())
             if options["timeout"] <= 0:
                 raise DeadlineExceeded("the attempt's time budget ran out before the model call")
-        reply: str = self._client.post(
-            "/chat/completions", body=body, cast_to=str, options=cast(Any, options)
+        reply: bytes = self._client.post(
+            self._chat_url, body=body, cast_to=bytes, options=cast(Any, options)
         )
         return reply
 
