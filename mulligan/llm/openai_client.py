@@ -15,7 +15,7 @@ import openai
 from mulligan.errors import DeadlineExceeded, EndpointUnreachable, ModelError
 from mulligan.llm.base import ChatResponse, Message
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
-from mulligan.llm.hosts import self_hosted
+from mulligan.llm.hosts import self_hosted, stops_for
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
 from mulligan.llm.refusals import (
     format_forms,
@@ -376,12 +376,3 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return min(float(value), 60.0) if value else None
     except ValueError:
         return None
-
-
-HOSTED_STOPS = 4
-"""OpenAI's API refuses more stop sequences than this; self-hosted servers take more."""
-
-
-def stops_for(base_url: str, stop: list[str]) -> list[str]:
-    """The stops to send: all of them to a self-hosted server, the first four to any other."""
-    return list(stop) if self_hosted(base_url) else list(stop[:HOSTED_STOPS])

@@ -7,7 +7,8 @@ import pytest
 
 from mulligan.actor import Actor, tool
 from mulligan.errors import ModelError
-from mulligan.llm.openai_client import OpenAIChatModel, stops_for
+from mulligan.llm.hosts import stops_for
+from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 
