@@ -30,6 +30,12 @@ log = logging.getLogger("mulligan")
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
+SDK_METADATA = ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Async")
+"""The SDK's `X-Stainless-*` headers: this machine's OS, architecture and Python, and (per
+request, below) the SDK's own retry count and timeout. Not sent: an endpoint has no use for
+them, some gateways refuse them, and each is work for the SDK and the server every call."""
+PER_REQUEST_METADATA = ("Retry-Count", "Read-Timeout")
+
 
 class OpenAIChatModel:
     """Chat completions on any OpenAI-compatible endpoint, with bounded retries."""
@@ -57,11 +63,14 @@ class OpenAIChatModel:
         self.price = price_for(model) if price is UNSET else price
         """US dollars per million tokens; None when unknown (costs are then unknown too)."""
         self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+            default_headers=_omitted(SDK_METADATA),
         )
         self.base_url = str(self._client.base_url)
-        self._chat_url = f"{self.base_url.rstrip('/')}/chat/completions"
-        """Whole, so the SDK uses it as it is rather than joining it to `base_url` each call."""
+        self._chat_url = f"{self.base_url.rstrip('/')}/chat/completions"  # whole: not re-joined
         self.stream_until = self_hosted(self.base_url) if stream_until is None else stream_until
         """A call given `until` is streamed and read only until it holds (`streaming`): on by
         default where the model is served on this machine or network (`self_hosted`), whose
@@ -159,11 +168,7 @@ class OpenAIChatModel:
     ) -> StreamRead:
         """POST /chat/completions streamed, read until `until` holds, then closed: the
         server sees the connection go and stops generating."""
-        options: dict[str, Any] = {}
-        if deadline is not None:
-            options["timeout"] = min(self.timeout, deadline - time.monotonic())
-            if options["timeout"] <= 0:
-                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        options = self._options(deadline)
         stream = self._client.post(
             self._chat_url,
             body={**body, **STREAM_FIELDS},
@@ -236,15 +241,20 @@ class OpenAIChatModel:
         long history; our messages are plain JSON already and the reply is read here,
         from its bytes, so that a malformed body is a clear error and not a crash.
         """
-        options: dict[str, Any] = {}
-        if deadline is not None:
-            options["timeout"] = min(self.timeout, deadline - time.monotonic())
-            if options["timeout"] <= 0:
-                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        options = self._options(deadline)
         reply: bytes = self._client.post(
             self._chat_url, body=body, cast_to=bytes, options=cast(Any, options)
         )
         return reply
+
+    def _options(self, deadline: float | None) -> dict[str, Any]:
+        """One request's: no metadata headers; a timeout ending by `deadline` (if any)."""
+        options: dict[str, Any] = {"headers": _omitted(PER_REQUEST_METADATA)}
+        if deadline is not None:
+            options["timeout"] = min(self.timeout, deadline - time.monotonic())
+            if options["timeout"] <= 0:
+                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        return options
 
     def list_models(self) -> list[str]:
         def read(body: str) -> list[str]:
@@ -254,7 +264,9 @@ class OpenAIChatModel:
             return [m["id"] for m in data]
 
         served: list[str] = self._with_retries(
-            lambda: read(self._client.get("/models", cast_to=str))
+            lambda: read(
+                self._client.get("/models", cast_to=str, options=cast(Any, self._options(None)))
+            )
         )
         return served
 
@@ -270,7 +282,11 @@ class OpenAIChatModel:
 
         body = {"model": self.name, "input": texts, "encoding_format": "float"}
         embedded: list[list[float]] = self._with_retries(
-            lambda: read(self._client.post("/embeddings", body=body, cast_to=str))
+            lambda: read(
+                self._client.post(
+                    "/embeddings", body=body, cast_to=str, options=cast(Any, self._options(None))
+                )
+            )
         )
         return embedded
 
@@ -352,6 +368,11 @@ class Tally:
     """What one chat call's tries left unaccounted."""
 
     timed_out: int = 0
+
+
+def _omitted(metadata: tuple[str, ...]) -> dict[str, str]:
+    """The SDK's metadata headers named, each marked for the SDK to leave out."""
+    return {f"X-Stainless-{name}": cast(str, openai.Omit()) for name in metadata}
 
 
 def _malformed(exc: Exception) -> tuple[str, str]:
