@@ -24,17 +24,22 @@ class Spend:
     repeats: int = 0
     """Consecutive steps whose every call was a repeat; reset by a step with a fresh call."""
     started: float = field(default_factory=time.monotonic)
+    _usage: Usage | None = field(default=None, repr=False)
+    """`usage` as last added up; None after a call is recorded."""
 
     @property
     def usage(self) -> Usage:
         """Every call of the attempt so far: the actor's turns and the summariser's folds."""
-        return Usage.total(self.usage_by_role.values())
+        if self._usage is None:
+            self._usage = Usage.total(self.usage_by_role.values())
+        return self._usage
 
     def record(self, usage: Usage, role: Role = "actor") -> None:
         """A model call; only the actor's turns count as steps."""
         if role == "actor":
             self.calls += 1
         self.usage_by_role = add_by_role(self.usage_by_role, {role: usage})
+        self._usage = None
 
     def resume(self, steps: list[Step]) -> None:
         """Count what the logged steps of an interrupted attempt already spent."""

@@ -3,9 +3,10 @@
 view = system + task (pinned) + lessons (pinned, quoted as data) + running summary
        + the most recent steps verbatim.
 
-Steps are rendered into messages afresh for every call, a whole step at a time
-(a model turn with all its tool results), so a call is never separated from its
-result. The attempt keeps every step; only the view shrinks.
+Steps are rendered into messages a whole step at a time (a model turn with all its tool
+results), so a call is never separated from its result; a step is rendered once, when it
+first enters the view (a step is not changed after it joins the attempt), and every call
+gets its own copy of each message. The attempt keeps every step; only the view shrinks.
 
 Everything in the view is neutralised (mulligan.untrusted): tool output, files, the task,
 lessons, the carried attempt and the model's own echo cannot pose as a chat turn. The
@@ -129,8 +130,36 @@ class Context:
         self.folded = 0
         """Steps before this index are in the summary, not in the view."""
         self.estimator = TokenEstimator()
+        self._rendered: dict[int, tuple[Step, list[Message]]] = {}
+        """Each step's messages by the step's id (the step kept, so its id is not reused)."""
+        self._pinned: tuple[tuple[object, ...], str] | None = None
+        """The pinned message and what it was rendered from."""
 
     def messages(self, steps: list[Step], tail: list[Message] | None = None) -> list[Message]:
+        messages: list[Message] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self._pinned_text()},
+        ]
+        for step in steps[self.folded :]:
+            messages.extend(dict(message) for message in self._step_messages(step))
+        return messages + (tail or [])
+
+    def _step_messages(self, step: Step) -> list[Message]:
+        cached = self._rendered.get(id(step))
+        if cached is None or cached[0] is not step:
+            cached = step, render_step(step, self.protocol)
+            self._rendered[id(step)] = cached
+        return cached[1]
+
+    def _pinned_text(self) -> str:
+        """Task, approach, carried attempt, lessons and summary: rendered again only when
+        one of them changed (the summary, after a fold)."""
+        source = (self.task, self.approach, self.carried, tuple(self.lessons), self.summary)
+        if self._pinned is None or self._pinned[0] != source:
+            self._pinned = source, self._render_pinned()
+        return self._pinned[1]
+
+    def _render_pinned(self) -> str:
         pinned = [prompts.render("task", prompt=self.task)]
         if self.approach:
             pinned.append(self.approach)
@@ -140,13 +169,7 @@ class Context:
             pinned.append(prompts.render("lessons", lessons=self.lessons))
         if self.summary:
             pinned.append(prompts.render("summary", summary=self.summary))
-        messages: list[Message] = [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": "\n\n".join(pinned)},
-        ]
-        for step in steps[self.folded :]:
-            messages.extend(render_step(step, self.protocol))
-        return messages + (tail or [])
+        return "\n\n".join(pinned)
 
     def view(
         self,
@@ -209,7 +232,7 @@ class Context:
         end = self.folded + 1
         while end < limit:
             kept = steps[end:]
-            rest = [m for s in kept for m in render_step(s, self.protocol)]
+            rest = [m for s in kept for m in self._step_messages(s)]
             if self.estimator.estimate(self.messages([], tail) + rest, tools) <= budget:
                 break
             end += 1

@@ -20,7 +20,7 @@ from mulligan.actor.text_protocol import (
     recover_text_tool_calls,
     strip_final_label,
 )
-from mulligan.actor.tools import Approver, Tool, ToolRegistry
+from mulligan.actor.tools import Approver, Tool, ToolRegistry, ToolThreads
 from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.llm.base import ChatModel, ChatResponse, Message
@@ -65,6 +65,8 @@ class Actor:
         self.model = model
         self.settings = settings or ActorSettings()
         self.approve = approve
+        self._tool_threads = ToolThreads()
+        """Kept from one attempt to the next, as from one call to the next."""
 
     def run(
         self,
@@ -91,7 +93,10 @@ class Actor:
         """
         s = self.settings
         registry = ToolRegistry.of(
-            tools, approve=self.approve, max_output_chars=s.compression.observation_max_chars
+            tools,
+            approve=self.approve,
+            max_output_chars=s.compression.observation_max_chars,
+            threads=self._tool_threads,
         )
         native = s.protocol == "native"
         schemas = registry.schemas() if native and tools else None

@@ -35,6 +35,10 @@ class Tool:
     read_only: bool = False
     """It changes nothing another call could see (reads a file): a turn whose calls are all
     read-only runs them concurrently; any other turn runs its calls in the model's order."""
+    _schema: tuple[tuple[str, str], dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """`schema()` as made for a name and description (making it takes pydantic ~0.15 ms)."""
 
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments (from the function's signature)."""
@@ -46,13 +50,13 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI `tools` entry for this tool (neutralised: an MCP server's text is
-        untrusted, and the server renders it into the prompt)."""
-        function = {
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.parameters(),
-        }
-        return {"type": "function", "function": neutralise_all(function)}
+        untrusted, and the server renders it into the prompt). Made again only when the name
+        or description changed: the arguments a tool takes are fixed when it is made."""
+        made = (self.name, self.description)
+        if self._schema is None or self._schema[0] != made:
+            function = {"name": made[0], "description": made[1], "parameters": self.parameters()}
+            self._schema = made, {"type": "function", "function": neutralise_all(function)}
+        return self._schema[1]
 
     def signature_line(self) -> str:
         """A compact one-line description for the text protocol's system prompt."""

@@ -31,11 +31,14 @@ class Completion:
     """The endpoint's `system_fingerprint` (its backend's build and settings), if sent."""
 
 
-def read_completion(body: str) -> Completion:
-    """The parts of a chat completion mulligan uses; `MalformedReply` for any other shape."""
+def read_completion(body: str | bytes) -> Completion:
+    """The parts of a chat completion mulligan uses; `MalformedReply` for any other shape.
+    `body` as sent (bytes) or decoded: JSON is read from either, and text is made of bytes
+    only for the error that quotes them."""
 
     def bad(problem: str) -> MalformedReply:
-        return MalformedReply(problem, body)
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        return MalformedReply(problem, text)
 
     try:
         data = json.loads(body)

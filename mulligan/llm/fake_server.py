@@ -103,6 +103,8 @@ class FakeOpenAIServer:
         self.route_bodies = route_bodies or {}
         """Path ending ("/embeddings", "/models") -> a 200 body sent as it is (malformed)."""
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        """Each chat request's HTTP headers (names lower-cased), in the order of `requests`."""
         self.violations: list[str] = []
         self.streams: list[StreamRecord] = []
         """Each streamed reply: how many of its chunks went out, and whether the client
@@ -131,9 +133,10 @@ class FakeOpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def next_reply(self, body: dict[str, Any]) -> FakeReply:
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> FakeReply:
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers or {})
             for problem in orphan_problems(body.get("messages", [])):
                 self.violations.append(f"request {len(self.requests)}: {problem}")
             if self.replies:
@@ -280,7 +283,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if not self.path.endswith("/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            planned = server.next_reply(body)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            planned = server.next_reply(body, headers)
             if planned.hang_up:
                 self.close_connection = True
                 return

@@ -17,3 +17,12 @@ def self_hosted(base_url: str | None) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_private or address.is_link_local
+
+
+HOSTED_STOPS = 4
+"""OpenAI's API refuses more stop sequences than this; self-hosted servers take more."""
+
+
+def stops_for(base_url: str, stop: list[str]) -> list[str]:
+    """The stops to send: all of them to a self-hosted server, the first four to any other."""
+    return list(stop) if self_hosted(base_url) else list(stop[:HOSTED_STOPS])

@@ -15,7 +15,7 @@ import openai
 from mulligan.errors import DeadlineExceeded, EndpointUnreachable, ModelError
 from mulligan.llm.base import ChatResponse, Message
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
-from mulligan.llm.hosts import self_hosted
+from mulligan.llm.hosts import self_hosted, stops_for
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
 from mulligan.llm.refusals import (
     format_forms,
@@ -29,6 +29,12 @@ from mulligan.schema import Usage
 log = logging.getLogger("mulligan")
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+SDK_METADATA = ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Async")
+"""The SDK's `X-Stainless-*` headers: this machine's OS, architecture and Python, and (per
+request, below) the SDK's own retry count and timeout. Not sent: an endpoint has no use for
+them, some gateways refuse them, and each is work for the SDK and the server every call."""
+PER_REQUEST_METADATA = ("Retry-Count", "Read-Timeout")
 
 
 class OpenAIChatModel:
@@ -57,9 +63,14 @@ class OpenAIChatModel:
         self.price = price_for(model) if price is UNSET else price
         """US dollars per million tokens; None when unknown (costs are then unknown too)."""
         self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+            default_headers=_omitted(SDK_METADATA),
         )
         self.base_url = str(self._client.base_url)
+        self._chat_url = f"{self.base_url.rstrip('/')}/chat/completions"  # whole: not re-joined
         self.stream_until = self_hosted(self.base_url) if stream_until is None else stream_until
         """A call given `until` is streamed and read only until it holds (`streaming`): on by
         default where the model is served on this machine or network (`self_hosted`), whose
@@ -157,13 +168,9 @@ class OpenAIChatModel:
     ) -> StreamRead:
         """POST /chat/completions streamed, read until `until` holds, then closed: the
         server sees the connection go and stops generating."""
-        options: dict[str, Any] = {}
-        if deadline is not None:
-            options["timeout"] = min(self.timeout, deadline - time.monotonic())
-            if options["timeout"] <= 0:
-                raise DeadlineExceeded("the attempt's time budget ran out before the model call")
+        options = self._options(deadline)
         stream = self._client.post(
-            "/chat/completions",
+            self._chat_url,
             body={**body, **STREAM_FIELDS},
             cast_to=object,
             options=cast(Any, options),
@@ -226,23 +233,28 @@ class OpenAIChatModel:
                 )
         return ask(body)
 
-    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> str:
+    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> bytes:
         """POST /chat/completions through the SDK's client (auth, timeouts, errors).
 
         `chat.completions.create` walks every message through the SDK's TypedDict
         transform and builds its pydantic models for the reply, ~1 ms per call on a
         long history; our messages are plain JSON already and the reply is read here,
-        from its text, so that a malformed body is a clear error and not a crash.
+        from its bytes, so that a malformed body is a clear error and not a crash.
         """
-        options: dict[str, Any] = {}
+        options = self._options(deadline)
+        reply: bytes = self._client.post(
+            self._chat_url, body=body, cast_to=bytes, options=cast(Any, options)
+        )
+        return reply
+
+    def _options(self, deadline: float | None) -> dict[str, Any]:
+        """One request's: no metadata headers; a timeout ending by `deadline` (if any)."""
+        options: dict[str, Any] = {"headers": _omitted(PER_REQUEST_METADATA)}
         if deadline is not None:
             options["timeout"] = min(self.timeout, deadline - time.monotonic())
             if options["timeout"] <= 0:
                 raise DeadlineExceeded("the attempt's time budget ran out before the model call")
-        reply: str = self._client.post(
-            "/chat/completions", body=body, cast_to=str, options=cast(Any, options)
-        )
-        return reply
+        return options
 
     def list_models(self) -> list[str]:
         def read(body: str) -> list[str]:
@@ -252,7 +264,9 @@ class OpenAIChatModel:
             return [m["id"] for m in data]
 
         served: list[str] = self._with_retries(
-            lambda: read(self._client.get("/models", cast_to=str))
+            lambda: read(
+                self._client.get("/models", cast_to=str, options=cast(Any, self._options(None)))
+            )
         )
         return served
 
@@ -268,7 +282,11 @@ class OpenAIChatModel:
 
         body = {"model": self.name, "input": texts, "encoding_format": "float"}
         embedded: list[list[float]] = self._with_retries(
-            lambda: read(self._client.post("/embeddings", body=body, cast_to=str))
+            lambda: read(
+                self._client.post(
+                    "/embeddings", body=body, cast_to=str, options=cast(Any, self._options(None))
+                )
+            )
         )
         return embedded
 
@@ -352,6 +370,11 @@ class Tally:
     timed_out: int = 0
 
 
+def _omitted(metadata: tuple[str, ...]) -> dict[str, str]:
+    """The SDK's metadata headers named, each marked for the SDK to leave out."""
+    return {f"X-Stainless-{name}": cast(str, openai.Omit()) for name in metadata}
+
+
 def _malformed(exc: Exception) -> tuple[str, str]:
     """What was wrong with a 200 response, and its body (for the error)."""
     if isinstance(exc, MalformedReply):
@@ -374,12 +397,3 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return min(float(value), 60.0) if value else None
     except ValueError:
         return None
-
-
-HOSTED_STOPS = 4
-"""OpenAI's API refuses more stop sequences than this; self-hosted servers take more."""
-
-
-def stops_for(base_url: str, stop: list[str]) -> list[str]:
-    """The stops to send: all of them to a self-hosted server, the first four to any other."""
-    return list(stop) if self_hosted(base_url) else list(stop[:HOSTED_STOPS])

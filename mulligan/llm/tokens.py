@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.llm.base import Message
@@ -14,13 +14,20 @@ TOKENS_PER_MESSAGE = 4
 
 def raw_estimate(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> float:
     """About four characters a token plus a few tokens of framing per message."""
-    chars = 0
+    return _estimate(messages, _tools_chars(tools))
+
+
+def _tools_chars(tools: list[dict[str, Any]] | None) -> int:
+    """The length of the tool list as JSON (what it adds to a prompt)."""
+    return len(json.dumps(tools)) if tools else 0
+
+
+def _estimate(messages: list[Message], extra_chars: int) -> float:
+    chars = extra_chars
     for message in messages:
         chars += len(message.get("content") or "")
         for call in message.get("tool_calls") or []:
             chars += len(call["function"]["name"]) + len(call["function"]["arguments"]) + 12
-    if tools:
-        chars += len(json.dumps(tools))
     return chars / CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
 
 
@@ -30,14 +37,24 @@ class TokenEstimator:
 
     ratio: float = 1.0
     smoothing: float = 0.5
+    _measured: tuple[list[dict[str, Any]], int] | None = field(default=None, repr=False)
+    """The last tool list measured and its length: an attempt offers the same list every
+    call, so it is turned into JSON once, not once a call."""
 
     def estimate(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
-        return round(raw_estimate(messages, tools) * self.ratio)
+        return round(self._raw(messages, tools) * self.ratio)
 
     def calibrate(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, reported: int
     ) -> None:
-        raw = raw_estimate(messages, tools)
+        raw = self._raw(messages, tools)
         if reported > 0 and raw > 0:
             observed = min(max(reported / raw, 0.25), 4.0)
             self.ratio = self.smoothing * self.ratio + (1 - self.smoothing) * observed
+
+    def _raw(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> float:
+        if not tools:
+            return _estimate(messages, 0)
+        if self._measured is None or self._measured[0] is not tools:
+            self._measured = tools, _tools_chars(tools)
+        return _estimate(messages, self._measured[1])

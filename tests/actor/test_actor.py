@@ -75,6 +75,24 @@ def test_malformed_arguments_then_recovery() -> None:
     assert attempt.stop_reason == "answered"
 
 
+def test_a_model_that_edits_the_messages_it_is_given_changes_no_later_view() -> None:
+    def editing(planned: ChatResponse | str):
+        def policy(messages: list[dict[str, object]], tools: object) -> ChatResponse | str:
+            for message in messages:
+                message["content"] = "edited"
+            return planned
+
+        return policy
+
+    first, second = reply("", tool_call("add", a=2, b=3)), reply("", tool_call("add", a=5, b=1))
+    with ScriptedModel([editing(first), editing(second), "6"]) as model:
+        attempt = run(model)
+    assert attempt.answer == "6"
+    third = model.calls[2].messages
+    assert [m["content"] for m in third if m["role"] == "tool"] == ["5", "6"]
+    assert "What is 2 + 3?" in third[1]["content"]
+
+
 def test_tool_exception_is_an_observation() -> None:
     with ScriptedModel([reply("", tool_call("boom")), "gave up"]) as model:
         attempt = run(model, tools=(boom,))

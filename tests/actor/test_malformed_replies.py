@@ -12,6 +12,7 @@ import pytest
 
 from mulligan.actor import Actor
 from mulligan.errors import ModelError
+from mulligan.llm.completion import MalformedReply, read_completion
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.memory import Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
@@ -58,6 +59,14 @@ def test_a_malformed_reply_is_retried_then_a_model_error(raw: str) -> None:
             client(server).chat([{"role": "user", "content": "hi"}])
         assert len(server.requests) == 3  # the first try and two retries
     assert caught.value.body == raw[:2000]
+
+
+def test_a_body_read_as_bytes_is_read_like_its_text() -> None:
+    reply = body(choices=[{"message": {"role": "assistant", "content": "héllo"}}])
+    assert read_completion(reply.encode()).text == read_completion(reply).text == "héllo"
+    with pytest.raises(MalformedReply) as caught:
+        read_completion(b"\xff\xfe<html>not utf-8</html>")
+    assert "<html>not utf-8</html>" in caught.value.body  # quoted as text, not as bytes
 
 
 def test_a_malformed_reply_then_a_good_one_succeeds() -> None:

@@ -33,6 +33,19 @@ def test_schema_comes_from_signature_and_docstring() -> None:
     assert schema["parameters"]["properties"]["unit"]["default"] == "C"
 
 
+def test_a_renamed_or_redescribed_tool_offers_its_new_schema() -> None:
+    @tool
+    def weather(city: str) -> str:
+        """Use to get today's weather for a city."""
+        return city
+
+    assert weather.schema() == weather.schema()
+    weather.name, weather.description = "forecast", "Use to get tomorrow's weather."
+    assert weather.schema()["function"]["name"] == "forecast"
+    assert weather.schema()["function"]["description"] == "Use to get tomorrow's weather."
+    assert weather.schema()["function"]["parameters"]["required"] == ["city"]
+
+
 def test_calculator_is_arithmetic_only() -> None:
     assert evaluate_arithmetic("(31.5 - 28) * 2") == 7.0
     assert evaluate_arithmetic("2 ^ 10") == 1024

@@ -7,7 +7,8 @@ import pytest
 
 from mulligan.actor import Actor, tool
 from mulligan.errors import ModelError
-from mulligan.llm.openai_client import OpenAIChatModel, stops_for
+from mulligan.llm.hosts import stops_for
+from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 
@@ -130,3 +131,20 @@ def test_a_self_hosted_endpoint_gets_every_stop_and_a_hosted_one_the_first_four(
     assert stops_for("https://example.org/v1", stops) == stops[:4]
     assert stops_for("http://192.168.1.9:8080/v1", stops) == stops
     assert stops_for("http://localhost:11434/v1", stops[:2]) == stops[:2]
+
+
+def test_requests_carry_no_sdk_metadata_headers() -> None:
+    """The SDK's `X-Stainless-*` headers describe this machine (OS, architecture, Python
+    version) and the client's retry and timeout settings to every endpoint; some gateways
+    refuse requests that carry them. None is sent, streamed or not; the key still is."""
+    with FakeOpenAIServer([FakeReply(content="ok"), FakeReply(content="ok")]) as server:
+        model = client(server)
+        model.chat([{"role": "user", "content": "hi"}])
+        model.chat([{"role": "user", "content": "hi"}], until=lambda text: False)
+        assert [bool(body.get("stream")) for body in server.requests] == [False, True]
+        sent = server.headers
+    assert all(headers["authorization"] == "Bearer k" for headers in sent)
+    assert [[name for name in headers if name.startswith("x-stainless")] for headers in sent] == [
+        [],
+        [],
+    ]
