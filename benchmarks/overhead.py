@@ -7,7 +7,10 @@ through its normal OpenAI client. Prints steps per second and microseconds per
 step (a step = one model call and its tool results), median of --repeat runs.
 The server runs in a process of its own; "bare http" is a plain keep-alive
 HTTP loop sending the same growing history, and a framework's overhead is its
-time per step above that floor.
+time per step above that floor. Beside the wall clock it prints the client process's CPU time
+per step (every thread of it; the server's is its own), and the overhead in CPU above bare
+HTTP's: on a machine shared with other work, the wall clock swings with the load, the CPU
+time much less.
 
     pip install -e ".[bench]" && python benchmarks/overhead.py [--repeat 5]
 """
@@ -179,7 +182,7 @@ def main() -> None:
     chosen = args.only.split(",") if args.only else list(RUNNERS)
     if "bare http" not in chosen:
         chosen.insert(0, "bare http")
-    results: dict[str, tuple[float, int] | str] = {}
+    results: dict[str, tuple[float, float, int] | str] = {}
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"],
         stdin=subprocess.PIPE,
@@ -193,12 +196,13 @@ def main() -> None:
             try:
                 task = RUNNERS[name](base_url)  # imports, clients, agent: not timed
                 task()  # warm-up
-                times, steps = [], 0
+                times, cpu, steps = [], [], 0
                 for _ in range(args.repeat):
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     steps = task()
                     times.append(time.perf_counter() - started)
-                results[name] = (statistics.median(times), steps)
+                    cpu.append(time.process_time() - used)
+                results[name] = (statistics.median(times), statistics.median(cpu), steps)
             except ImportError as exc:
                 results[name] = f"not installed ({exc.name}); pip install -e '.[bench]'"
     finally:
@@ -208,29 +212,31 @@ def main() -> None:
     print(json.dumps({"steps": STEPS, "repeat": args.repeat, "cpus": os.cpu_count()}))
 
 
-def print_table(results: dict[str, tuple[float, int] | str]) -> None:
+def print_table(results: dict[str, tuple[float, float, int] | str]) -> None:
     floor = results["bare http"]
     assert isinstance(floor, tuple)
-    floor_step = floor[0] / floor[1] * 1e6
-    overheads = {
-        name: value[0] / value[1] * 1e6 - floor_step
-        for name, value in results.items()
-        if isinstance(value, tuple)
-    }
-    mine = overheads.get("mulligan")
+    measured = {name: value for name, value in results.items() if isinstance(value, tuple)}
+    per_step = {name: (w / n * 1e6, c / n * 1e6) for name, (w, c, n) in measured.items()}
+    wall_floor, cpu_floor = per_step["bare http"]
+    over = {name: (w - wall_floor, c - cpu_floor) for name, (w, c) in per_step.items()}
+    mine = over.get("mulligan")
     print(
         f"{'framework':<12} {'calls':>6} {'steps/s':>9} {'µs/step':>9} "
-        f"{'overhead µs/step':>17} {'overhead × mulligan':>20}"
+        f"{'overhead µs/step':>17} {'overhead × mulligan':>20} {'CPU µs/step':>12} "
+        f"{'CPU overhead':>13} {'CPU × mulligan':>15}"
     )
     for name, value in results.items():
         if isinstance(value, str):
             print(f"{name:<12} {value}")
             continue
-        seconds, steps = value
-        ratio = f"{overheads[name] / mine:.2f}" if mine and name != "bare http" else "-"
+        seconds, _, steps = value
+        wall, cpu = over[name]
+        mulligan = mine and name not in ("bare http", "mulligan")
+        ratio = f"{wall / mine[0]:.2f}" if mulligan and mine else "-"
+        cpu_ratio = f"{cpu / mine[1]:.2f}" if mulligan and mine else "-"
         print(
             f"{name:<12} {steps:>6} {steps / seconds:>9.1f} {seconds / steps * 1e6:>9.0f} "
-            f"{overheads[name]:>17.0f} {ratio:>20}"
+            f"{wall:>17.0f} {ratio:>20} {per_step[name][1]:>12.0f} {cpu:>13.0f} {cpu_ratio:>15}"
         )
 
 
