@@ -173,10 +173,17 @@ def session_arm(
 
 def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list[dict[str, Any]]:
     out = Path(args.out)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    earlier = json.loads((out / "persistent.json").read_text()) if (
+        args.resume and (out / "persistent.json").exists()
+    ) else []  # fmt: skip
     for n, ids in enumerate(stream, start=1):
         run_id, with_memory = session_arm(suite, n, ids, "memory", args)
         _, without = session_arm(suite, n, ids, "baseline", args)
+        kept = [row for row in earlier if row["session"] == n and row["run_id"] == run_id]
+        if kept:  # its memory figures as they stood when it ended, not as they stand now
+            rows.append(kept[0])
+            continue
         m, b = arm_numbers(with_memory), arm_numbers(without)
         only_m = sum(m["passed"][t] and not b["passed"].get(t, False) for t in m["passed"])
         only_b = sum(b["passed"][t] and not m["passed"].get(t, False) for t in b["passed"])
