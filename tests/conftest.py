@@ -82,3 +82,13 @@ def no_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
     from mulligan.llm import local_model
 
     monkeypatch.setattr(local_model, "server_installed", lambda: False)
+
+
+@pytest.fixture
+def unwaited_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model clients made in this test retry as often as they would, without waiting
+    between tries (tests/helpers/retry_waits.py)."""
+    from mulligan.llm.openai_client import OpenAIChatModel
+    from tests.helpers.retry_waits import unwaited
+
+    monkeypatch.setattr(OpenAIChatModel, "__init__", unwaited(OpenAIChatModel.__init__))
