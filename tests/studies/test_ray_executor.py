@@ -296,17 +296,37 @@ def test_workers_share_lessons_through_a_chroma_server_the_driver_never_opens(
     assert {lesson.text for lesson in stored} >= {demo.UNITS_LESSON}
 
 
+def parent_of(pid: int) -> int:
+    """The parent of process `pid` (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def episode_workers() -> list[int]:
-    """The pids of the Ray actors running episodes (by their process title)."""
+    """The pids of the Ray actors running episodes (by their process title) in the cluster
+    this process started: its raylet is this process's child and their parent, so another
+    cluster on the machine (a test running beside this one) is never touched."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
             title = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if title.startswith(b"ray::_EpisodeWorker"):
+        if title.startswith(b"ray::_EpisodeWorker") and ours(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def ours(pid: int) -> bool:
+    """Process `pid` descends from this one."""
+    while pid > 1:
+        pid = parent_of(pid)
+        if pid == os.getpid():
+            return True
+    return False
 
 
 def test_a_lost_worker_is_replaced_and_its_episodes_resume_from_the_log(
