@@ -26,6 +26,7 @@ from mulligan.runs import executors
 from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 from tests.helpers.chroma_server import chroma_server
+from tests.helpers.killing import descends_from_us, processes_titled
 
 __all__ = ["chroma_server"]  # a fixture
 
@@ -296,37 +297,11 @@ def test_workers_share_lessons_through_a_chroma_server_the_driver_never_opens(
     assert {lesson.text for lesson in stored} >= {demo.UNITS_LESSON}
 
 
-def parent_of(pid: int) -> int:
-    """The parent of process `pid` (0 once it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
 def episode_workers() -> list[int]:
     """The pids of the Ray actors running episodes (by their process title) in the cluster
-    this process started: its raylet is this process's child and their parent, so another
-    cluster on the machine (a test running beside this one) is never touched."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            title = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if title.startswith(b"ray::_EpisodeWorker") and ours(int(entry.name)):
-            found.append(int(entry.name))
-    return found
-
-
-def ours(pid: int) -> bool:
-    """Process `pid` descends from this one."""
-    while pid > 1:
-        pid = parent_of(pid)
-        if pid == os.getpid():
-            return True
-    return False
+    this process started (their raylet is its child): never those of another cluster on the
+    machine, such as a test's running beside this one."""
+    return [pid for pid in processes_titled(b"ray::_EpisodeWorker") if descends_from_us(pid)]
 
 
 def test_a_lost_worker_is_replaced_and_its_episodes_resume_from_the_log(
