@@ -70,3 +70,25 @@ def no_user_config(
     empty = tmp_path_factory.getbasetemp() / "empty-user-config.toml"
     empty.touch()
     monkeypatch.setenv("MULLIGAN_CONFIG", str(empty))
+
+
+@pytest.fixture
+def no_local_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with the `local` extra (llama.cpp's server and the default model, joined in
+    the model cache or installed as parts) looks like one without it: `doctor` reports it
+    missing instead of loading the model and timing a reply, which takes half a minute on
+    two cores. The local model's own line is tested with a stand-in server
+    (tests/llm/test_local_server.py)."""
+    from mulligan.llm import local_model
+
+    monkeypatch.setattr(local_model, "server_installed", lambda: False)
+
+
+@pytest.fixture
+def unwaited_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model clients made in this test retry as often as they would, without waiting
+    between tries (tests/helpers/retry_waits.py)."""
+    from mulligan.llm.openai_client import OpenAIChatModel
+    from tests.helpers.retry_waits import unwaited
+
+    monkeypatch.setattr(OpenAIChatModel, "__init__", unwaited(OpenAIChatModel.__init__))

@@ -17,6 +17,7 @@ from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.memory import Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"role": "assistant", "content": "ok"}
 
 
@@ -44,6 +45,13 @@ MALFORMED = {
     ),
     "usage not numbers": body(choices=[{"message": GOOD}], usage={"prompt_tokens": "many"}),
 }
+
+
+def unwaited_cli_environment() -> dict[str, str]:
+    """For `python -m tests.helpers.retry_waits`: the command line as `python -m mulligan.cli`
+    runs it, retrying malformed replies as often, without the seconds of backoff between."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    return env | {"PYTHONPATH": str(ROOT)}
 
 
 def client(server: FakeOpenAIServer, retries: int = 2) -> OpenAIChatModel:
@@ -97,10 +105,10 @@ TASKS = """\
 def test_through_the_cli_no_traceback_and_the_run_ends(tmp_path: Path, kind: str) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(TASKS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    env = unwaited_cli_environment()
     with FakeOpenAIServer(policy=lambda body: FakeReply(malformed=kind)) as server:
         done = subprocess.run(
-            [sys.executable, "-m", "mulligan.cli", "run", str(tasks), "--json",
+            [sys.executable, "-m", "tests.helpers.retry_waits", "run", str(tasks), "--json",
              "--base-url", server.base_url, "--model", "m", "--memory", str(tmp_path / "mem")],
             capture_output=True, text=True, timeout=120, env=env,
         )  # fmt: skip
@@ -144,7 +152,7 @@ def test_an_endpoint_fault_outside_an_attempt_ends_the_run_in_the_log(tmp_path: 
     with one line, and the log does not keep the run "running"."""
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(CAPITAL)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    env = unwaited_cli_environment()
     lessons = json.dumps({"diagnosis": "Recall the capital is Canberra, not Sydney.", "lesson": ""})
 
     def policy(body: dict[str, object]) -> FakeReply:
@@ -157,8 +165,8 @@ def test_an_endpoint_fault_outside_an_attempt_ends_the_run_in_the_log(tmp_path: 
         memory = tmp_path / f"mem-{command[0]}"
         with FakeOpenAIServer(policy=policy, route_bodies=bad) as server:
             done = subprocess.run(
-                [sys.executable, "-m", "mulligan.cli", command[0], str(tasks), *command[1:],
-                 "--trials", "2", "--base-url", server.base_url, "--model", "m",
+                [sys.executable, "-m", "tests.helpers.retry_waits", command[0], str(tasks),
+                 *command[1:], "--trials", "2", "--base-url", server.base_url, "--model", "m",
                  "--memory", str(memory), "--embedding", "openai"],
                 capture_output=True, text=True, timeout=120, env=env,
             )  # fmt: skip

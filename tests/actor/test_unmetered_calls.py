@@ -64,7 +64,7 @@ def test_the_attempt_keeps_the_count_when_the_endpoint_gives_up() -> None:
 
 
 def test_run_json_and_the_bench_report_say_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unwaited_retries: None
 ) -> None:
     (tmp_path / "t.yaml").write_text(TASK)
     common = ["--base-url", "", "--timeout", "0.3", "--embedding", "hash"]

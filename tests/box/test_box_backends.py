@@ -291,6 +291,7 @@ def test_doctor_names_the_backend_in_force_and_what_it_lacks(
     fresh_containment: pytest.MonkeyPatch,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    no_local_model: None,
 ) -> None:
     from mulligan.cli import main
 

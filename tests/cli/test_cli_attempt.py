@@ -61,7 +61,9 @@ def test_attempt_json_and_text_protocol(capsys: pytest.CaptureFixture[str]) -> N
     assert record["steps"][0]["results"][0]["output"] == "42"
 
 
-def test_doctor_reports_each_part(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_reports_each_part(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_local_model: None
+) -> None:
     with FakeOpenAIServer([FakeReply(content="ok")]) as server:
         code = main(
             [

@@ -5,9 +5,10 @@ without its `local` extra (llama.cpp and a 1.1 GB model, which no command here u
 is given the scripted endpoint, `OPENAI_BASE_URL` and `MULLIGAN_MODEL`, as the README's
 "A study on your own endpoint" sets them). Nothing else is installed: not the dev extra,
 not the test runner. The environment is built once from PyPI and kept in pytest's cache
-under the hash of pyproject.toml, so a session after the first reuses it; each command runs
-from its `bin/`, with a fresh HOME (no ~/.mulligan, no model cache), and nothing of this
-checkout on the import path.
+under the hash of pyproject.toml, so a session after the first reuses it (pip does not
+byte-compile every installed module up front, a third of the build's time: Python compiles
+what a command imports when it first imports it). Each command runs from its `bin/`, with a
+fresh HOME (no ~/.mulligan, no model cache), and nothing of this checkout on the import path.
 
 The commands (the README's, with fewer tasks and trials): `bench` as the first line runs
 it and as the study on an endpoint runs it (with reflexion-memory, which reads the lesson
@@ -53,7 +54,8 @@ def installed(request: pytest.FixtureRequest) -> Path:
             shutil.rmtree(stale, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=300)
         done = subprocess.run(
-            [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "-e", "."],
+            [str(home / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
+            + ["-e", "."],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -102,6 +102,37 @@ def process_with(marker: str) -> int | None:
     return None
 
 
+def processes_titled(start: bytes) -> list[int]:
+    """The ids of the processes on this machine whose command line starts with `start`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(start):
+            found.append(int(entry.name))
+    return found
+
+
+def parent_of(pid: int) -> int:
+    """The parent of process `pid` (0 once it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def descends_from_us(pid: int) -> bool:
+    """Process `pid` is a child of this process, or a child of one, and so on."""
+    while pid > 1:
+        pid = parent_of(pid)
+        if pid == os.getpid():
+            return True
+    return False
+
+
 def cli_code(argv: list[str]) -> str:
     """`code` for `stopped_at` that runs `mulligan ARGV` as the command line does."""
     return f"from mulligan.cli import main\nsys.exit(main({json.dumps(argv)}))"

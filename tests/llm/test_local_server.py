@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -294,6 +295,21 @@ def test_real_server_runs_one_bench_attempt_to_the_end(tmp_path: Path) -> None:
     assert "--model" in " ".join(facts["local_server"]["flags"])
 
 
+def answering_the_attempt(server: int) -> bool:
+    """The llama.cpp server `server` has loaded its model and is answering a prompt longer
+    than its start-up check's one-word one (its /slots says so)."""
+    try:
+        log = Path(os.readlink(f"/proc/{server}/fd/2")).read_text(errors="replace")
+        address = local_server.address_in(log)
+        if not address:
+            return False
+        with urllib.request.urlopen(f"{address}/slots", timeout=5) as reply:
+            slots = json.load(reply)
+    except (OSError, ValueError):
+        return False
+    return any(s.get("is_processing") and s.get("n_prompt_tokens", 0) > 16 for s in slots)
+
+
 def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
     model = tiny_model()
     process = subprocess.Popen(
@@ -308,7 +324,9 @@ def test_real_server_is_gone_after_mulligan_is_killed(tmp_path: Path) -> None:
         while time.monotonic() < deadline and not servers_of(process.pid):
             time.sleep(0.2)
         (pid,) = servers_of(process.pid)
-        time.sleep(8)  # loaded, and answering
+        while time.monotonic() < deadline and not answering_the_attempt(pid):
+            time.sleep(0.2)
+        assert answering_the_attempt(pid), "the server never took up the attempt"
         assert process.poll() is None, process.stderr.read() if process.stderr else ""
         process.kill()
         process.wait()

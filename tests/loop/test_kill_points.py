@@ -5,7 +5,8 @@ and the same report, wall-clock figures aside.
 
 The child process stops exactly at a named point (tests/helpers/pause_points.py) and this
 process kills it there; the scripted endpoint answers by the content of each request, so
-the resumed run is asked what the uninterrupted one was."""
+the resumed run is asked what the uninterrupted one was. The uninterrupted run and the
+killed ones are children; each resume runs in this process."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
@@ -93,6 +95,16 @@ def finished(argv: list[str]) -> str:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return run_id_of(done.stderr)
+
+
+def resumed_here(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """`mulligan ARGV` to its end in this process (what it does is the command line's own;
+    a child would add only the seconds of importing it); returns the run id."""
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    return run_id_of(err)
 
 
 def killed_at(point: str, occurrence: int, argv: list[str], signal_file: Path) -> str:
@@ -241,13 +253,14 @@ def test_a_study_killed_at_a_point_and_resumed_ends_as_one_never_interrupted(
     study: tuple[FakeOpenAIServer, Path],
     uninterrupted: dict[str, Any],
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     point: str,
     occurrence: int,
 ) -> None:
     server, tasks = study
     argv = bench_args(server, tasks, tmp_path / "out")
     run_id = killed_at(point, occurrence, argv, tmp_path / "reached")
-    assert finished([*argv, "--resume", run_id]) == run_id
+    assert resumed_here([*argv, "--resume", run_id], capsys) == run_id
     resumed = held(tmp_path / "out", run_id)
     aside = set(WALL_CLOCK)
     if point == "tool-call":  # the call cut off is shown to the model as interrupted, not run

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from mulligan.actor import Actor
+from mulligan.cli import main
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory, ValiditySection
@@ -29,7 +30,6 @@ from tests.loop.test_reflexion import (
     cli,
     is_reflection,
     plant,
-    run_process,
     write,
 )
 
@@ -106,13 +106,12 @@ def counts(memory_dir: Path) -> tuple[int, int, list[bool]]:
 
 
 def test_a_run_killed_mid_attempt_resumes_to_the_same_end(tmp_path: Path) -> None:
+    """The run killed is a child; the whole run and the resume run in this process."""
     tasks = write(tmp_path, "tasks.yaml", CRASH_TASKS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
     with FakeOpenAIServer(policy=crash_policy) as server:
-        whole = run_process(
-            server, tmp_path / "whole", "run", str(tasks), "--strategy", "reflexion"
-        )
-        assert whole.returncode == 0, whole.stderr
+        whole = cli(server, tmp_path / "whole", "run", str(tasks), "--strategy", "reflexion")
+        assert main(whole) == 0
         args = cli(server, tmp_path / "crash", "run", str(tasks), "--strategy", "reflexion")
         process = subprocess.Popen(
             [sys.executable, "-m", "mulligan.cli", *args],
@@ -133,17 +132,7 @@ def test_a_run_killed_mid_attempt_resumes_to_the_same_end(tmp_path: Path) -> Non
         process.wait()
         assert process.stderr is not None
         run_id = process.stderr.readline().split("run id:")[1].strip()
-        resumed = run_process(
-            server,
-            tmp_path / "crash",
-            "run",
-            str(tasks),
-            "--strategy",
-            "reflexion",
-            "--resume",
-            run_id,
-        )
-        assert resumed.returncode == 0, resumed.stderr
+        assert main([*args, "--resume", run_id]) == 0
         assert server.violations == []  # no orphan tool call was ever sent
     assert counts(tmp_path / "crash") == counts(tmp_path / "whole")
     interrupted = Memory(tmp_path / "crash", HashEmbedding()).log.episodes()[1]

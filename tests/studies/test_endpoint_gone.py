@@ -34,7 +34,7 @@ def bench(tasks: Path, out: Path, server: FakeOpenAIServer, *more: str) -> int:
 
 
 def test_a_study_stops_when_the_endpoint_goes_away_and_resumes_later(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unwaited_retries: None
 ) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(TASKS)

@@ -26,6 +26,7 @@ from mulligan.runs import executors
 from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
 from tests.helpers.chroma_server import chroma_server
+from tests.helpers.killing import descends_from_us, processes_titled
 
 __all__ = ["chroma_server"]  # a fixture
 
@@ -297,16 +298,10 @@ def test_workers_share_lessons_through_a_chroma_server_the_driver_never_opens(
 
 
 def episode_workers() -> list[int]:
-    """The pids of the Ray actors running episodes (by their process title)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            title = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if title.startswith(b"ray::_EpisodeWorker"):
-            found.append(int(entry.name))
-    return found
+    """The pids of the Ray actors running episodes (by their process title) in the cluster
+    this process started (their raylet is its child): never those of another cluster on the
+    machine, such as a test's running beside this one."""
+    return [pid for pid in processes_titled(b"ray::_EpisodeWorker") if descends_from_us(pid)]
 
 
 def test_a_lost_worker_is_replaced_and_its_episodes_resume_from_the_log(

@@ -36,11 +36,20 @@ def judge_all(tasks: list[Task], answers: list[str]) -> list[Verdict]:
         return list(pool.map(one, zip(tasks, answers, strict=True)))
 
 
+def hidden_only(tasks: list[Task]) -> list[Task]:
+    """The tasks with their hidden tests alone: an empty body fails a task exactly when it
+    fails these (they hold every test of the task, the visible ones too), so the visible
+    checks, whose verdict adds nothing to that, are not run again in a box of their own."""
+    kept = [task.model_copy(update={"checks": task.checks[-1:]}) for task in tasks]
+    assert all(task.checks[0].visibility == "hidden" for task in kept)
+    return kept
+
+
 def fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
-@pytest.mark.timeout(600)  # 656 boxed runs; a loaded machine needs longer than the default
+@pytest.mark.timeout(600)  # 453 boxed runs; a loaded machine needs longer than the default
 def test_humaneval_canonical_solutions_pass_and_empty_bodies_fail() -> None:
     tasks = load_suite("humaneval").tasks
     assert len(tasks) == 164
@@ -52,7 +61,7 @@ def test_humaneval_canonical_solutions_pass_and_empty_bodies_fail() -> None:
     passed = judge_all(tasks, canonical)
     assert [t.id for t, v in zip(tasks, passed, strict=True) if not v.passed] == []
     empty = [fenced(t.metadata["signature_prompt"] + "    pass\n") for t in tasks]
-    failed = judge_all(tasks, empty)
+    failed = judge_all(hidden_only(tasks), empty)
     assert sum(not v.passed for v in failed) == 164
     assert all(not v.checks[-1].passed for v in failed)  # the hidden tests themselves fail
 
@@ -72,7 +81,7 @@ def test_humaneval_feedback_never_contains_hidden_tests() -> None:
 
 
 @needs_data
-@pytest.mark.timeout(600)  # 794 boxed runs
+@pytest.mark.timeout(600)  # 397 boxed runs
 def test_mbpp_loads_and_empty_bodies_fail() -> None:
     tasks = load_suite("mbpp", data=str(MBPP)).tasks
     assert len(tasks) == 397
@@ -80,7 +89,7 @@ def test_mbpp_loads_and_empty_bodies_fail() -> None:
     assert first.checks[0].tests == "assert volume_cube(3) == 27"  # type: ignore[union-attr]
     assert first.checks[1].visibility == "hidden"
     empty = [fenced(t.metadata["signature_prompt"] + "    pass\n") for t in tasks]
-    assert sum(not v.passed for v in judge_all(tasks, empty)) == 397
+    assert sum(not v.passed for v in judge_all(hidden_only(tasks), empty)) == 397
     right = judge_all([first], [fenced("def volume_cube(l: int) -> int:\n    return l ** 3")])[0]
     assert right.passed
 
