@@ -21,7 +21,6 @@ from mulligan.schema import SELF_TEST, Attempt, CodeTarget, PythonTestsCheck, Ta
 
 DRY_RUN_SECONDS = 5.0
 MAX_TOKENS = 512
-REASONS = ("does not parse", "names no entry point", "passes without the function", "timed out")
 
 
 @dataclass
