@@ -26,6 +26,7 @@ from mulligan.defaults import LESSON_BUDGET, MERGE_SIMILARITY
 from mulligan.errors import ModelError
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
+from mulligan.memory.lesson_log import to_status
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.memory import Memory
 from mulligan.memory.validity import ACTIVE
@@ -231,13 +232,9 @@ class Curator:
         """Dropped lessons still usable are retracted: retrieval no longer finds them."""
         now = {lesson.id: lesson for lesson in self.memory.lessons([x.id for x in lessons])}
         usable = [now[i] for i in dropped if i in now and now[i].validity.status in ACTIVE]
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "retracted"
-            return []
-
         details = [f"by the curator: {dropped[lesson.id]}" for lesson in usable]
-        self.memory.change(usable, "status:retracted", mark, episode_id=tag, details=details)
+        retracted = to_status("retracted")
+        self.memory.change(usable, "status:retracted", retracted, episode_id=tag, details=details)
 
 
 def _same_scope(a: Lesson, b: Lesson) -> bool:

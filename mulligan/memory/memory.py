@@ -15,6 +15,7 @@ from mulligan.inputs.memory_files import is_server
 from mulligan.memory.assignment import Assignment
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.in_work import InWorkVerification
+from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
@@ -87,9 +88,6 @@ class Memory(KeepsWritten):
 
     def start_episode(self, episode: Episode, position: int = 0) -> None:
         self.log.start_episode(episode, position)
-
-    def load_episode(self, episode_id: str) -> Episode | None:
-        return self.log.episode(episode_id)
 
     def episode_for(
         self, episode_id: str, run_id: str, task_id: str, strategy: str, position: int = 0
@@ -173,15 +171,10 @@ class Memory(KeepsWritten):
         where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
         if new:
             created = self.log.change_lessons(
-                [kept], "created", _nothing, stored=persistent, **where
+                [kept], "created", unchanged, stored=persistent, **where
             )
             return created[0]
-
-        def reinforce(twin: Lesson) -> list[str]:
-            twin.validity.reinforced += 1
-            return []
-
-        return self._change([kept], "reinforced", reinforce, stored=True, **where)[0]
+        return self._change([kept], "reinforced", reinforced, stored=True, **where)[0]
 
     def retrieve(
         self,
@@ -271,19 +264,9 @@ class Memory(KeepsWritten):
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""
-        if self.frozen and self._stored([old.id]):
-            log.info("lesson %s not superseded by %s: the store is frozen", old.id, new_id)
-            return
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "superseded"
-            lesson.validity.superseded_by = new_id
-            return []
-
-        self._change(
-            [old], "status:superseded", mark,
-            episode_id=episode_id, trial=trial, details=[f"by {new_id}"],
-        )  # fmt: skip
+        for c in self._superseding(old, new_id, episode_id, trial):
+            self._change(c.lessons, c.event, c.change, episode_id=c.episode_id, trial=c.trial,
+                         details=c.details)  # fmt: skip
 
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
@@ -299,12 +282,8 @@ class Memory(KeepsWritten):
         found = self.store.get([lesson_id]) or self.log.lessons([lesson_id])
         if not found:
             return None
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "retracted"
-            return []
-
-        return self._change(found, "status:retracted", mark, details=["retracted by the user"])[0]
+        details = ["retracted by the user"]
+        return self._change(found, "status:retracted", to_status("retracted"), details=details)[0]
 
     def import_jsonl(self, lines: list[str], *, trust: bool = False, source: str = "") -> int:
         """Lessons from an export (`lines`, numbered from 1 as in `source`, the file). Unless
@@ -368,10 +347,6 @@ class Memory(KeepsWritten):
         if self._store is not None:
             stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
         return stored
-
-
-def _nothing(lesson: Lesson) -> list[str]:
-    return []
 
 
 def told(attempt: Attempt, verdict: Verdict) -> bool | None:
