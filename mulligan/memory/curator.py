@@ -29,6 +29,7 @@ from mulligan.llm.base import ChatModel
 from mulligan.memory.lesson_log import to_status
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.memory import Memory
+from mulligan.memory.store_reading import cosine
 from mulligan.memory.validity import ACTIVE
 from mulligan.schema import Lesson, PythonTestsCheck, Task, Usage
 
@@ -212,7 +213,7 @@ class Curator:
     def _near(self, vectors: dict[str, list[float]], a: Lesson, b: Lesson) -> bool:
         if a.id not in vectors or b.id not in vectors:
             return False
-        return _cosine(vectors[a.id], vectors[b.id]) >= self.settings.merge_similarity
+        return cosine(vectors[a.id], vectors[b.id]) >= self.settings.merge_similarity
 
     def _absorb(self, keeper: Lesson, twin: Lesson, tag: str) -> None:
         """The keeper takes over the twin's uses; the twin is superseded by it."""
@@ -239,12 +240,6 @@ class Curator:
 
 def _same_scope(a: Lesson, b: Lesson) -> bool:
     return a.scope.family == b.scope.family and a.kind == b.kind
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
 
 
 def _ranked(lessons: list[Lesson]) -> list[Lesson]:
