@@ -125,7 +125,7 @@ class Reflector:
         lesson = draft.lesson.strip()
         if len(diagnosis) >= MIN_TEXT:
             reflection.diagnosis = new(diagnosis, "diagnosis", [])
-        if len(lesson) >= MIN_TEXT and _normal(lesson) != _normal(diagnosis):
+        if len(lesson) >= MIN_TEXT and normal(lesson) != normal(diagnosis):
             general = new(lesson, "failure", draft.tags)
             reflection.lessons.append(general)
             replaced = [in_play[n - 1] for n in draft.replaces if 1 <= n <= len(in_play)]
@@ -202,7 +202,8 @@ class Reflector:
         )
 
 
-def _normal(text: str) -> str:
+def normal(text: str) -> str:
+    """The text as two that say the same compare: lower case, one space, no final stop."""
     return " ".join(text.lower().split()).rstrip(".")
 
 
