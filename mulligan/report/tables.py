@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from mulligan import strategies
 from mulligan.report import repeats
 from mulligan.report.paired import (
@@ -42,6 +44,13 @@ FIRST_NOTE = (
     "case): only A counts tasks it hurt, only B tasks it helped. On the other tasks the "
     "memory arm's trial 1 is the one without memory (shared in a paired study)."
 )
+
+
+def moment(seconds: float | None) -> str:
+    """A time as the report and the viewer print it (UTC), "-" when there is none."""
+    if not seconds:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def pct(k: int, n: int) -> str:

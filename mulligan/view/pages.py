@@ -7,7 +7,6 @@ takes its links from a `Links` (the server's paths or a bundle's file names).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
 
-def _when(seconds: float | None) -> str:
-    if not seconds:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
-
-
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
     autoescape=True,
@@ -40,7 +33,7 @@ ENVIRONMENT = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters["when"] = _when
+ENVIRONMENT.filters["when"] = tables.moment
 
 
 def render(template: str, links: Links, **values: Any) -> str:
