@@ -46,36 +46,29 @@ def _junk(relative: str) -> bool:
     )
 
 
+def _git(
+    directory: Path, *argv: str, timeout: float, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """git run in `directory`, its output captured."""
+    command = ["git", "-C", str(directory), *argv]
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=timeout)
+
+
 def is_git_repository(directory: Path) -> bool:
     """Inside a git working tree, and not in a part of it that git ignores."""
 
     def git(*argv: str) -> int:
         try:
-            done = subprocess.run(
-                ["git", "-C", str(directory), *argv], capture_output=True, timeout=30
-            )
+            return _git(directory, *argv, timeout=30).returncode
         except (OSError, subprocess.TimeoutExpired):
             return -1
-        return done.returncode
 
     return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
 
 
 def _git_files(directory: Path) -> list[str]:
-    done = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(directory),
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-        capture_output=True,
-        timeout=120,
-    )
+    listing = ("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    done = _git(directory, *listing, timeout=120)
     if done.returncode != 0:
         raise UserError(f"{directory}: git ls-files failed: {done.stderr.decode().strip()}")
     return sorted({p for p in os.fsdecode(done.stdout).split("\0") if p})
@@ -147,21 +140,10 @@ class Project:
         ignored = {p for p in paths if _junk(p) or self._skipped(p)}
         rest = [p for p in paths if p not in ignored]
         if self.git and rest:
+            names = "\0".join(rest).encode() + b"\0"
+            checking = ("check-ignore", "--no-index", "-z", "--stdin")
             try:
-                done = subprocess.run(
-                    [
-                        "git",
-                        "-C",
-                        str(self.directory),
-                        "check-ignore",
-                        "--no-index",
-                        "-z",
-                        "--stdin",
-                    ],
-                    input="\0".join(rest).encode() + b"\0",
-                    capture_output=True,
-                    timeout=60,
-                )
+                done = _git(self.directory, *checking, stdin=names, timeout=60)
             except (OSError, subprocess.TimeoutExpired):
                 return ignored  # shown in the diff rather than lost
             ignored |= {p for p in done.stdout.decode(errors="replace").split("\0") if p}
