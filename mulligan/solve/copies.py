@@ -23,6 +23,7 @@ from pathlib import Path
 from mulligan import sandbox
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.checks import run_command
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CommandCheck, Task, Verdict
 from mulligan.solve.diffs import Link, Snapshot, unified_diff
@@ -306,24 +307,12 @@ class CheckRun:
         return f"$ {self.check.command}\n{self.run.describe()}"
 
 
-def run_check(
-    check: CommandCheck, workspace: Path, network: bool, policy: sandbox.Policy
-) -> sandbox.RunResult:
-    """As the evaluator runs a command check: in the box, in the workspace."""
-    limits = sandbox.Limits(
-        timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=network
-    )
-    return sandbox.run_shell(
-        check.command, cwd=workspace, writable=True, limits=limits, policy=policy
-    )
-
-
 def preflight(copies: ProjectCopies, task: Task, policy: sandbox.Policy) -> list[CheckRun]:
     """Every command check once, in order, in one copy of the project as it is now, under
     the policy the attempts' checks run under."""
     with copies(task) as workspace:
         return [
-            CheckRun(check, run_check(check, workspace, task.network, policy))
+            CheckRun(check, run_command(check, workspace, task.network, policy))
             for check in task.checks
             if isinstance(check, CommandCheck)
         ]
