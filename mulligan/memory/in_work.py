@@ -52,9 +52,6 @@ class InWorkVerification:
         if episode_id:
             self.recache(self.episodes.judge_attempt(episode_id, trial, passed, rules))
 
-    def assignment(self, episode_id: str, trial: int) -> Assignment | None:
-        return self.episodes.assignment_at(episode_id, trial)
-
     def of_lesson(self, lesson_id: str) -> list[Assignment]:
         """Every attempt assigned for the lesson, in order (`memory show`, the viewer)."""
         return self.episodes.assignments_of_lesson(lesson_id)
