@@ -180,11 +180,8 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
         )
         parts.append(_text(centre, y - 5, text))
         slant = f' transform="rotate(-35 {centre:.1f} {BOTTOM + 14})"' if tilt else ""
-        parts.append(
-            _text(
-                centre, BOTTOM + (14 if tilt else 17), s.label, "end" if tilt else "middle", slant
-            )
-        )
+        below, anchor = (14, "end") if tilt else (17, "middle")
+        parts.append(_text(centre, BOTTOM + below, s.label, anchor, slant))
     _write(path, parts)
 
 
@@ -259,9 +256,8 @@ def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
     )
     named: dict[tuple[str, str], list[str]] = {}  # strategies at one spot share a label
     for p in found:
-        named.setdefault((f"{x_of(p.cost):.1f}", f"{y_of(p.success, 1.05):.1f}"), []).append(
-            p.label
-        )
+        spot = (f"{x_of(p.cost):.1f}", f"{y_of(p.success, 1.05):.1f}")
+        named.setdefault(spot, []).append(p.label)
     for i, p in enumerate(found):
         x, y, fill = x_of(p.cost), y_of(p.success, 1.05), colour(i)
         here = named[(f"{x:.1f}", f"{y:.1f}")]
@@ -291,7 +287,3 @@ def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
             parts.append(_text(x + 8, y + 14, ", ".join(here), "start", ' font-size="11"'))
         parts.append("</g>")
     return "\n".join([*parts, *_legend([p.label for p in found]), "</svg>", ""])
-
-
-def success_against_cost(stats: RunStats, cost: str, path: Path, title_suffix: str = "") -> None:
-    path.write_text(frontier_svg(stats, cost, title_suffix), encoding="utf-8")

@@ -188,14 +188,7 @@ def markdown(
     parts += [*setting_lines(stats), ""]
     parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
     money, by_model = role_cost_rows(stats), model_rows(stats)
-    parts += [
-        "## Success per strategy",
-        "",
-        SUCCESS_NOTE,
-        "",
-        _markdown_table(*success_rows(stats)),
-        "",
-    ]
+    parts += _blocks_markdown("Success per strategy", [SUCCESS_NOTE, success_rows(stats)])
     parts += _blocks_markdown("Repeats", repeats.blocks(stats))
     parts += ["## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
     parts += [cost_note(stats), ""] if cost_note(stats) else []
@@ -279,9 +272,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
         *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
-        "<h2>Success per strategy</h2>",
-        f"<p>{html.escape(SUCCESS_NOTE)}</p>",
-        _html_table(*success_rows(stats)),
+        *_blocks_html("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
         "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
         "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
@@ -342,7 +333,7 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
     for cost in frontier.drawn(stats):
-        plots.success_against_cost(stats, cost, out / f"frontier_{cost}.svg", suffix)
+        (out / f"frontier_{cost}.svg").write_text(plots.frontier_svg(stats, cost, suffix), "utf-8")
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
     transfer = transfer_stats(log, stats)
