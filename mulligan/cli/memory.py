@@ -221,26 +221,18 @@ def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
 
 
 def stats(lessons: list[Lesson], where: str, as_json: bool) -> None:
-    statuses = collections.Counter(lesson.validity.status for lesson in lessons)
-    families = collections.Counter(lesson.scope.family for lesson in lessons)
-    kinds = collections.Counter(lesson.kind for lesson in lessons)
+    counts: dict[str, collections.Counter[str]] = {
+        "status": collections.Counter(lesson.validity.status for lesson in lessons),
+        "family": collections.Counter(lesson.scope.family for lesson in lessons),
+        "kind": collections.Counter(lesson.kind for lesson in lessons),
+    }
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "lessons": len(lessons),
-                    "store": where,
-                    "by_status": dict(statuses),
-                    "by_family": dict(families),
-                    "by_kind": dict(kinds),
-                }
-            )
-        )
+        by = {f"by_{name}": dict(found) for name, found in counts.items()}
+        print(json.dumps({"lessons": len(lessons), "store": where, **by}))
         return
     print(f"{len(lessons)} lessons in {where}")
-    print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-    print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
-    print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    for name, found in counts.items():  # (only a family may be "")
+        print(f"by {name}: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(found.items())))
 
 
 EXPORT_REPLACES = "write to standard output to replace it (mulligan memory export > FILE)"

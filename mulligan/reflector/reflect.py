@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -196,7 +195,6 @@ class Reflector:
                 task_id=task.id,
                 trial=trial,
                 model=self.model.name,
-                created_at=time.time(),
                 failed_checks=failed,
             ),
         )
