@@ -20,7 +20,6 @@ MERGE_SIMILARITY = 0.85
 """The curator merges lessons at least this similar (cosine) into one."""
 
 Carry = Literal["full", "lessons"]
-CARRY_MODES: tuple[Carry, ...] = ("full", "lessons")
 
 DESIGNS = ("paired", "independent")
 

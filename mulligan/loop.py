@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -299,7 +300,7 @@ class Loop:
         return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
     def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
-        return self.memory.step_logger(episode_id, trial) if self.memory else None
+        return partial(self.memory.log.log_step, episode_id, trial) if self.memory else None
 
     def _unfinished(self, episode_id: str, trial: int) -> list[Step] | None:
         """Steps of this trial logged before a crash, with orphan calls closed."""

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from mulligan.schema import Role, Step, StopReason, Usage, add_by_role
 from mulligan.settings.run_config import BudgetSection
 
-__all__ = ["BudgetSection", "Spend"]
-
 
 @dataclass
 class Spend:

@@ -282,16 +282,13 @@ def build_tools(
 ) -> list[Tool]:
     """The tools a task asks for by name, bound to its workspace and documents; `policy`:
     what the box hides from the code they run."""
-    available: dict[str, Tool] = {"calculator": calculator}
+    made = [calculator]
     if workspace is not None:
         box = Workspace(workspace, scratch_workspace, network, policy)
-        for t in box.tools(shell_needs_approval):
-            available[t.name] = t
+        made += box.tools(shell_needs_approval)
     if documents is not None:
-        for t in DocumentSearch(documents).tools():
-            available[t.name] = t
-    for t in extra or []:
-        available[t.name] = t
+        made += DocumentSearch(documents).tools()
+    available = {t.name: t for t in [*made, *(extra or [])]}  # a later one of a name wins
     missing = [name for name in names if name not in available]
     if missing:
         needs = {n: "a workspace" for n in BUILTIN_TOOLS[1:6]} | {

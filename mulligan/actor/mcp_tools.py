@@ -85,19 +85,17 @@ class _Server:
     gone: bool = False
     error: str = ""
 
-    def stderr_tail(self, lines: int = 5) -> str:
+    def said(self, lines: int = 5) -> str:
+        """The end of its stderr, as a clause of an error ("" when it wrote none)."""
         try:
             text = Path(self.errlog.name).read_text(errors="replace")
         except OSError:
             return ""
-        return " | ".join(last_lines(text, lines))
+        tail = " | ".join(last_lines(text, lines))
+        return f"; its stderr: {tail}" if tail else ""
 
     def stopped(self) -> str:
-        why = self.error or "it exited"
-        tail = self.stderr_tail()
-        return f"MCP server {self.name!r} has stopped ({why})" + (
-            f"; its stderr: {tail}" if tail else ""
-        )
+        return f"MCP server {self.name!r} has stopped ({self.error or 'it exited'}){self.said()}"
 
 
 def parse_spec(spec: str) -> tuple[str, list[str]]:
@@ -168,14 +166,11 @@ class MCPServers:
         except concurrent.futures.TimeoutError:
             raise UserError(
                 f"--mcp {spec!r}: the server did not answer within {self.start_timeout:g}s"
-                + (f"; its stderr: {server.stderr_tail()}" if server.stderr_tail() else "")
+                f"{server.said()}"
             ) from None
         except Exception as exc:
-            tail = server.stderr_tail()
-            raise UserError(
-                f"--mcp {spec!r}: the server did not start ({_describe(exc)})"
-                + (f"; its stderr: {tail}" if tail else "")
-            ) from None
+            why = f"the server did not start ({_describe(exc)})"
+            raise UserError(f"--mcp {spec!r}: {why}{server.said()}") from None
         server.name = self._unique(server, server.name or safe_name(_server_name(info, argv)))
         tools: list[Tool] = [self._tool(server, t) for t in listed]
         self.tools_of[spec] = tools

@@ -61,7 +61,8 @@ def refuse_to_overwrite(
     )
 
 
-def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
+def _summary_lines(stats: RunStats, out: Path, prefix: str = "") -> list[str]:
+    """Each strategy's solved tasks by trial budget (and by repeat), then where the report is."""
     lines = []
     for s in stats.strategies:
         by_trial = " → ".join(str(k) for k in s.solved_by_trial)
@@ -79,7 +80,7 @@ def _summary_lines(stats: RunStats, prefix: str = "") -> list[str]:
             f"of {r.tasks} tasks every repeat finished, pass^{k} {r.pass_hat[-1]:.0%} "
             f"(solved every time), pass@{k} {r.pass_at[-1]:.0%} (solved at all)"
         )
-    return lines
+    return [*lines, f"{prefix}report: {out / 'report.md'} and {out / 'report.html'}"]
 
 
 def run_study(
@@ -95,9 +96,7 @@ def run_study(
         with progress.shown():
             study.run(run_id, on_episode)
     stats = write_report(study.memory.log, run_id, out)
-    for line in _summary_lines(stats, prefix):
-        print(line)
-    print(f"{prefix}report: {out / 'report.md'} and {out / 'report.html'}")
+    print("\n".join(_summary_lines(stats, out, prefix)))
     print(f"{prefix}run id: {run_id}", file=sys.stderr, flush=True)
     return stats
 
@@ -222,10 +221,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         known = ", ".join(run["id"] for run in log.runs()[-5:]) or "none"
         raise UserError(f"no run {args.run_id!r} in {directory / 'episodes.db'} (latest: {known})")
     refuse_to_overwrite(out, args.run_id)
-    stats = write_report(log, args.run_id, out)
-    for line in _summary_lines(stats):
-        print(line)
-    print(f"report: {out / 'report.md'} and {out / 'report.html'}")
+    print("\n".join(_summary_lines(write_report(log, args.run_id, out), out)))
     return 0
 
 

@@ -39,14 +39,11 @@ def cmd_config(args: argparse.Namespace) -> int:
         settings_json = {k: {"value": v, "from": s} for k, v, s in rows}
         print(json.dumps({"files": files, "settings": settings_json}, default=str))
         return 0
-    plain = [
-        f"{key} = {json.dumps(value, default=str, ensure_ascii=False)}  ({source})"
-        for key, value, source in rows
-    ]
     text = [
         [key, json.dumps(value, default=str, ensure_ascii=False), source]
         for key, value, source in rows
     ]
+    plain = [f"{key} = {value}  ({source})" for key, value, source in text]
     table(["setting", "value", "from"], text, plain, sys.stdout)
     print(f"files read, later over earlier: {user_config_path()}, ./{CONFIG_FILE}", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import memory_directory, memory_to_read
+from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
 from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
@@ -70,7 +70,7 @@ class ReadMemory:
         location = self.config.run.memory or DEFAULT_MEMORY
         memory_directory(location)
         memory_to_read(location)
-        self.remote = location if location.startswith(("http://", "https://")) else None
+        self.remote = location if is_server(location) else None
         self.directory = Path(DEFAULT_MEMORY if self.remote else location).expanduser()
         self.where = self.remote or str(self.directory)
         self._reader: MemoryReader | None = None
@@ -142,7 +142,7 @@ def show_lesson(
 ) -> None:
     """One lesson and its history (events, the attempts assigned for it): JSON, or text."""
     events = list(reader.log.lesson_events(lesson.id))
-    assigned = reader.assigned(lesson.id)
+    assigned = reader.log.assignments_of_lesson(lesson.id)
     if as_json:
         record = {"lesson": lesson.model_dump(mode="json"), "events": events}
         record["assignments"] = [dataclasses.asdict(a) for a in assigned]
@@ -155,14 +155,11 @@ def show_lesson(
     print(f"  online: {online_phrase(v)}")
     print(f"  {evidence_phrase(v)}")
     if lesson.case:
-        print(
-            "  answer that passed:\n"
-            + "\n".join("    " + x for x in lesson.case.answer.splitlines())
-        )
-        print(
-            "  what its checks said:\n"
-            + "\n".join("    " + x for x in lesson.case.feedback.splitlines())
-        )
+        for said, text in (
+            ("answer that passed", lesson.case.answer),
+            ("what its checks said", lesson.case.feedback),
+        ):
+            print(f"  {said}:\n" + "\n".join("    " + x for x in text.splitlines()))
     print(f"  source: task {lesson.source.task_id} episode {lesson.source.episode_id} "
           f"trial {lesson.source.trial} model {lesson.source.model}")  # fmt: skip
     print(f"  {assignment.summary(assigned)}")
@@ -224,26 +221,18 @@ def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
 
 
 def stats(lessons: list[Lesson], where: str, as_json: bool) -> None:
-    statuses = collections.Counter(lesson.validity.status for lesson in lessons)
-    families = collections.Counter(lesson.scope.family for lesson in lessons)
-    kinds = collections.Counter(lesson.kind for lesson in lessons)
+    counts: dict[str, collections.Counter[str]] = {
+        "status": collections.Counter(lesson.validity.status for lesson in lessons),
+        "family": collections.Counter(lesson.scope.family for lesson in lessons),
+        "kind": collections.Counter(lesson.kind for lesson in lessons),
+    }
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "lessons": len(lessons),
-                    "store": where,
-                    "by_status": dict(statuses),
-                    "by_family": dict(families),
-                    "by_kind": dict(kinds),
-                }
-            )
-        )
+        by = {f"by_{name}": dict(found) for name, found in counts.items()}
+        print(json.dumps({"lessons": len(lessons), "store": where, **by}))
         return
     print(f"{len(lessons)} lessons in {where}")
-    print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())))
-    print("by family: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(families.items())))
-    print("by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    for name, found in counts.items():  # (only a family may be "")
+        print(f"by {name}: " + ", ".join(f"{k or '-'} {v}" for k, v in sorted(found.items())))
 
 
 EXPORT_REPLACES = "write to standard output to replace it (mulligan memory export > FILE)"
@@ -289,12 +278,12 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             plain.append(f"{row['id']}  {mark} after {trials}  {row['strategy']}  {row['task_id']}")
         table(["episode", "outcome", "trials", "strategy", "task"], rows, plain, sys.stdout)
         return 0
-    episode = reader.episode(_need(args.episode, "episodes show ID").strip())
+    episode = reader.log.episode(_need(args.episode, "episodes show ID").strip())
     if episode is None:
         raise UserError(f"no episode {args.episode!r} in {reader.directory}")
     print(f"episode {episode.id} · task {episode.task_id} · {episode.strategy}")
     for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False):
-        for lesson in reader.lessons(attempt.lesson_ids):
+        for lesson in reader.log.lessons(attempt.lesson_ids):
             print(f"lesson given: {lesson.id}: {lesson.text}")
         print(display.trajectory(attempt))
         if attempt.changes:
@@ -302,6 +291,6 @@ def cmd_episodes(args: argparse.Namespace) -> int:
         print(display.verdict_line(attempt.task_id, verdict))
         if verdict.feedback:
             print("feedback:\n" + "\n".join("  " + line for line in verdict.feedback.splitlines()))
-    for lesson in reader.lessons(episode.lessons_written):
+    for lesson in reader.log.lessons(episode.lessons_written):
         print(f"lesson written: {lesson.id}: {lesson.text}")
     return 0

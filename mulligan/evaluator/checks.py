@@ -239,18 +239,22 @@ def _traceback_tail(stderr: str, keep: int = 8) -> str:
     )
 
 
+def run_command(
+    check: CommandCheck, workspace: Path, network: bool, policy: sandbox.Policy | None
+) -> sandbox.RunResult:
+    """A command check's run: in the box, in the workspace (which it may write)."""
+    limits = sandbox.Limits(
+        timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=network
+    )
+    return sandbox.run_shell(
+        check.command, cwd=workspace, writable=True, limits=limits, policy=policy
+    )
+
+
 def check_command(check: CommandCheck, ctx: CheckContext) -> CheckResult:
     if ctx.workspace is None:
         return result(check, False, "cannot run: the task has no workspace")
-    run = sandbox.run_shell(
-        check.command,
-        cwd=ctx.workspace,
-        writable=True,
-        limits=sandbox.Limits(
-            timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=ctx.task.network
-        ),
-        policy=ctx.policy,
-    )
+    run = run_command(check, ctx.workspace, ctx.task.network, ctx.policy)
     cannot_start = run.exit_code in CANNOT_START and not run.timed_out
     detail = f"$ {check.command}\n{run.describe()}"
     return result(check, run.ok, detail, environment=cannot_start)

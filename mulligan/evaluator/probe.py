@@ -56,12 +56,9 @@ def write_inputs(model: ChatModel, task: Task, target: CodeTarget) -> tuple[Inpu
 
 
 def call_line(entry_point: str, args: list[Any]) -> str:
-    """One probe; JSON values are written as Python literals (true -> True)."""
-    return f"assert {entry_point}(*{python_literal(args)}) == object()"
-
-
-def python_literal(value: Any) -> str:
-    return repr(value)  # JSON gives None, bools, numbers, strings, lists, dicts: repr is Python
+    """One probe; JSON values are written as Python literals (true -> True): JSON gives None,
+    bools, numbers, strings, lists and dicts, whose repr is Python."""
+    return f"assert {entry_point}(*{args!r}) == object()"
 
 
 def outputs(

@@ -17,11 +17,10 @@ from mulligan.errors import ModelError
 from mulligan.evaluator.checks import RUNNERS, CheckContext
 from mulligan.llm.base import ChatModel, Metered
 from mulligan.sandbox import Policy
-from mulligan.schema import SELF_TEST, Attempt, CodeTarget, PythonTestsCheck, Task, Usage
+from mulligan.schema import SELF_TEST, Attempt, PythonTestsCheck, Task, Usage
 
 DRY_RUN_SECONDS = 5.0
 MAX_TOKENS = 512
-REASONS = ("does not parse", "names no entry point", "passes without the function", "timed out")
 
 
 @dataclass
@@ -32,12 +31,6 @@ class SelfTests:
 
     def as_json(self) -> dict[str, object]:
         return {"tests": self.tests, "dropped": self.dropped, "usage": self.usage.model_dump()}
-
-
-def under_test(task: Task) -> CodeTarget | None:
-    """The function the task asks for, as far as the agent may know it (None: not a code
-    task): a hidden check lends nothing the prompt does not show."""
-    return task.code_target()
 
 
 def asserts_in(reply: str) -> list[str]:
@@ -56,7 +49,7 @@ def calls(test: str, name: str) -> bool:
 
 def with_self_tests(task: Task, tests: list[str]) -> Task:
     """The task with one feedback-visible check per kept self-test."""
-    target = under_test(task)
+    target = task.code_target()
     if target is None or not tests:
         return task
     checks = [
@@ -80,7 +73,7 @@ class SelfTestWriter:
 
     def write(self, task: Task, count: int) -> SelfTests:
         """Up to `count` kept asserts for the task; none for a task with no entry point."""
-        target = under_test(task)
+        target = task.code_target()
         if target is None or count <= 0:
             return SelfTests()
         metered = Metered(self.model)

@@ -60,17 +60,6 @@ def connect_feedback(
     return connect_second(reflector, endpoint, reporter)  # the deterministic default
 
 
-def connect_escalation(
-    escalation: EscalationSection,
-    endpoint: EndpointSection,
-    reporter: Reporter | None = None,
-    local: ServerSettings | None = None,
-) -> OpenAIChatModel | None:
-    """The stronger model `[escalation]` names (None: none), at the actor's temperature (its
-    attempts are the actor's later trials); base URL, key and prices as a feedback model's."""
-    return connect_second(escalation, endpoint, reporter, endpoint.temperature, local)
-
-
 def connect_second(
     named: ReflectorSection | EscalationSection,
     endpoint: EndpointSection,

@@ -74,14 +74,6 @@ class ServerSettings(LocalSection):
     """The port on 127.0.0.1; 0 (the default): a free one the kernel picks, so no other
     program can race for it. `mulligan serve --port` names one for other processes."""
 
-    @property
-    def slot_count(self) -> int:
-        return self.slots or 1
-
-    @property
-    def thread_count(self) -> int:
-        return self.threads or default_threads()
-
 
 def software() -> str:
     try:
@@ -118,16 +110,16 @@ class LocalServer:
 
     @property
     def threads(self) -> int:
-        return self.settings.thread_count
+        return self.settings.threads or default_threads()
 
     @property
     def slots(self) -> int:
-        return self.settings.slot_count
+        return self.settings.slots or 1
 
     @property
     def context(self) -> int:
         """Tokens of context in all; llama.cpp gives each slot an equal share."""
-        return self.settings.slot_count * self.settings.context_per_slot
+        return self.slots * self.settings.context_per_slot
 
     def flags(self) -> list[str]:
         """The server's flags but for the host and port (the kernel picks a free one)."""
@@ -186,7 +178,7 @@ class LocalServer:
         while time.monotonic() < deadline and not self.address:
             if not self.running():
                 raise UserError(self._failure("it stopped while loading the model"))
-            self.address = self._said_address()
+            self.address = address_in(self._log_text())
             time.sleep(0.1)
         if not self.address:
             raise UserError(self._failure(f"it did not load within {ready_seconds:.0f}s"))
@@ -201,9 +193,6 @@ class LocalServer:
             "local server ready at %s (%s, %d slots, %d threads)",
             self.base_url, self.model.path.name, self.slots, self.threads,
         )  # fmt: skip
-
-    def _said_address(self) -> str:
-        return address_in(self._log_text())
 
     def _log_text(self) -> str:
         try:

@@ -30,7 +30,6 @@ class Price:
     completion: float
 
 
-PRICES_AS_OF = "2025-06"
 PRICES: dict[str, Price] = {
     "gpt-4o": Price(2.50, 10.00),
     "gpt-4o-mini": Price(0.15, 0.60),
@@ -40,7 +39,7 @@ PRICES: dict[str, Price] = {
     "o4-mini": Price(1.10, 4.40),
     "gpt-3.5-turbo": Price(0.50, 1.50),
 }
-"""OpenAI list prices as of PRICES_AS_OF. Other models have no price until the user gives one."""
+"""OpenAI list prices as of 2025-06. Other models have no price until the user gives one."""
 
 
 class Unset(Enum):

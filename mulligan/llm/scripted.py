@@ -140,10 +140,6 @@ class ScriptedModel:
             )
         return response
 
-    @property
-    def leftover(self) -> int:
-        return len(self.replies)
-
     def assert_done(self) -> None:
         if self.replies:
             raise AssertionError(
@@ -156,6 +152,3 @@ class ScriptedModel:
     def __exit__(self, kind: object, *rest: object) -> None:
         if kind is None:
             self.assert_done()
-
-
-# ---------------------------------------------------------------- fake server

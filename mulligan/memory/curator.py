@@ -26,8 +26,10 @@ from mulligan.defaults import LESSON_BUDGET, MERGE_SIMILARITY
 from mulligan.errors import ModelError
 from mulligan.jsontext import first_json_object
 from mulligan.llm.base import ChatModel
+from mulligan.memory.lesson_log import to_status
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.memory import Memory
+from mulligan.memory.store_reading import cosine
 from mulligan.memory.validity import ACTIVE
 from mulligan.schema import Lesson, PythonTestsCheck, Task, Usage
 
@@ -211,7 +213,7 @@ class Curator:
     def _near(self, vectors: dict[str, list[float]], a: Lesson, b: Lesson) -> bool:
         if a.id not in vectors or b.id not in vectors:
             return False
-        return _cosine(vectors[a.id], vectors[b.id]) >= self.settings.merge_similarity
+        return cosine(vectors[a.id], vectors[b.id]) >= self.settings.merge_similarity
 
     def _absorb(self, keeper: Lesson, twin: Lesson, tag: str) -> None:
         """The keeper takes over the twin's uses; the twin is superseded by it."""
@@ -231,23 +233,13 @@ class Curator:
         """Dropped lessons still usable are retracted: retrieval no longer finds them."""
         now = {lesson.id: lesson for lesson in self.memory.lessons([x.id for x in lessons])}
         usable = [now[i] for i in dropped if i in now and now[i].validity.status in ACTIVE]
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "retracted"
-            return []
-
         details = [f"by the curator: {dropped[lesson.id]}" for lesson in usable]
-        self.memory.change(usable, "status:retracted", mark, episode_id=tag, details=details)
+        retracted = to_status("retracted")
+        self.memory.change(usable, "status:retracted", retracted, episode_id=tag, details=details)
 
 
 def _same_scope(a: Lesson, b: Lesson) -> bool:
     return a.scope.family == b.scope.family and a.kind == b.kind
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
 
 
 def _ranked(lessons: list[Lesson]) -> list[Lesson]:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+from mulligan.data import sha256_of
 from mulligan.errors import UserError
 from mulligan.llm.base import EmbeddingModel
 
@@ -78,16 +79,12 @@ def _package_dir(name: str) -> Path | None:
     return Path(spec.origin).parent if spec and spec.origin else None
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def packaged_tokenizer() -> Path | None:
     """tokenizer.json from an installed package that ships it, checked against its digest."""
     for package, relative in TOKENIZER_IN_PACKAGES:
         folder = _package_dir(package)
         candidate = folder / relative if folder else None
-        if candidate and candidate.exists() and _sha256(candidate) == TOKENIZER_SHA256:
+        if candidate and candidate.exists() and sha256_of(candidate) == TOKENIZER_SHA256:
             return candidate
     return None
 

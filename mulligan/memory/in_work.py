@@ -52,17 +52,9 @@ class InWorkVerification:
         if episode_id:
             self.recache(self.episodes.judge_attempt(episode_id, trial, passed, rules))
 
-    def assignment(self, episode_id: str, trial: int) -> Assignment | None:
-        return self.episodes.assignment_at(episode_id, trial)
-
     def of_lesson(self, lesson_id: str) -> list[Assignment]:
         """Every attempt assigned for the lesson, in order (`memory show`, the viewer)."""
         return self.episodes.assignments_of_lesson(lesson_id)
-
-    def withheld(self, lesson_ids: list[str] | None = None) -> tuple[int, int]:
-        """Of the attempts assigned without their candidate that told something, how many
-        passed: the pass rate chance is measured against."""
-        return self.episodes.withheld_halves(lesson_ids)
 
     def _candidate(
         self, task: Task, episode_id: str, trial: int, exclude: set[str], k: int, floor: float

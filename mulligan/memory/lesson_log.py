@@ -13,13 +13,35 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mulligan.schema import Lesson
+from mulligan.schema import Lesson, LessonStatus
 
 if TYPE_CHECKING:
     import sqlite_utils
 
 LessonChange = Callable[[Lesson], list[str]]
 """Changes a lesson in place; returns the further events (e.g. `status:refuted`) it caused."""
+
+
+def unchanged(lesson: Lesson) -> list[str]:
+    return []
+
+
+def reinforced(twin: Lesson) -> list[str]:
+    """The reflector wrote this lesson again: its twin was folded into it."""
+    twin.validity.reinforced += 1
+    return []
+
+
+def to_status(status: LessonStatus, superseded_by: str | None = None) -> LessonChange:
+    """The change that gives a lesson `status` (superseded: by the lesson `superseded_by`)."""
+
+    def change(lesson: Lesson) -> list[str]:
+        lesson.validity.status = status
+        if superseded_by is not None:
+            lesson.validity.superseded_by = superseded_by
+        return []
+
+    return change
 
 
 @dataclass

@@ -239,13 +239,7 @@ class EpisodeLog(AssignmentLog, LessonLog):
     def reflection_done(self, episode_id: str, trial: int, lessons_written: list[str]) -> None:
         """The reflection on this attempt is made: what it wrote, and that it is done."""
         with self._immediate() as conn:
-            conn.execute(
-                "update episodes set lessons_written = ? where id = ?",
-                [json.dumps(lessons_written), episode_id],
-            )
-            conn.execute(
-                "update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"]
-            )
+            _reflected(conn, episode_id, trial, lessons_written)
 
     @serialized
     def log_reply(self, episode: Episode, attempt: Attempt, verdict: Verdict, written: str) -> None:
@@ -276,11 +270,16 @@ class EpisodeLog(AssignmentLog, LessonLog):
         they now are."""
         with self._immediate() as conn:
             result = [self._changed(conn, each) for each in changes]
-            conn.execute(
-                "update episodes set lessons_written = ? where id = ?",
-                [json.dumps(lessons_written), episode_id],
-            )
-            conn.execute(
-                "update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"]
-            )
+            _reflected(conn, episode_id, trial, lessons_written)
         return result
+
+
+def _reflected(
+    conn: sqlite3.Connection, episode_id: str, trial: int, lessons_written: list[str]
+) -> None:
+    """What the episode wrote so far, and that the reflection on this attempt is done."""
+    conn.execute(
+        "update episodes set lessons_written = ? where id = ?",
+        [json.dumps(lessons_written), episode_id],
+    )
+    conn.execute("update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"])

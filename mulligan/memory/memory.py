@@ -15,12 +15,13 @@ from mulligan.inputs.memory_files import is_server
 from mulligan.memory.assignment import Assignment
 from mulligan.memory.embeddings import Embedder
 from mulligan.memory.in_work import InWorkVerification
+from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValiditySection, apply_outcome
 from mulligan.memory.written import KeepsWritten
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
+from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
@@ -88,9 +89,6 @@ class Memory(KeepsWritten):
     def start_episode(self, episode: Episode, position: int = 0) -> None:
         self.log.start_episode(episode, position)
 
-    def load_episode(self, episode_id: str) -> Episode | None:
-        return self.log.episode(episode_id)
-
     def episode_for(
         self, episode_id: str, run_id: str, task_id: str, strategy: str, position: int = 0
     ) -> Episode:
@@ -117,9 +115,6 @@ class Memory(KeepsWritten):
             self.record_outcome(episode.id, attempt.trial, told(attempt, verdict), given)
         return episode
 
-    def step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None]:
-        return lambda step: self.log.log_step(episode_id, trial, step)
-
     def finish_attempt(
         self, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
     ) -> None:
@@ -142,7 +137,7 @@ class Memory(KeepsWritten):
 
             event = "helped" if passed else "hurt"
             where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
-            self._change(shown, event, count, **where)
+            self.change(shown, event, count, **where)
         if not self.frozen:  # (a frozen store's lessons keep their evidence as it is)
             self.in_work.judged(episode_id, trial, passed, self.rules)
 
@@ -173,15 +168,10 @@ class Memory(KeepsWritten):
         where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
         if new:
             created = self.log.change_lessons(
-                [kept], "created", _nothing, stored=persistent, **where
+                [kept], "created", unchanged, stored=persistent, **where
             )
             return created[0]
-
-        def reinforce(twin: Lesson) -> list[str]:
-            twin.validity.reinforced += 1
-            return []
-
-        return self._change([kept], "reinforced", reinforce, stored=True, **where)[0]
+        return self.change([kept], "reinforced", reinforced, stored=True, **where)[0]
 
     def retrieve(
         self,
@@ -225,7 +215,7 @@ class Memory(KeepsWritten):
             lesson.validity.retrieved += 1
             return []
 
-        return self._change(
+        return self.change(
             [lesson for lesson, _ in found], "retrieved", count,
             episode_id=episode_id, trial=trial, once=bool(episode_id), stored=True,
             details=[f"{task.id} score {score:.3f}" for _, score in found],
@@ -261,7 +251,7 @@ class Memory(KeepsWritten):
 
     def assignment(self, episode_id: str, trial: int) -> Assignment | None:
         """Whether that attempt was assigned a candidate, and which arm."""
-        return self.in_work.assignment(episode_id, trial)
+        return self.log.assignment_at(episode_id, trial)
 
     def _active(self, task: Task, k: int, exclude: set[str], floor: float) -> list[Lesson]:
         """The top-k active general lessons for the task, as the log has them now."""
@@ -271,40 +261,19 @@ class Memory(KeepsWritten):
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""
-        if self.frozen and self._stored([old.id]):
-            log.info("lesson %s not superseded by %s: the store is frozen", old.id, new_id)
-            return
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "superseded"
-            lesson.validity.superseded_by = new_id
-            return []
-
-        self._change(
-            [old], "status:superseded", mark,
-            episode_id=episode_id, trial=trial, details=[f"by {new_id}"],
-        )  # fmt: skip
+        for c in self._superseding(old, new_id, episode_id, trial):
+            self.change(c.lessons, c.event, c.change, episode_id=c.episode_id, trial=c.trial,
+                         details=c.details)  # fmt: skip
 
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
-
-    def change(
-        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
-    ) -> list[Lesson]:
-        """Change lessons where their counters live (the log), logged as `event`, and the
-        store's copy after (the curator's merges and drops)."""
-        return self._change(lessons, event, change, **where)
 
     def retract(self, lesson_id: str) -> Lesson | None:
         found = self.store.get([lesson_id]) or self.log.lessons([lesson_id])
         if not found:
             return None
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "retracted"
-            return []
-
-        return self._change(found, "status:retracted", mark, details=["retracted by the user"])[0]
+        details = ["retracted by the user"]
+        return self.change(found, "status:retracted", to_status("retracted"), details=details)[0]
 
     def import_jsonl(self, lines: list[str], *, trust: bool = False, source: str = "") -> int:
         """Lessons from an export (`lines`, numbered from 1 as in `source`, the file). Unless
@@ -336,10 +305,11 @@ class Memory(KeepsWritten):
             self.log.lesson_event(lesson.id, "imported", detail=detail)
         return len(lessons)
 
-    def _change(
+    def change(
         self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
     ) -> list[Lesson]:
-        """Change lessons in the log (one transaction), then refresh the store's cached copy.
+        """Change lessons where their counters live (the log: one transaction), logged as
+        `event`, then refresh the store's cached copy (also the curator's merges and drops).
 
         The callers' copies follow the log, so a loop sees a lesson refuted elsewhere.
         """
@@ -368,10 +338,6 @@ class Memory(KeepsWritten):
         if self._store is not None:
             stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
         return stored
-
-
-def _nothing(lesson: Lesson) -> list[str]:
-    return []
 
 
 def told(attempt: Attempt, verdict: Verdict) -> bool | None:

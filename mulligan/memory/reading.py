@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
-from mulligan.memory.assignment import Assignment
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.migrations import MIGRATIONS
-from mulligan.schema import Episode, Lesson, Verdict
+from mulligan.schema import Lesson, Verdict
 
 HOW_TO_FIX = "pass the --memory directory a run or a study made (bench: OUT/memory)"
 
@@ -117,17 +116,11 @@ class MemoryReader:
     def episode_rows(self, run_id: str) -> list[dict[str, Any]]:
         return self.log.episodes(run_id)
 
-    def episode(self, episode_id: str) -> Episode | None:
-        return self.log.episode(episode_id)
-
     def verdict(self, episode_id: str, trial: int) -> Verdict | None:
         rows = self._query("select verdict from attempts where id = ?", [f"{episode_id}:{trial}"])
         return Verdict.model_validate_json(rows[0]["verdict"]) if rows else None
 
     # ------------------------------------------------------------ lessons
-
-    def lessons(self, ids: list[str]) -> list[Lesson]:
-        return self.log.lessons(ids)
 
     def lesson(self, lesson_id: str) -> Lesson | None:
         found = self.log.lessons([lesson_id])
@@ -138,18 +131,6 @@ class MemoryReader:
         rows = self._query("select record from lessons where stored = 1")
         found = [Lesson.model_validate_json(row["record"]) for row in rows]
         return sorted(found, key=lambda lesson: (lesson.source.created_at, lesson.id))
-
-    def stored(self, ids: list[str]) -> set[str]:
-        """Which of these lessons were kept in the lesson store (others stayed in an episode)."""
-        return self.log.stored_ids(ids)
-
-    def assigned(self, lesson_id: str) -> list[Assignment]:
-        """The attempts assigned to be shown the lesson or not, while working, in order."""
-        return self.log.assignments_of_lesson(lesson_id)
-
-    def assignments(self, episode_id: str) -> dict[int, Assignment]:
-        """The episode's assigned attempts, by trial."""
-        return self.log.assignments_of_episode(episode_id)
 
     def lesson_uses(self, lesson_id: str) -> list[LessonUse]:
         """The lesson's events in order, each with the verdict of the attempt it concerns."""

@@ -77,7 +77,7 @@ def search_lessons(
         return []
     query, *vectors = embedder.embed([text] + [lesson.text for lesson in usable])
     similar = [
-        (lesson, _cosine(query, vector)) for lesson, vector in zip(usable, vectors, strict=True)
+        (lesson, cosine(query, vector)) for lesson, vector in zip(usable, vectors, strict=True)
     ]
     ranked = [
         (x, similarity * x.validity.confidence)
@@ -88,6 +88,6 @@ def search_lessons(
     return ranked[:k]
 
 
-def _cosine(a: list[float], b: list[float]) -> float:
+def cosine(a: list[float], b: list[float]) -> float:
     norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0

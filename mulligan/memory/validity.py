@@ -15,19 +15,6 @@ from math import comb
 from mulligan.schema import Lesson, LessonStatus, LessonValidity
 from mulligan.settings.run_config import ValiditySection
 
-__all__ = [
-    "Luck",
-    "ValiditySection",
-    "apply_evidence",
-    "apply_outcome",
-    "by_chance",
-    "by_chance_while_working",
-    "evidence_phrase",
-    "is_usable",
-    "online_phrase",
-    "settle",
-]
-
 ACTIVE: tuple[LessonStatus, ...] = ("candidate", "validated")
 VALIDATED: tuple[LessonStatus, ...] = ("validated",)
 """What reaches the actor by default: nothing is a rule until verified."""

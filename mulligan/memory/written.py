@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChanges
 from mulligan.memory.validity import ValiditySection
 from mulligan.schema import Episode, Lesson, Record
@@ -42,16 +43,6 @@ class Written(Record):
     def stores(self, lesson: Lesson) -> bool:
         """Whether the lesson goes to the lesson store: a case always, a diagnosis never."""
         return lesson.kind == "case" or (self.to_store and lesson.kind != "diagnosis")
-
-
-def _unchanged(lesson: Lesson) -> list[str]:
-    return []
-
-
-def _reinforced(twin: Lesson) -> list[str]:
-    """The reflector wrote this lesson again: its twin was folded into it."""
-    twin.validity.reinforced += 1
-    return []
 
 
 class KeepsWritten:
@@ -114,16 +105,17 @@ class KeepsWritten:
             stored = written.stores(lesson)
             twin = self._store_once(lesson) if stored else None
             if twin is None:
-                change = LessonChanges([lesson], "created", _unchanged, episode_id, trial)
+                change = LessonChanges([lesson], "created", unchanged, episode_id, trial)
             else:
-                change = LessonChanges([twin], "reinforced", _reinforced, episode_id, trial)
+                change = LessonChanges([twin], "reinforced", reinforced, episode_id, trial)
             change.stored = stored
             changes.append(change)
             if lesson is not written.case:
                 kept.append((len(changes) - 1, change.lessons[0]))
             for old in written.replaces.get(lesson.id, []):
                 if old.id != change.lessons[0].id:
-                    changes += self._superseding(old, change.lessons[0].id, episode)
+                    new_id = change.lessons[0].id
+                    changes += self._superseding(old, new_id, episode.id, len(episode.attempts))
         trial = episode.attempts[-1].trial
         lessons_written = episode.lessons_written + [lesson.id for _, lesson in kept]
         now = self.log.keep_written(changes, episode.id, trial, lessons_written)
@@ -145,17 +137,14 @@ class KeepsWritten:
         self._stored_ids.add(lesson.id)
         return None
 
-    def _superseding(self, old: Lesson, new_id: str, episode: Episode) -> list[LessonChanges]:
+    def _superseding(
+        self, old: Lesson, new_id: str, episode_id: str, trial: int
+    ) -> list[LessonChanges]:
+        """`old` superseded by lesson `new_id` (nothing: a frozen store's lesson)."""
         if self.frozen and self._stored([old.id]):
             log.info("lesson %s not superseded by %s: the store is frozen", old.id, new_id)
             return []
-
-        def mark(lesson: Lesson) -> list[str]:
-            lesson.validity.status = "superseded"
-            lesson.validity.superseded_by = new_id
-            return []
-
+        mark = to_status("superseded", new_id)
         return [
-            LessonChanges([old], "status:superseded", mark, episode_id=episode.id,
-                          trial=len(episode.attempts), details=[f"by {new_id}"])
-        ]  # fmt: skip
+            LessonChanges([old], "status:superseded", mark, episode_id, trial, [f"by {new_id}"])
+        ]

@@ -45,14 +45,10 @@ def _environment_for(search_path: tuple[str, ...]) -> jinja2.Environment:
     return environment
 
 
-def _environment() -> jinja2.Environment:
-    return _environment_for(tuple(_search_path()))
-
-
 def render(name: str, /, **variables: Any) -> str:
     """Render `prompts/NAME.md` with the (neutralised) variables; a missing one is an error."""
     try:
-        template = _environment().get_template(f"{name}.md")
+        template = _environment_for(tuple(_search_path())).get_template(f"{name}.md")
     except jinja2.TemplateNotFound as exc:
         raise UserError(f"prompt file {name}.md not found in {_search_path()}") from exc
     except jinja2.TemplateSyntaxError as exc:

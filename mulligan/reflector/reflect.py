@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -125,7 +124,7 @@ class Reflector:
         lesson = draft.lesson.strip()
         if len(diagnosis) >= MIN_TEXT:
             reflection.diagnosis = new(diagnosis, "diagnosis", [])
-        if len(lesson) >= MIN_TEXT and _normal(lesson) != _normal(diagnosis):
+        if len(lesson) >= MIN_TEXT and normal(lesson) != normal(diagnosis):
             general = new(lesson, "failure", draft.tags)
             reflection.lessons.append(general)
             replaced = [in_play[n - 1] for n in draft.replaces if 1 <= n <= len(in_play)]
@@ -196,13 +195,13 @@ class Reflector:
                 task_id=task.id,
                 trial=trial,
                 model=self.model.name,
-                created_at=time.time(),
                 failed_checks=failed,
             ),
         )
 
 
-def _normal(text: str) -> str:
+def normal(text: str) -> str:
+    """The text as two that say the same compare: lower case, one space, no final stop."""
     return " ".join(text.lower().split()).rstrip(".")
 
 

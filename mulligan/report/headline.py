@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from mulligan import strategies
 from mulligan.report.paired import mcnemar_exact, pair_table
-from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import difference_interval, p_text, stop_rule, submitted_passed
+from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule
+from mulligan.report.tables import difference_interval, p_text, submitted_passed
 from mulligan.runs.lifecycle import configured
 
 CLEAR = 0.05
@@ -87,7 +87,7 @@ def setup_line(stats: RunStats) -> str:
     tasks = f"{n} tasks" + (f" × {stats.repeats} repeats" if stats.repeats > 1 else "")
     finished = f" (finished: {', '.join(unfinished)})" if unfinished else ""
     trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
-    rule = stop_rule(stats).description.split(":")[0]
+    rule = logged_stop_rule(stats.manifest).description.split(":")[0]
     names = ", ".join(s.label for s in stats.strategies)
     return (
         f"**{model}** at {endpoint} · suite **{m.get('suite', '?')}**, n = {tasks}{finished} · "

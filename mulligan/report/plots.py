@@ -7,7 +7,7 @@ carry a <title> with their exact values, shown as a tooltip on hover.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -130,17 +130,12 @@ def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> Non
     trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1) or 1
     step = (RIGHT - LEFT - 60) / max(trials - 1, 1)
 
-    def x_of(trial: int) -> float:
+    def x_of(trial: float) -> float:
         return LEFT + 30 + (trial - 1) * step if trials > 1 else (LEFT + RIGHT) / 2
 
-    ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
     title = f"Success by trial, Wilson 95% intervals{title_suffix}"
-    width = RIGHT + 48 + 7 * max((len(s.label) for s in shown), default=0)
-    parts = _frame(title, "tasks solved (cumulative)", 1.05, ticks, (width, HEIGHT))
-    for t in range(1, trials + 1):
-        parts += [_line(x_of(t), BOTTOM, x_of(t), BOTTOM + 4, "#333")]
-        parts.append(_text(x_of(t), BOTTOM + 17, str(t)))
-    parts.append(_text((LEFT + RIGHT) / 2, BOTTOM + 40, "trial"))
+    labels, budgets = [s.label for s in shown], range(1, trials + 1)
+    parts = _success_frame(title, labels, budgets, x_of, "trial", "tasks solved (cumulative)", str)
     for i, s in enumerate(shown):
         parts += _series(i, s, x_of, 5 * (i - (len(shown) - 1) / 2))
     _write(path, parts + _legend([s.label for s in shown]))
@@ -185,25 +180,30 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
         )
         parts.append(_text(centre, y - 5, text))
         slant = f' transform="rotate(-35 {centre:.1f} {BOTTOM + 14})"' if tilt else ""
-        parts.append(
-            _text(
-                centre, BOTTOM + (14 if tilt else 17), s.label, "end" if tilt else "middle", slant
-            )
-        )
+        below, anchor = (14, "end") if tilt else (17, "middle")
+        parts.append(_text(centre, BOTTOM + below, s.label, anchor, slant))
     _write(path, parts)
 
 
-def _against_cost_frame(
-    title: str, labels: list[str], xs: list[float], x_of: Callable[[float], float], x_label: str
+def _success_frame(
+    title: str,
+    labels: list[str],
+    xs: Sequence[float],
+    x_of: Callable[[float], float],
+    x_label: str,
+    y_label: str = "submitted answer passed",
+    x_text: Callable[[float], str] | None = None,
 ) -> list[str]:
-    """The frame of a plot of success (0 to 100%) against a cost on x, with room for the
+    """The frame of a plot of success (0 to 100%) against a cost (or the trials) on x, ticks
+    at `xs` written by `x_text` (default: as `nice_ticks` spaced them), with room for the
     legend's labels on the right."""
     ticks = [(p / 100, f"{p}%") for p in range(0, 101, 20)]
     width = RIGHT + 48 + 7 * max((len(label) for label in labels), default=0)
-    parts = _frame(title, "submitted answer passed", 1.05, ticks, (width, HEIGHT))
+    parts = _frame(title, y_label, 1.05, ticks, (width, HEIGHT))
     for value in xs:
+        text = x_text(value) if x_text else _tick_label(value, xs[1])
         parts += [_line(x_of(value), BOTTOM, x_of(value), BOTTOM + 4, "#333")]
-        parts.append(_text(x_of(value), BOTTOM + 17, _tick_label(value, xs[1])))
+        parts.append(_text(x_of(value), BOTTOM + 17, text))
     return parts + [_text((LEFT + RIGHT) / 2, BOTTOM + 40, x_label)]
 
 
@@ -220,7 +220,7 @@ def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> No
 
     title = f"Submitted answer passed against tokens per task{title_suffix}"
     labels = [s.label for s in shown]
-    parts = _against_cost_frame(title, labels, xs, x_of, "mean tokens per task")
+    parts = _success_frame(title, labels, xs, x_of, "mean tokens per task")
     for i, s in enumerate(shown):
         budgets = list(zip(s.tokens_by_trial, s.solved_by_trial, strict=True))
         points = [(x_of(t / s.tasks), y_of(k / s.tasks, 1.05)) for t, k in budgets]
@@ -247,7 +247,7 @@ def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
 
     words, form = frontier.COSTS[cost], frontier.FORMS[cost]
     title = f"Submitted answer passed against {words}{title_suffix}"
-    parts = _against_cost_frame(title, [p.label for p in found], xs, x_of, f"mean {words}")
+    parts = _success_frame(title, [p.label for p in found], xs, x_of, f"mean {words}")
     best = sorted((p for p in found if p.label in on), key=lambda p: (p.cost, p.success))
     path = " ".join(f"{x_of(p.cost):.1f},{y_of(p.success, 1.05):.1f}" for p in best)
     parts.append(
@@ -256,9 +256,8 @@ def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
     )
     named: dict[tuple[str, str], list[str]] = {}  # strategies at one spot share a label
     for p in found:
-        named.setdefault((f"{x_of(p.cost):.1f}", f"{y_of(p.success, 1.05):.1f}"), []).append(
-            p.label
-        )
+        spot = (f"{x_of(p.cost):.1f}", f"{y_of(p.success, 1.05):.1f}")
+        named.setdefault(spot, []).append(p.label)
     for i, p in enumerate(found):
         x, y, fill = x_of(p.cost), y_of(p.success, 1.05), colour(i)
         here = named[(f"{x:.1f}", f"{y:.1f}")]
@@ -288,7 +287,3 @@ def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:
             parts.append(_text(x + 8, y + 14, ", ".join(here), "start", ' font-size="11"'))
         parts.append("</g>")
     return "\n".join([*parts, *_legend([p.label for p in found]), "</svg>", ""])
-
-
-def success_against_cost(stats: RunStats, cost: str, path: Path, title_suffix: str = "") -> None:
-    path.write_text(frontier_svg(stats, cost, title_suffix), encoding="utf-8")

@@ -28,6 +28,7 @@ from mulligan.report.tables import (
     later_trial_rows,
     lesson_rows,
     model_rows,
+    moment,
     paired_rows,
     role_cost_rows,
     role_rows,
@@ -38,12 +39,6 @@ from mulligan.report.tables import (
 from mulligan.report.transfer_report import TransferStats, transfer_stats
 
 GENERATED = "Generated at "
-
-
-def _when(seconds: float | None) -> str:
-    if not seconds:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def title(stats: RunStats) -> str:
@@ -60,7 +55,7 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _manifest_lines(stats: RunStats) -> list[str]:
     m = stats.manifest
-    when = f"started {_when(stats.started_at)}, ended {_when(stats.ended_at)}"
+    when = f"started {moment(stats.started_at)}, ended {moment(stats.ended_at)}"
     lines = [f"- run: `{stats.run_id}`, {stats.status}; {when}"]
     for key in sorted(m):
         if key in ("task_order", "prompt_hashes", "versions"):
@@ -157,6 +152,19 @@ def _blocks_html(title: str, blocks: list[Block]) -> list[str]:
     return parts
 
 
+def _sections(stats: RunStats) -> list[tuple[str, list[Block]]]:
+    """The tables after the costs, each after what explains it (a section without rows is
+    empty); the selection's section goes before the last, the lessons."""
+    found: list[tuple[str, list[Block], tuple[list[str], list[list[str]]]]] = [
+        ("Paired comparison", [PAIRED_NOTE], paired_rows(stats)),
+        ("After a failed first trial", [LATER_NOTE], later_trial_rows(stats)),
+        ("Trial 1 with and without memory", [FIRST_NOTE], first_trial_rows(stats)),
+        ("Self-tests", [self_test_note(stats), *self_test_lines(stats)], self_test_rows(stats)),
+        ("Lessons", [], lesson_rows(stats)),
+    ]
+    return [(title, [*said, table] if table[1] else []) for title, said, table in found]
+
+
 def _transfer_blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
     return transfer_report.blocks(stats, transfer) if transfer else []
 
@@ -180,14 +188,7 @@ def markdown(
     parts += [*setting_lines(stats), ""]
     parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
     money, by_model = role_cost_rows(stats), model_rows(stats)
-    parts += [
-        "## Success per strategy",
-        "",
-        SUCCESS_NOTE,
-        "",
-        _markdown_table(*success_rows(stats)),
-        "",
-    ]
+    parts += _blocks_markdown("Success per strategy", [SUCCESS_NOTE, success_rows(stats)])
     parts += _blocks_markdown("Repeats", repeats.blocks(stats))
     parts += ["## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
     parts += [cost_note(stats), ""] if cost_note(stats) else []
@@ -209,29 +210,15 @@ def markdown(
         "",
     ]
     parts += frontier.section_markdown(stats)
-    pairs = paired_rows(stats)
-    if pairs[1]:
-        parts += ["## Paired comparison", "", PAIRED_NOTE, "", _markdown_table(*pairs), ""]
-    later = later_trial_rows(stats)
-    if later[1]:
-        parts += ["## After a failed first trial", "", LATER_NOTE, ""]
-        parts += [_markdown_table(*later), ""]
-    first = first_trial_rows(stats)
-    if first[1]:
-        parts += ["## Trial 1 with and without memory", "", FIRST_NOTE, ""]
-        parts += [_markdown_table(*first), ""]
-    tested = self_test_rows(stats)
-    if tested[1]:
-        parts += ["## Self-tests", "", self_test_note(stats), "", *self_test_lines(stats), ""]
-        parts += [_markdown_table(*tested), ""]
+    *sections, lessons = _sections(stats)
+    for section in sections:
+        parts += _blocks_markdown(*section)
     parts += selection_markdown(stats)
-    lessons = lesson_rows(stats)
-    if lessons[1]:
-        parts += ["## Lessons", "", _markdown_table(*lessons), ""]
+    parts += _blocks_markdown(*lessons)
     parts += ["## Per task", "", _markdown_table(*task_rows(stats)), ""]
     parts += ["## Manifest", "", *_manifest_lines(stats), ""]
     command = rebuild or f"mulligan report {stats.run_id}"
-    parts += [f"{GENERATED}{_when(generated_at)} by `{command}`.", ""]
+    parts += [f"{GENERATED}{moment(generated_at)} by `{command}`.", ""]
     return "\n".join(parts)
 
 
@@ -285,9 +272,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
         *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
-        "<h2>Success per strategy</h2>",
-        f"<p>{html.escape(SUCCESS_NOTE)}</p>",
-        _html_table(*success_rows(stats)),
+        *_blocks_html("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
         "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
         "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
@@ -302,31 +287,15 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
         *frontier.section_html(stats),
     ]
-    pairs = paired_rows(stats)
-    if pairs[1]:
-        parts += ["<h2>Paired comparison</h2>", f"<p>{html.escape(PAIRED_NOTE)}</p>"]
-        parts.append(_html_table(*pairs))
-    later = later_trial_rows(stats)
-    if later[1]:
-        parts += ["<h2>After a failed first trial</h2>", f"<p>{html.escape(LATER_NOTE)}</p>"]
-        parts.append(_html_table(*later))
-    first = first_trial_rows(stats)
-    if first[1]:
-        parts += ["<h2>Trial 1 with and without memory</h2>", f"<p>{html.escape(FIRST_NOTE)}</p>"]
-        parts.append(_html_table(*first))
-    tested = self_test_rows(stats)
-    if tested[1]:
-        parts += ["<h2>Self-tests</h2>", f"<p>{html.escape(self_test_note(stats))}</p>"]
-        parts += [f"<p>{html.escape(line)}</p>" for line in self_test_lines(stats)]
-        parts.append(_html_table(*tested))
+    *sections, lessons = _sections(stats)
+    for section in sections:
+        parts += _blocks_html(*section)
     parts += selection_html(stats)
-    lessons = lesson_rows(stats)
-    if lessons[1]:
-        parts += ["<h2>Lessons</h2>", _html_table(*lessons)]
+    parts += _blocks_html(*lessons)
     parts += ["<h2>Per task</h2>", _html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
     for line in _manifest_lines(stats):
         parts.append(f"<li>{_inline(line[2:])}</li>")
-    parts += ["</ul>", f"<p>{GENERATED}{_when(generated_at)}.</p></body></html>"]
+    parts += ["</ul>", f"<p>{GENERATED}{moment(generated_at)}.</p></body></html>"]
     return "\n".join(parts)
 
 
@@ -364,7 +333,7 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
     for cost in frontier.drawn(stats):
-        plots.success_against_cost(stats, cost, out / f"frontier_{cost}.svg", suffix)
+        (out / f"frontier_{cost}.svg").write_text(plots.frontier_svg(stats, cost, suffix), "utf-8")
     now = time.time()
     rebuild = rebuild_command(run_id, log.path, out)
     transfer = transfer_stats(log, stats)

@@ -3,13 +3,13 @@ kept and dropped, and how often the tests agreed with the hidden ones."""
 
 from __future__ import annotations
 
-from mulligan.report.stats import RunStats
-from mulligan.report.tables import pct, stop_rule
+from mulligan.report.stats import RunStats, logged_stop_rule
+from mulligan.report.tables import pct
 
 
 def self_test_note(stats: RunStats) -> str:
     """What the self-tests were, and what their two kinds of error did under the run's rule."""
-    own_first = stop_rule(stats).own_checks_first
+    own_first = logged_stop_rule(stats.manifest).own_checks_first
     deciding = (
         "deciding whether to try again only on a task with no check of its own"
         if own_first

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from mulligan import strategies
 from mulligan.report import repeats
 from mulligan.report.paired import (
@@ -12,7 +14,6 @@ from mulligan.report.paired import (
 )
 from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule, wilson
 from mulligan.schema import Role, Usage
-from mulligan.strategies.stopping import StopRule
 
 ROLES: tuple[Role, ...] = ("actor", "summariser", "reflector", "judge")
 
@@ -44,6 +45,13 @@ FIRST_NOTE = (
 )
 
 
+def moment(seconds: float | None) -> str:
+    """A time as the report and the viewer print it (UTC), "-" when there is none."""
+    if not seconds:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
 def pct(k: int, n: int) -> str:
     if not n:
         return "-"
@@ -51,14 +59,9 @@ def pct(k: int, n: int) -> str:
     return f"{k}/{n} = {100 * k / n:.0f}% [{100 * lo:.0f}–{100 * hi:.0f}]"
 
 
-def stop_rule(stats: RunStats) -> StopRule:
-    """The rule the run stopped by (runs logged before the rule was recorded: oracle)."""
-    return logged_stop_rule(stats.manifest)
-
-
 def setting_lines(stats: RunStats) -> list[str]:
     """What the figures come from, said before any of them."""
-    rule = stop_rule(stats)
+    rule = logged_stop_rule(stats.manifest)
     lines = [f"**{rule.description[0].upper()}{rule.description[1:]}.**"]
     if rule.oracle:
         lines.append(

@@ -20,7 +20,7 @@ from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, connect_escalation, connect_feedback
+from mulligan.llm.connect import connect, connect_feedback, connect_second
 from mulligan.llm.local_model import Reporter
 from mulligan.llm.local_server import ServerSettings, context_per_slot
 from mulligan.loop import Loop, LoopSettings
@@ -58,9 +58,11 @@ def connect_reflector(config: RunConfig, reporter: Reporter | None = None) -> Ch
 
 
 def connect_stronger(config: RunConfig, reporter: Reporter | None = None) -> ChatModel | None:
-    """The stronger model [escalation] names (None: none), for a strategy that escalates."""
-    local = local_server_settings(config)
-    return connect_escalation(config.escalation, config.endpoint, reporter, local)
+    """The stronger model [escalation] names (None: none), for a strategy that escalates: at
+    the actor's temperature (its attempts are the actor's later trials), reached where the
+    endpoint is unless the section says otherwise."""
+    temperature, local = config.endpoint.temperature, local_server_settings(config)
+    return connect_second(config.escalation, config.endpoint, reporter, temperature, local)
 
 
 ESCALATION_MISSING = (

@@ -37,10 +37,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from mulligan.settings.escalation import EscalationSection
 from mulligan.settings.sections import (
     DETERMINISTIC_TEMPERATURE,
-    ENV,
-    FLAG,
-    MAX_CONCURRENCY,
-    NO_FLAG,
     REPEATED_TEMPERATURE,
     ActorSection,
     BudgetSection,
@@ -56,10 +52,9 @@ from mulligan.settings.sections import (
 )
 
 __all__ = [
-    "DETERMINISTIC_TEMPERATURE", "ENV", "FLAG", "MAX_CONCURRENCY", "NO_FLAG",
-    "REPEATED_TEMPERATURE", "ActorSection", "BudgetSection", "CompressionSection",
-    "EndpointSection", "EscalationSection", "LocalSection", "LoopSection", "MemorySection",
-    "ReflectorSection", "RunConfig", "RunSection", "Section", "ValiditySection",
+    "DETERMINISTIC_TEMPERATURE", "REPEATED_TEMPERATURE", "ActorSection", "BudgetSection",
+    "CompressionSection", "EndpointSection", "EscalationSection", "LocalSection", "LoopSection",
+    "MemorySection", "ReflectorSection", "RunConfig", "RunSection", "Section", "ValiditySection",
 ]  # fmt: skip
 
 

@@ -98,21 +98,10 @@ def shown_code(diagnosis: Diagnosis, trial: int) -> list[dict[str, str]]:
     localisation, sources = diagnosis.localisation, diagnosis.code.sources
     shown = []
     for function in localisation.group(trial):
-        mark = localisation.lines.get(function)
+        mark, source = localisation.lines.get(function), sources[function.path]
         start, end = window(function, mark, FUNCTION_LINES)
-        shown.append(
-            {
-                "path": function.path,
-                "name": function.name,
-                "code": numbered(
-                    sources[function.path],
-                    start,
-                    end,
-                    mark,
-                    docstring_body(sources[function.path], function),
-                ),  # fmt: skip
-            }
-        )
+        code = numbered(source, start, end, mark, docstring_body(source, function))
+        shown.append({"path": function.path, "name": function.name, "code": code})
     return shown
 
 

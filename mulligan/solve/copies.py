@@ -23,6 +23,7 @@ from pathlib import Path
 from mulligan import sandbox
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
+from mulligan.evaluator.checks import run_command
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CommandCheck, Task, Verdict
 from mulligan.solve.diffs import Link, Snapshot, unified_diff
@@ -46,36 +47,29 @@ def _junk(relative: str) -> bool:
     )
 
 
+def _git(
+    directory: Path, *argv: str, timeout: float, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """git run in `directory`, its output captured."""
+    command = ["git", "-C", str(directory), *argv]
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=timeout)
+
+
 def is_git_repository(directory: Path) -> bool:
     """Inside a git working tree, and not in a part of it that git ignores."""
 
     def git(*argv: str) -> int:
         try:
-            done = subprocess.run(
-                ["git", "-C", str(directory), *argv], capture_output=True, timeout=30
-            )
+            return _git(directory, *argv, timeout=30).returncode
         except (OSError, subprocess.TimeoutExpired):
             return -1
-        return done.returncode
 
     return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
 
 
 def _git_files(directory: Path) -> list[str]:
-    done = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(directory),
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-        capture_output=True,
-        timeout=120,
-    )
+    listing = ("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    done = _git(directory, *listing, timeout=120)
     if done.returncode != 0:
         raise UserError(f"{directory}: git ls-files failed: {done.stderr.decode().strip()}")
     return sorted({p for p in os.fsdecode(done.stdout).split("\0") if p})
@@ -147,21 +141,10 @@ class Project:
         ignored = {p for p in paths if _junk(p) or self._skipped(p)}
         rest = [p for p in paths if p not in ignored]
         if self.git and rest:
+            names = "\0".join(rest).encode() + b"\0"
+            checking = ("check-ignore", "--no-index", "-z", "--stdin")
             try:
-                done = subprocess.run(
-                    [
-                        "git",
-                        "-C",
-                        str(self.directory),
-                        "check-ignore",
-                        "--no-index",
-                        "-z",
-                        "--stdin",
-                    ],
-                    input="\0".join(rest).encode() + b"\0",
-                    capture_output=True,
-                    timeout=60,
-                )
+                done = _git(self.directory, *checking, stdin=names, timeout=60)
             except (OSError, subprocess.TimeoutExpired):
                 return ignored  # shown in the diff rather than lost
             ignored |= {p for p in done.stdout.decode(errors="replace").split("\0") if p}
@@ -324,24 +307,12 @@ class CheckRun:
         return f"$ {self.check.command}\n{self.run.describe()}"
 
 
-def run_check(
-    check: CommandCheck, workspace: Path, network: bool, policy: sandbox.Policy
-) -> sandbox.RunResult:
-    """As the evaluator runs a command check: in the box, in the workspace."""
-    limits = sandbox.Limits(
-        timeout=check.timeout, cpu_seconds=int(check.timeout) + 1, network=network
-    )
-    return sandbox.run_shell(
-        check.command, cwd=workspace, writable=True, limits=limits, policy=policy
-    )
-
-
 def preflight(copies: ProjectCopies, task: Task, policy: sandbox.Policy) -> list[CheckRun]:
     """Every command check once, in order, in one copy of the project as it is now, under
     the policy the attempts' checks run under."""
     with copies(task) as workspace:
         return [
-            CheckRun(check, run_check(check, workspace, task.network, policy))
+            CheckRun(check, run_command(check, workspace, task.network, policy))
             for check in task.checks
             if isinstance(check, CommandCheck)
         ]

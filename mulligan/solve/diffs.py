@@ -80,15 +80,9 @@ def unified_diff(
         if old_lines is None or new_lines is None or retyped:
             out.append(f"Binary files a/{path} and b/{path} differ\n")
             continue
-        hunks = list(
-            difflib.unified_diff(
-                old_lines,
-                new_lines,
-                "/dev/null" if old is None else f"a/{path}",
-                "/dev/null" if new is None else f"b/{path}",
-            )
-        )
-        for line in hunks:
+        a = "/dev/null" if old is None else f"a/{path}"
+        b = "/dev/null" if new is None else f"b/{path}"
+        for line in difflib.unified_diff(old_lines, new_lines, a, b):
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
 

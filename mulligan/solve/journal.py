@@ -69,12 +69,10 @@ def digest(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(info.st_mode):
-        return (
-            "link:" + hashlib.sha256(os.readlink(path).encode(errors="surrogateescape")).hexdigest()
-        )
+        return content_digest(os.readlink(path).encode(errors="surrogateescape"), link=True)
     if stat.S_ISDIR(info.st_mode):
         return "directory"
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return content_digest(path.read_bytes(), link=False)
 
 
 def content_digest(content: bytes, link: bool) -> str:

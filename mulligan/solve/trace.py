@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from mulligan import sandbox
+from mulligan.evaluator.checks import run_command
 from mulligan.schema import Task
 from mulligan.solve.context import Diagnosis
-from mulligan.solve.copies import ProjectCopies, run_check
+from mulligan.solve.copies import ProjectCopies
 from mulligan.solve.localise import Function
 
 log = logging.getLogger("mulligan")
@@ -78,7 +79,7 @@ def record_trace(
         check = diagnosis.run.check
         command = traced_command(check.command, workspace, spec)
         check = check.model_copy(update={"command": command})
-        run = run_check(check, workspace, task.network, policy)
+        run = run_command(check, workspace, task.network, policy)
         if not out.is_file():
             log.info("trace: nothing recorded (exit %s)", run.exit_code)
             return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from mulligan import prompts
 from mulligan.defaults import Carry
 from mulligan.evaluator.code import last_code_block
+from mulligan.reflector.reflect import normal
 from mulligan.schema import CaseRecord, Episode, Lesson, PythonTestsCheck, Task
 from mulligan.text_cut import head
 
@@ -69,10 +70,6 @@ def carry_over(
         reflections=reflections,
     )
     return others, "\n\n".join(part for part in (examples, block) if part)
-
-
-def normal(text: str) -> str:
-    return " ".join(text.lower().split()).rstrip(".")
 
 
 def unseen(written: list[Lesson], earlier: list[Lesson]) -> list[Lesson]:

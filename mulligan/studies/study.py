@@ -137,10 +137,6 @@ class Study:
     lessons continue from (that run's own shared trial 1), so that two studies (honest and
     oracle stopping, say) are paired on the very same first attempts and pay for them once."""
 
-    def ordered_tasks(self) -> list[Task]:
-        """One seeded order for every strategy (what reflexion-memory learns early matters)."""
-        return ordered(self.tasks, self.seed)
-
     def manifest(self) -> dict[str, Any]:
         """What the run is: a resume must match it."""
         own = study_fields(
@@ -179,7 +175,7 @@ class Study:
 
         run_tasks(
             lambda: self._loop(strategy, run_id),
-            self.ordered_tasks(),
+            ordered(self.tasks, self.seed),  # one order for all: what is learned early matters
             run_id=run_id,
             strategy=strategy,
             memory=self.memory,

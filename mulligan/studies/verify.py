@@ -25,6 +25,7 @@ from mulligan import strategies
 from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
+from mulligan.memory.memory import told
 from mulligan.memory.validity import (
     GENERAL,
     Luck,
@@ -34,7 +35,7 @@ from mulligan.memory.validity import (
     settle,
 )
 from mulligan.runs.runner import episode_id, run_tasks
-from mulligan.schema import Episode, Lesson, LessonStatus, Task, tells_nothing
+from mulligan.schema import Episode, Lesson, LessonStatus, Task
 
 log = logging.getLogger("mulligan")
 WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
@@ -197,10 +198,7 @@ def luck_line(found: Luck) -> str:
 
 
 def _visible(episode: Episode) -> bool | None:
-    if not episode.attempts:
-        return None
-    attempt, verdict = episode.attempts[0], episode.verdicts[0]
-    return None if tells_nothing(attempt, verdict) else verdict.visible_passed
+    return told(episode.attempts[0], episode.verdicts[0]) if episode.attempts else None
 
 
 def pair_ids(run_id: str, lesson_id: str, task_id: str) -> tuple[str, str]:

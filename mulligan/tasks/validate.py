@@ -39,17 +39,12 @@ def task_problems(task: Task, extra_tools: Iterable[str] = ()) -> list[Problem]:
 def _tool_problems(task: Task, known: set[str]) -> list[Problem]:
     problems: list[Problem] = []
     for position, name in enumerate(task.tools):
+        where = ("tools", position)
         if name not in known:
-            problems.append(
-                (
-                    ("tools", position),
-                    f"unknown tool {name!r}; use one of {', '.join(sorted(known))}",
-                )
-            )
+            usable = ", ".join(sorted(known))
+            problems.append((where, f"unknown tool {name!r}; use one of {usable}"))
         elif name in DOCUMENT_TOOLS and task.documents is None:
-            problems.append(
-                (("tools", position), f"{name} needs documents: add `documents:` (title: text)")
-            )
+            problems.append((where, f"{name} needs documents: add `documents:` (title: text)"))
     return problems
 
 
@@ -78,13 +73,8 @@ def _workspace_problems(task: Task) -> list[Problem]:
     for normal, relative in files.items():
         folders = [normal[:i] for i, c in enumerate(normal) if c == "/"]
         for folder in (f for f in folders if f in files):
-            problems.append(
-                (
-                    ("workspace", relative),
-                    f"{relative!r} needs a folder {folder!r}, but {files[folder]!r} is a file; "
-                    "rename one of them",
-                )
-            )
+            said = f"{relative!r} needs a folder {folder!r}, but {files[folder]!r} is a file"
+            problems.append((("workspace", relative), f"{said}; rename one of them"))
     return problems
 
 
@@ -96,12 +86,8 @@ def _check_problems(task: Task) -> list[Problem]:
                 ast.parse(check.tests)
                 ast.parse(check.prelude)
             except SyntaxError as exc:
-                problems.append(
-                    (
-                        ("checks", position, "tests"),
-                        f"the tests do not parse: {exc.msg} (line {exc.lineno} of the tests)",
-                    )
-                )
+                said = f"the tests do not parse: {exc.msg} (line {exc.lineno} of the tests)"
+                problems.append((("checks", position, "tests"), said))
         elif isinstance(check, CallableCheck):
             problem = callable_problem(check.function)
             if problem:

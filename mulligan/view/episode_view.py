@@ -53,19 +53,16 @@ def patch_lines(patch: str) -> list[tuple[str, str]]:
 
 def step_view(step: Step) -> dict[str, Any]:
     results = {r.call_id: r for r in step.results}
-    calls: list[dict[str, Any]] = []
-    for call in step.tool_calls:
-        result = results.pop(call.id, None)
-        calls.append({"name": call.name, "arguments": call.arguments, "id": call.id,
-                      "status": result.status if result else "no result",
-                      "output": result.output if result else "",
-                      "seconds": f"{result.seconds:.2f}" if result else "-"})  # fmt: skip
-    for orphan in results.values():
-        calls.append({"name": orphan.name, "arguments": "", "id": orphan.call_id,
-                      "status": orphan.status, "output": orphan.output,
-                      "seconds": f"{orphan.seconds:.2f}"})  # fmt: skip
-    for shown in calls:
-        shown["lines"] = len(str(shown["output"]).splitlines())
+    made = [(c.name, c.arguments, c.id, results.pop(c.id, None)) for c in step.tool_calls]
+    made += [(orphan.name, "", orphan.call_id, orphan) for orphan in results.values()]
+    calls = [
+        {"name": name, "arguments": arguments, "id": call_id,
+         "status": result.status if result else "no result",
+         "output": result.output if result else "",
+         "seconds": f"{result.seconds:.2f}" if result else "-",
+         "lines": len(result.output.splitlines()) if result else 0}
+        for name, arguments, call_id, result in made
+    ]  # fmt: skip
     return {
         "index": step.index,
         "kind": step.kind,

@@ -7,7 +7,6 @@ takes its links from a `Links` (the server's paths or a bundle's file names).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
 
-def _when(seconds: float | None) -> str:
-    if not seconds:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
-
-
 ENVIRONMENT = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
     autoescape=True,
@@ -40,7 +33,7 @@ ENVIRONMENT = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters["when"] = _when
+ENVIRONMENT.filters["when"] = tables.moment
 
 
 def render(template: str, links: Links, **values: Any) -> str:
@@ -119,19 +112,20 @@ def run_page(
 
 
 def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
-    episode = reader.episode(episode_id)
+    episode = reader.log.episode(episode_id)
     if episode is None:
         raise UserError(f"no episode {episode_id!r} in {reader.directory}")
     shown = [i for a in episode.attempts for i in a.lesson_ids]
-    lessons = {lesson.id: lesson for lesson in reader.lessons(shown + episode.lessons_written)}
-    stored = reader.stored(list(lessons))
+    lessons = {lesson.id: lesson for lesson in reader.log.lessons(shown + episode.lessons_written)}
+    stored = reader.log.stored_ids(list(lessons))
+    assigned = reader.log.assignments_of_episode(episode.id)
     submitted = episode_view.submitted_trial(episode)
     return render(
         "episode.html",
         links,
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
-        attempts=episode_view.attempts(episode, lessons, stored, reader.assignments(episode.id)),
+        attempts=episode_view.attempts(episode, lessons, stored, assigned),
         selection=episode_view.selection_view(episode, submitted),
         submitted=submitted,
         written=[
@@ -146,8 +140,8 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
     lesson = reader.lesson(lesson_id)
     if lesson is None:
         raise UserError(f"no lesson {lesson_id!r} in {reader.directory}")
-    stored = lesson_id in reader.stored([lesson_id])
-    assigned = reader.assigned(lesson_id)
+    stored = lesson_id in reader.log.stored_ids([lesson_id])
+    assigned = reader.log.assignments_of_lesson(lesson_id)
     return render(
         "lesson.html",
         links,
