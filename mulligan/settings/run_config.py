@@ -1,6 +1,6 @@
 """The one run configuration: every setting a command takes, in sections, each defined once.
 
-    endpoint     where the model is and what it costs (base_url, model, temperature, ...)
+    endpoint     where the model is and what it costs (mulligan/settings/endpoints.py)
     actor        how the actor talks to it (protocol)
     budget       one attempt's limits (`BudgetSection`, checked before every model call)
     compression  folding old steps (`CompressionSection`)
@@ -9,10 +9,10 @@
     memory       what a memory arm is shown (candidates, cases), verification's pairs
     run          the memory, its embedding, MCP servers, concurrency
     local        the local model's server: slots, threads (`--model local`)
-    escalation   a stronger model `escalate` hands a task to (mulligan/settings/escalation.py)
+    escalation   a stronger model `escalate` hands a task to (mulligan/settings/endpoints.py)
 
-A setting is one pydantic field of a section (mulligan/settings/sections.py): its type,
-default, bounds (ge/gt/le/lt) and help (`description`). Its flag (`--field-name`), its
+A setting is one pydantic field of a section (mulligan/settings/sections.py, endpoints.py): its
+type, default, bounds (ge/gt/le/lt) and help (`description`). Its flag (`--field-name`), its
 MULLIGAN_FIELD_NAME variable, its mulligan.toml key (`[section] field`), `mulligan config
 show` and docs/settings.md are derived from that field (mulligan/settings/fields.py). Adding
 a field to a section is all a new setting needs; `json_schema_extra` names a flag or
@@ -34,18 +34,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from mulligan.settings.escalation import EscalationSection
+from mulligan.settings.endpoints import EndpointSection, EscalationSection, ReflectorSection
 from mulligan.settings.sections import (
     DETERMINISTIC_TEMPERATURE,
     REPEATED_TEMPERATURE,
     ActorSection,
     BudgetSection,
     CompressionSection,
-    EndpointSection,
     LocalSection,
     LoopSection,
     MemorySection,
-    ReflectorSection,
     RunSection,
     Section,
     ValiditySection,

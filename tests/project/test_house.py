@@ -219,7 +219,7 @@ def test_loops_are_built_in_one_place() -> None:
 SETTING_MODULES = {
     "mulligan.settings.run_config",
     "mulligan.settings.sections",
-    "mulligan.settings.escalation",
+    "mulligan.settings.endpoints",
     "mulligan.settings.command_flags",
 }
 
