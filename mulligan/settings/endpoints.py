@@ -74,7 +74,17 @@ class EndpointSection(Section):
         return url
 
 
-class ReflectorSection(Section):
+class SecondModelSection(Section):
+    """A model beside the actor's (the reflector's, the stronger one `escalate` hands a task
+    to): its sections' `model`, `base_url` and `api_key`, the URL checked as the endpoint's."""
+
+    @field_validator("base_url", check_fields=False)
+    @classmethod
+    def _is_http(cls, url: str | None) -> str | None:
+        return EndpointSection._is_http(url)
+
+
+class ReflectorSection(SecondModelSection):
     """A feedback model of its own for the reflector, the self-test writer, a selection's
     input writer and the curator (unset: the actor's model); its base URL and key default to
     the endpoint's. `local`, `local:0.5b` or `local:PATH.gguf` runs it on this machine."""
@@ -97,13 +107,8 @@ class ReflectorSection(Section):
         description="its API key (default: the endpoint's)",
     )
 
-    @field_validator("base_url")
-    @classmethod
-    def _is_http(cls, url: str | None) -> str | None:
-        return EndpointSection._is_http(url)
 
-
-class EscalationSection(Section):
+class EscalationSection(SecondModelSection):
     """A stronger model for `escalate` once the actor's attempts failed; its base URL and key
     default to the endpoint's. `local`, `local:0.5b` or `local:PATH.gguf` runs it here."""
 
@@ -123,8 +128,3 @@ class EscalationSection(Section):
         json_schema_extra=FLAG("escalate_api_key"),
         description="its API key (default: the endpoint's)",
     )
-
-    @field_validator("base_url")
-    @classmethod
-    def _is_http(cls, url: str | None) -> str | None:
-        return EndpointSection._is_http(url)
