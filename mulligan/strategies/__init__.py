@@ -73,7 +73,18 @@ def for_loop(name: str) -> Strategy:
 
 def for_solve(name: str) -> Strategy | None:
     """solve's --strategy: a known strategy, or None for `auto` (chosen by the failure)."""
-    return None if name == AUTO else parse(name, "--strategy")[0]
+    if name == AUTO:
+        return None
+    given = parse(name, "--strategy")
+    if len(given) > 1:
+        from mulligan.errors import UserError
+
+        named = ", ".join(repr(s.name) for s in given)
+        raise UserError(
+            f"--strategy: one strategy, not {len(given)} ({named}); "
+            "`mulligan bench --strategies` compares several"
+        )
+    return given[0]
 
 
 def may_run(name: str) -> list[Strategy]:
@@ -123,7 +134,26 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
 
         named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
         raise UserError(f"{flag}: {named}; use {', '.join(NAMES)}")
-    return [strategy for strategy in found if strategy is not None]
+    arms = [strategy for strategy in found if strategy is not None]
+    refuse_twice(arms, flag)
+    return arms
+
+
+def refuse_twice(arms: list[Strategy], flag: str) -> None:
+    """One arm named twice (`retry,retry`, or an old name beside its new one) would share its
+    episodes with itself: the user's mistake."""
+    from dataclasses import replace
+
+    seen: dict[Strategy, str] = {}
+    for arm in arms:
+        key = replace(arm, name="", summary="")
+        if key in seen:
+            from mulligan.errors import UserError
+
+            earlier = seen[key]
+            same = f"{arm.name!r}" + (f" (as {earlier!r})" if earlier != arm.name else "")
+            raise UserError(f"{flag}: {same} given twice; name each arm once")
+        seen[key] = arm.name
 
 
 __all__ = [

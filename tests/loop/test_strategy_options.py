@@ -70,3 +70,25 @@ def test_every_arm_is_named_by_options_and_none_by_a_name_of_its_own() -> None:
     assert len(frozen) == 3 * 4 * 2 - 2
     assert all(name in strategies.REGISTRY for name in strategies.NAMES)
     assert not any("memory-frozen-" in name for name in strategies.NAMES)
+
+
+@pytest.mark.parametrize(
+    ("text", "twice"),
+    [
+        ("retry,react,retry", "retry"),
+        ("memory-frozen[cases,cases],memory-frozen[cases]", "memory-frozen[cases]"),
+        ("memory-frozen-cases,memory-frozen[cases]", "memory-frozen[cases]"),
+    ],
+)
+def test_the_same_arm_twice_is_refused_naming_it(text: str, twice: str) -> None:
+    """Its episodes would share ids: the second arm would only count the first one's again."""
+    with pytest.raises(UserError) as caught:
+        strategies.parse(text)
+    said = str(caught.value)
+    assert said.startswith("--strategies: ") and f"{twice!r}" in said and "twice" in said
+
+
+def test_a_command_of_one_strategy_refuses_a_list_of_them() -> None:
+    with pytest.raises(UserError, match=r"^--strategy: one strategy.*'retry', 'react'"):
+        strategies.for_solve("retry,react")
+    assert strategies.for_solve("memory-frozen[cases,shuffled]") is not None
