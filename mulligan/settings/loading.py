@@ -170,8 +170,12 @@ def _checked(key: str, value: Any, where: str) -> Any:
         problem = "; ".join(said(setting(key), e) for e in exc.errors())
         raise UserError(f"{where}: {problem}{shown}") from exc
     number = getattr(checked, name)
-    if isinstance(value, bool) and not isinstance(number, bool):  # pydantic reads true as 1
-        raise UserError(f"{where}: a number is needed here, not {str(value).lower()}")
+    given = value if isinstance(value, list) else [value]
+    read = number if isinstance(number, (list, tuple)) else [number]
+    flag = next((item for item in given if isinstance(item, bool)), None)
+    if flag is not None and not any(isinstance(item, bool) for item in read):
+        # pydantic reads true as 1, in a list of numbers too
+        raise UserError(f"{where}: a number is needed here, not {str(flag).lower()}")
     return value
 
 

@@ -66,6 +66,19 @@ def test_a_bad_value_names_the_file_it_came_from(places: tuple[Path, Path]) -> N
         load_config({})
 
 
+@pytest.mark.parametrize(
+    ("line", "key"), [("trials = true", "trials"), ("temperatures = [0.2, true]", "temperatures")]
+)
+def test_a_boolean_where_a_number_belongs_is_refused(
+    places: tuple[Path, Path], line: str, key: str
+) -> None:
+    """TOML's true is not a temperature of 1, in a list of numbers as on its own."""
+    _, project = places
+    project.write_text(f"[loop]\n{line}\n")
+    with pytest.raises(UserError, match=rf"{project}:2: .*a number is needed here, not true"):
+        load_config({})
+
+
 def test_config_show_lists_every_setting_with_its_source(
     places: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
