@@ -94,13 +94,34 @@ def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
     return build.connect_models(config, REPORTER)
 
 
-def connect_escalation_model(config: RunConfig, request: RunRequest) -> ChatModel | None:
+def connect_escalation_model(
+    config: RunConfig, request: RunRequest, actor: OpenAIChatModel
+) -> ChatModel | None:
     """The stronger model a strategy that escalates hands its later trials to: refused
-    before any work when such a strategy runs without one."""
+    before any work when such a strategy runs without one, with no trial left for it, or
+    with the actor's own model (it would be `retry` under another name)."""
     wanted = [s.name for s in request.may_run() if s.escalates]
     if wanted and config.escalation.model is None:
         raise UserError(ESCALATION_MISSING.format(strategy=wanted[0]))
-    return build.connect_stronger(config, REPORTER)
+    after, trials = config.loop.escalate_after, config.loop.trials
+    if wanted and after >= trials:
+        raise UserError(
+            f"strategy {wanted[0]!r} hands a task to the stronger model after --escalate-after "
+            f"{after} failed attempts, and --trials {trials} leaves it none; make "
+            "--escalate-after less than --trials"
+        )
+    stronger = build.connect_stronger(config, REPORTER)
+    if wanted and stronger is not None and same_model(stronger, actor):
+        raise UserError(
+            f"--escalate-to {stronger.name}: the actor's model at the same endpoint, so "
+            f"{wanted[0]!r} would only retry; name a stronger model (or its own "
+            "--escalate-base-url)"
+        )
+    return stronger
+
+
+def same_model(one: ChatModel, other: OpenAIChatModel) -> bool:
+    return (one.name, getattr(one, "base_url", None)) == (other.name, other.base_url)
 
 
 @dataclass
@@ -147,7 +168,7 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
     if request.uses_store():
         embedding_available(config.run.embedding)
     model, reflector = connect_models(config)
-    escalation = connect_escalation_model(config, request)
+    escalation = connect_escalation_model(config, request, model)
     if config.endpoint.model != model.name:  # the model the endpoint serves, as recorded
         config = config.updated("endpoint.model", model.name, "the model the endpoint serves")
     given = config.given("budget.max_cost")

@@ -136,6 +136,17 @@ CASES = [
         ["--escalate-to"],
     ),
     Case(
+        "escalate with no attempt left for the stronger model",
+        _bench("--model", "m", "--strategies", "escalate", "--escalate-to", "big", "--trials", "2"),
+        ["--escalate-after 2", "--trials 2"],
+    ),
+    Case(
+        "escalate to the actor's own model",
+        _bench("--model", "m", "--strategies", "react,escalate", "--escalate-to", "m"),
+        ["--escalate-to m", "the actor's model"],
+    ),
+    Case("the same arm twice", _bench("--strategies", "retry,retry"), ["--strategies", "twice"]),
+    Case(
         "--carried-reflections negative",
         _run("--carried-reflections", "-1"),
         ["--carried-reflections"],
