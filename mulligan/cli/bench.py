@@ -75,11 +75,14 @@ def _summary_lines(stats: RunStats, out: Path, prefix: str = "") -> list[str]:
     k = stats.repeats
     for r in repeat_summaries(stats):
         solved = ", ".join(str(n) for n in r.solved)
-        lines.append(
-            f"{prefix}{r.label:<22} in each of {k} repeats: {solved} of {len(stats.task_ids)}; "
-            f"of {r.tasks} tasks every repeat finished, pass^{k} {r.pass_hat[-1]:.0%} "
-            f"(solved every time), pass@{k} {r.pass_at[-1]:.0%} (solved at all)"
+        counts = (
+            f"{solved} of the {r.tasks} tasks every repeat finished; "
+            f"pass^{k} {r.pass_hat[-1]:.0%} (solved every time), "
+            f"pass@{k} {r.pass_at[-1]:.0%} (solved at all)"
+            if r.tasks
+            else "no task finished in every repeat yet"
         )
+        lines.append(f"{prefix}{r.label:<22} in each of {k} repeats: {counts}")
     return [*lines, f"{prefix}report: {out / 'report.md'} and {out / 'report.html'}"]
 
 

@@ -25,10 +25,10 @@ Block = str | tuple[list[str], list[list[str]]]
 
 NOTE = (
     "The whole study ran {k} times over, each repeat drawing its own attempts (trial 1 and any "
-    "self-tests too) on the same tasks in the same order. Solved in each repeat: tasks whose "
-    "submitted answer passed; mean ± sample standard deviation across the repeats. Over the "
-    "tasks every repeat finished, pass^k is the chance that k repeats drawn from the {k} all "
-    "solved a task (reliability) and pass@k that at least one did (C(c, k) / C(n, k) and "
+    "self-tests too) on the same tasks in the same order. Over the tasks every repeat "
+    "finished: solved in each repeat, the tasks whose submitted answer passed; mean ± sample "
+    "standard deviation across the repeats; pass^k, the chance that k repeats drawn from the "
+    "{k} all solved a task (reliability) and pass@k that at least one did (C(c, k) / C(n, k) and "
     "1 − C(n − c, k) / C(n, k) for c of n repeats solved, averaged over the tasks): pass^{k} "
     "counts the tasks solved every time, pass@{k} those solved at all. Every other table pools "
     "the repeats: each task in each repeat is one row of a strategy's n, and the paired tests "
@@ -53,7 +53,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 class RepeatSummary:
     label: str
     solved: list[int]
-    """Tasks whose submitted answer passed, in repeat 1, 2, ..."""
+    """Of the tasks every repeat finished, those whose submitted answer passed, in repeat 1,
+    2, ... (a task an unfinished run has in some repeats only counts in none)."""
     tasks: int
     """Tasks every repeat finished (the estimators' tasks)."""
     pass_at: list[float]
@@ -93,10 +94,7 @@ def summary(s: StrategyStats, repeats: int) -> RepeatSummary:
 
     return RepeatSummary(
         label=s.label,
-        solved=[
-            sum(1 for unit, (_, r) in s.units.items() if r == repeat and s.submitted[unit][-1])
-            for repeat in ks
-        ],
+        solved=[sum(runs[repeat - 1] for runs in outcomes.values()) for repeat in ks],
         tasks=len(outcomes),
         pass_at=[mean([pass_at_k(repeats, c, k) for c in counts]) for k in ks],
         pass_hat=[mean([pass_hat_k(repeats, c, k) for c in counts]) for k in ks],
@@ -120,12 +118,17 @@ def repeat_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     header += [f"pass@{n}" for n in range(1, k + 1)] + [f"pass^{n}" for n in range(1, k + 1)]
     rows = []
     for r in repeat_summaries(stats):
-        tasks = max(r.tasks, 1)
+        row = [r.label, str(r.tasks), ", ".join(str(n) for n in r.solved)]
+        if not r.tasks:  # no task finished in every repeat yet: nothing to estimate
+            rows.append(row + ["–"] * (1 + 2 * k))
+            continue
         spread = (
-            f"{r.mean:.1f} ± {r.sd:.1f} ({_percent(r.mean / tasks)} ± {100 * r.sd / tasks:.0f} pts)"
+            f"{r.mean:.1f} ± {r.sd:.1f} "
+            f"({_percent(r.mean / r.tasks)} ± {100 * r.sd / r.tasks:.0f} pts)"
         )
-        row = [r.label, str(r.tasks), ", ".join(str(n) for n in r.solved), spread]
-        rows.append(row + [_percent(v) for v in r.pass_at] + [_percent(v) for v in r.pass_hat])
+        rows.append(
+            [*row, spread] + [_percent(v) for v in r.pass_at] + [_percent(v) for v in r.pass_hat]
+        )
     return header, rows
 
 

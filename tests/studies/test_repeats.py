@@ -4,6 +4,8 @@ pooled tasks, and a repeated run killed and resumed end to end on the scripted e
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -105,6 +107,52 @@ def test_pass_at_k_and_pass_hat_k_of_a_repeated_study_counted_by_hand(tmp_path: 
     assert {(o["task"], o["repeat"]) for o in outcomes} == {
         (t, r) for t in RETRY for r in (1, 2, 3)
     }
+
+
+def unfinished(tmp_path: Path, repeats: int) -> str:
+    """retry over a, b, c: repeat 1 finished all three, repeat 2 only a and b, no other."""
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    made = {1: {"a": "T", "b": "T", "c": "T"}, 2: {"a": "T", "b": "F"}}
+    by_repeat = {
+        r: {"retry": {task: [verdict(v == "T")] for task, v in tasks.items()}}
+        for r, tasks in made.items()
+    }
+    config = {"strategies": ["retry"], "task_order": ["a", "b", "c"], "seed": 0,
+              "repeats": repeats, "config": {"loop": {"trials": 1, "stop": "honest"}}}  # fmt: skip
+    log_repeats(memory.log, "part", config, by_repeat)
+    write_report(memory.log, "part", tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    return text.split("## Repeats")[1].split("\n## ")[0]
+
+
+def test_an_unfinished_repeated_run_counts_each_repeat_over_the_tasks_every_repeat_finished(
+    tmp_path: Path,
+) -> None:
+    """c, finished in repeat 1 only, counts in no repeat: each figure is over a and b."""
+    section = unfinished(tmp_path, repeats=2)
+    # solved 2 then 1 of 2: mean 1.5 (75%), sd 0.71 (35 pts); a c = 2, b c = 1 of n = 2
+    # pass@1 = pass^1 = 3/4; pass@2 = 2/2; pass^2 = (1 + 0) / 2
+    assert "| retry | 2 | 2, 1 | 1.5 ± 0.7 (75% ± 35 pts) | 75% | 100% | 75% | 50% |" in section
+    assert "in each of 2 repeats: 2, 1 of the 2 tasks every repeat finished; pass^2 50%" in (
+        reported(tmp_path)
+    )
+
+
+def reported(tmp_path: Path) -> str:
+    """What `mulligan report` prints of the run `unfinished` logged."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        argv = ["report", "part", "--out", str(tmp_path / "again")]
+        assert main([*argv, "--memory", str(tmp_path / "mem")]) == 0
+    return out.getvalue()
+
+
+def test_a_repeated_run_no_task_of_which_every_repeat_finished_has_no_figures_yet(
+    tmp_path: Path,
+) -> None:
+    section = unfinished(tmp_path, repeats=3)
+    assert "| retry | 0 | 0, 0, 0 | – | – | – | – | – | – | – |" in section
+    assert "in each of 3 repeats: no task finished in every repeat yet" in reported(tmp_path)
 
 
 def test_a_study_run_once_reports_no_repeats(tmp_path: Path) -> None:
