@@ -51,7 +51,8 @@ def attempt_tools(names: str, workspace: Path) -> None:
 
 
 def strategies(names: str, flag: str) -> list[str]:
-    """Comma-separated strategies, each known with its options (`memory-frozen[cases]`)."""
+    """Comma-separated strategies, each known with its options (`memory-frozen[cases]`), each
+    one the loop runs (not `patch`, which only `solve` runs)."""
     from mulligan import strategies as registry
 
-    return [s.name for s in registry.parse(names, flag)]
+    return [registry.for_loop(s.name, flag).name for s in registry.parse(names, flag)]

@@ -55,7 +55,7 @@ def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
     is reported here, before connecting)."""
     config = load_config(vars(args))
     suite = selected(args)
-    strategies.get(args.strategy)  # a known name, or a UserError naming the choices
+    strategies.for_loop(args.strategy, "--strategy")  # one the loop runs, or a UserError
     tasks = suite.tasks
     return (
         config,

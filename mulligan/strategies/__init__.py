@@ -61,13 +61,16 @@ def get(name: str, flag: str = "") -> Strategy:
     return found
 
 
-def for_loop(name: str) -> Strategy:
+def for_loop(name: str, flag: str = "") -> Strategy:
     """A strategy the loop can run (a pipeline of its own, such as `patch`, it cannot)."""
-    strategy = get(name)
+    strategy = get(name, flag)
     if strategy.outside_loop:
         from mulligan.errors import UserError
 
-        raise UserError(f"strategy {name!r} runs only under `mulligan solve`; choose another")
+        where = f"{flag}: " if flag else ""
+        raise UserError(
+            f"{where}strategy {name!r} runs only under `mulligan solve`; choose another"
+        )
     return strategy
 
 

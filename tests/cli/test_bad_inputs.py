@@ -147,6 +147,16 @@ CASES = [
     ),
     Case("the same arm twice", _bench("--strategies", "retry,retry"), ["--strategies", "twice"]),
     Case(
+        "bench of a strategy only solve runs",
+        _bench("--model", "m", "--strategies", "react,patch"),
+        ["--strategies: strategy 'patch' runs only under `mulligan solve`"],
+    ),
+    Case(
+        "run of a strategy only solve runs",
+        _run("--model", "m", "--strategy", "patch[diverse]"),
+        ["--strategy: strategy 'patch[diverse]' runs only under `mulligan solve`"],
+    ),
+    Case(
         "--carried-reflections negative",
         _run("--carried-reflections", "-1"),
         ["--carried-reflections"],
