@@ -97,21 +97,24 @@ def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
 def connect_escalation_model(
     config: RunConfig, request: RunRequest, actor: OpenAIChatModel
 ) -> ChatModel | None:
-    """The stronger model a strategy that escalates hands its later trials to: refused
-    before any work when such a strategy runs without one, with no trial left for it, or
-    with the actor's own model (it would be `retry` under another name)."""
+    """The stronger model a strategy that escalates hands its later trials to (None, not
+    connected, when none does): refused before any work when such a strategy runs without
+    one, with no trial left for it, or with the actor's own model (it would be `retry` under
+    another name)."""
     wanted = [s.name for s in request.may_run() if s.escalates]
-    if wanted and config.escalation.model is None:
+    if not wanted:
+        return None
+    if config.escalation.model is None:
         raise UserError(ESCALATION_MISSING.format(strategy=wanted[0]))
     after, trials = config.loop.escalate_after, config.loop.trials
-    if wanted and after >= trials:
+    if after >= trials:
         raise UserError(
             f"strategy {wanted[0]!r} hands a task to the stronger model after --escalate-after "
             f"{after} failed attempts, and --trials {trials} leaves it none; make "
             "--escalate-after less than --trials"
         )
     stronger = build.connect_stronger(config, REPORTER)
-    if wanted and stronger is not None and same_model(stronger, actor):
+    if stronger is not None and same_model(stronger, actor):
         raise UserError(
             f"--escalate-to {stronger.name}: the actor's model at the same endpoint, so "
             f"{wanted[0]!r} would only retry; name a stronger model (or its own "

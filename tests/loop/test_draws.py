@@ -126,6 +126,20 @@ def test_escalate_without_a_stronger_model_is_refused() -> None:
         build_loop(ScriptedModel(), LoopSettings(strategy=strategies.ESCALATE.name))
 
 
+def test_a_stronger_model_is_connected_only_for_a_strategy_that_escalates() -> None:
+    """A settings file's `[escalation] model` does not start (or fail to find) a model for a
+    study none of whose strategies escalates."""
+    from mulligan.cli.pipeline import RunRequest, connect_escalation_model
+
+    config = RunConfig.model_validate({"escalation": {"model": "local:/nowhere/big.gguf"}})
+    actor = OpenAIChatModel("small", base_url="http://127.0.0.1:9/v1")
+    plain = RunRequest(command="bench", strategies=["react", "retry"], selection={})
+    assert connect_escalation_model(config, plain, actor) is None
+    escalating = RunRequest(command="bench", strategies=["escalate"], selection={})
+    with pytest.raises(UserError, match="no such file"):
+        connect_escalation_model(config, escalating, actor)
+
+
 @pytest.mark.parametrize("name", [strategies.WARMING.name, strategies.SELECT_DIVERSE.name])
 def test_in_a_paired_study_a_strategy_drawn_differently_draws_its_own_trial_1(
     tmp_path: Path, name: str
