@@ -11,6 +11,7 @@ from mulligan.llm.hosts import self_hosted
 from mulligan.llm.local_model import OFF_ENV, LogReporter, Reporter
 from mulligan.llm.local_server import ServerSettings
 from mulligan.llm.pricing import Price, parse_prices, read_prices_file, resolve_price
+from mulligan.settings.fields import Setting
 from mulligan.settings.loading import NO_ENDPOINT, endpoint_configured
 from mulligan.settings.run_config import EndpointSection, EscalationSection, ReflectorSection
 
@@ -31,15 +32,18 @@ def connect(
     default_temperature: float = 0.0,
     reporter: Reporter | None = None,
     local: ServerSettings | None = None,
+    flag: str = "--model",
 ) -> OpenAIChatModel:
-    """The endpoint's chat model; without a model name, the one a local server serves.
+    """The endpoint's chat model; without a model name, the one a local server serves
+    (`flag`: what named the model, for a local model's errors).
 
     `--model local` (or `local:PATH.gguf`) starts llama.cpp's server on this machine, shaped
     by `local` (slots, threads, context: mulligan/runs/build.py's `local_server_settings`); so
     does no endpoint at all, when the `local` extra is installed (`reporter` is told so)."""
     reporter = reporter or LogReporter()
     if local_model.is_local(settings.model):
-        return connect_local(settings, str(settings.model), default_temperature, reporter, local)
+        model = str(settings.model)
+        return connect_local(settings, model, default_temperature, reporter, local, flag)
     if not endpoint_configured(settings):
         if settings.model is None and local_wanted() and local_model.available():
             label = local_model.DEFAULT.label
@@ -80,7 +84,8 @@ def connect_second(
         prices=endpoint.prices,
         prices_file=endpoint.prices_file,
     )
-    return connect(settings, reporter=reporter, local=local)
+    flag = Setting("model", type(named).model_fields["model"]).option or "--model"
+    return connect(settings, reporter=reporter, local=local, flag=flag)
 
 
 def local_wanted() -> bool:
@@ -107,9 +112,10 @@ def connect_local(
     default_temperature: float,
     reporter: Reporter,
     local: ServerSettings | None = None,
+    flag: str = "--model",
 ) -> OpenAIChatModel:
     """A chat model on the local llama.cpp server of `spec` (`local` or `local:PATH`)."""
-    server = local_server.serve(local_model.resolve(spec, reporter), local)
+    server = local_server.serve(local_model.resolve(spec, reporter, flag), local)
     from mulligan.llm.openai_client import OpenAIChatModel  # after the checks: a slow import
 
     temperature = settings.temperature

@@ -249,15 +249,15 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
     return ModelFile(target, model.alias, model.size, model.sha256)
 
 
-def named_file(text: str, reporter: Reporter | None = None) -> ModelFile:
-    """`local:PATH`: a GGUF file of the user's, checked to be one."""
+def named_file(text: str, reporter: Reporter | None = None, flag: str = "--model") -> ModelFile:
+    """`local:PATH`: a GGUF file of the user's, checked to be one (`flag`: where it was named)."""
     path = Path(text).expanduser()
     if not path.is_file():
-        raise UserError(f"--model local:{text}: no such file; give the path of a .gguf model")
+        raise UserError(f"{flag} local:{text}: no such file; give the path of a .gguf model")
     with open(path, "rb") as handle:
         magic = handle.read(4)
     if magic != b"GGUF":
-        raise UserError(f"--model local:{text}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
+        raise UserError(f"{flag} local:{text}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
     what = f"checking {path.name}"
     digest = sha256_of(path, reporter, what)
     alias = path.name.removesuffix(".gguf").lower()
@@ -275,7 +275,7 @@ def packaged(spec: str) -> PackagedModel | None:
     return PACKAGED.get(spec.removeprefix("local:"))
 
 
-def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
+def resolve(spec: str, reporter: Reporter | None = None, flag: str = "--model") -> ModelFile:
     """The file that `local`, `local:NAME` (a packaged model) or `local:PATH` names."""
     model = packaged(spec)
     if model is not None:
@@ -284,7 +284,7 @@ def resolve(spec: str, reporter: Reporter | None = None) -> ModelFile:
         return join_default(model, reporter)
     if not server_installed():
         raise UserError(
-            f"--model {spec} needs llama.cpp's server: `pip install '{SERVER_PACKAGE}'` "
+            f"{flag} {spec} needs llama.cpp's server: `pip install '{SERVER_PACKAGE}'` "
             "(a prebuilt wheel)"
         )
-    return named_file(spec.removeprefix("local:"), reporter)
+    return named_file(spec.removeprefix("local:"), reporter, flag)

@@ -136,7 +136,7 @@ def test_a_stronger_model_is_connected_only_for_a_strategy_that_escalates() -> N
     plain = RunRequest(command="bench", strategies=["react", "retry"], selection={})
     assert connect_escalation_model(config, plain, actor) is None
     escalating = RunRequest(command="bench", strategies=["escalate"], selection={})
-    with pytest.raises(UserError, match="no such file"):
+    with pytest.raises(UserError, match=r"^--escalate-to local:/nowhere/big.gguf: no such file"):
         connect_escalation_model(config, escalating, actor)
 
 
