@@ -64,8 +64,13 @@ def legacy_words(name: str) -> list[str] | None:
 
 
 def legacy(name: str) -> Strategy | None:
-    """An old name's strategy, keeping the old name: a logged run's episodes keep their ids."""
+    """An old name's strategy, keeping the old name: a logged run's episodes keep their ids.
+    Only the names there were: each option once, in the options' order."""
     words = legacy_words(name)
     if not words:
         return None
-    return replace(MEMORY_FROZEN.with_options(words), name=name)
+    strategy = MEMORY_FROZEN.with_options(words)
+    chosen = [option.word for option in OPTIONS if option.word in words]
+    if name != "-".join([MEMORY_FROZEN.name, *chosen]):
+        return None
+    return replace(strategy, name=name)

@@ -55,6 +55,8 @@ def test_commas_inside_brackets_belong_to_the_arm() -> None:
         ("memory-frozen[sideways]", "takes no option 'sideways'"),
         ("react[cases]", "react takes no option 'cases' (it takes: none)"),
         ("memory-frozen-sideways", "unknown strategy 'memory-frozen-sideways'"),
+        ("memory-frozen-cases-cases", "unknown strategy 'memory-frozen-cases-cases'"),
+        ("memory-frozen-shuffled-cases", "unknown strategy 'memory-frozen-shuffled-cases'"),
     ],
 )
 def test_a_bad_option_is_one_clear_line_naming_the_flag(text: str, said: str) -> None:
