@@ -101,16 +101,23 @@ def agent_default() -> Strategy:
     return REGISTRY[AGENT_DEFAULT]
 
 
-def known(name: str, flag: str = "--strategies") -> Strategy | None:
+def known(name: str, flag: str | None = None) -> Strategy | None:
     """The strategy a name stands for, with its options; None for a name this version does
-    not have (a log may name one). A known name with an unknown option is the user's
-    mistake."""
+    not have (a log may name one, or an option of a newer version's). A known name with an
+    unknown option given by `flag` is the user's mistake."""
     base, bracket, words = name.partition("[")
     if bracket:
         if not words.endswith("]") or base not in REGISTRY:
             return None
         chosen = [w.strip() for w in words.removesuffix("]").split(",") if w.strip()]
-        return REGISTRY[base].with_options(chosen, flag)
+        if flag is not None:
+            return REGISTRY[base].with_options(chosen, flag)
+        from mulligan.errors import UserError
+
+        try:
+            return REGISTRY[base].with_options(chosen)
+        except UserError:  # a newer version's options
+            return None
     return REGISTRY.get(name) or legacy(name)
 
 

@@ -4,12 +4,17 @@ reads, which faithfulness twin, from which trial. The names of before still read
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from mulligan import strategies
 from mulligan.errors import UserError
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.report import write_report
 from tests.helpers.arms import every_arm
+from tests.helpers.logged_runs import log_run
+from tests.helpers.verdicts import seen
 
 
 def test_options_set_what_the_arm_reads_its_twin_and_its_first_trial() -> None:
@@ -94,3 +99,16 @@ def test_a_command_of_one_strategy_refuses_a_list_of_them() -> None:
     with pytest.raises(UserError, match=r"^--strategy: one strategy.*'retry', 'react'"):
         strategies.for_solve("retry,react")
     assert strategies.for_solve("memory-frozen[cases,shuffled]") is not None
+
+
+def test_a_log_naming_an_option_this_version_lacks_still_reports(tmp_path: Path) -> None:
+    """A newer version's arm (`select[sideways]`) reads as an unknown strategy, as a newer
+    strategy's name does: the report is written, not refused as if the user had typed it."""
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    arms = ["react", "select[sideways]"]
+    config = {"strategies": arms, "task_order": ["a"], "seed": 0,
+              "config": {"loop": {"trials": 1, "stop": "honest"}}}  # fmt: skip
+    log_run(memory.log, "newer", config, {arm: {"a": [seen(True)]} for arm in arms})
+    stats = write_report(memory.log, "newer", tmp_path / "out")
+    assert [s.label for s in stats.strategies] == arms
+    assert strategies.known("select[sideways]") is None
