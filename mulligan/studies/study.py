@@ -43,8 +43,9 @@ def repeat_key(run_id: str, repeat: int) -> str:
 
 def check_repeats(strategies: list[str], repeats: int, passes: int) -> None:
     """Repeats of a study are independent draws of the same study: refused where one repeat
-    would start from what an earlier one left (a strategy that writes the lesson store), and
-    beside `--passes`, which runs the suite again over the memory on purpose."""
+    would start from what an earlier one left (a strategy that writes the lesson store, or
+    verifies its lessons: their evidence decides which are shown), and beside `--passes`,
+    which runs the suite again over the memory on purpose."""
     if repeats <= 1:
         return
     if passes > 1:
@@ -58,6 +59,13 @@ def check_repeats(strategies: list[str], repeats: int, passes: int) -> None:
             f"--repeats: {', '.join(learners)} writes lessons into the store, so a later repeat "
             "would start from an earlier one's lessons and the repeats would not be "
             "independent; leave it out of a repeated study (--passes measures what it kept)"
+        )
+    verifiers = [name for name in strategies if registry.get(name).verifies]
+    if verifiers:
+        raise UserError(
+            f"--repeats: {', '.join(verifiers)} verifies the store's lessons as it works, so a "
+            "later repeat would be shown the lessons an earlier one validated and the repeats "
+            "would not be independent; leave it out of a repeated study"
         )
 
 

@@ -292,6 +292,7 @@ def test_a_resume_with_other_repeats_is_refused(tmp_path: Path) -> None:
     ("extra", "said"),
     [
         (["--strategies", "react,reflexion-memory"], "reflexion-memory"),
+        (["--strategies", "react,select[memory]"], "select[memory]"),
         (["--passes", "2"], "--passes"),
         (["--learn-on", "sample:1"], "--learn-on"),
     ],
