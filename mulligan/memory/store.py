@@ -114,6 +114,7 @@ class LessonStore:
         self.embedder: Embedder = embedder or _NotGiven("")
         self.duplicate_similarity = duplicate_similarity
         self._client: Any = None
+        self._system: Any = None
         self._collections: dict[str, Any] = {}
         self._listed = False
         self._index: Any = None
@@ -150,6 +151,16 @@ class LessonStore:
             )
         else:
             self._client = chromadb.PersistentClient(path=str(Path(self.location) / "chroma"))
+        self._system = self._shared_system()
+
+    def _shared_system(self) -> Any:
+        """The chromadb system this process's clients of the path share now (None for a
+        server's): another store on the path that reloaded the index stopped the one before."""
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        if self._lock.path is None:
+            return None
+        return SharedSystemClient._identifier_to_system.get(str(Path(self.location) / "chroma"))
 
     def _reopen(self) -> None:
         """Drop chromadb's cached in-memory index for this path and load it from disk again."""
@@ -226,6 +237,8 @@ class LessonStore:
                 self._open()
             elif overtaken:
                 self._reopen()
+            elif self._system is not self._shared_system():
+                self._open()  # another store in this process reloaded it: join the new one
             yield
 
     def count(self) -> int:

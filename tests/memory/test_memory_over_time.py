@@ -21,7 +21,7 @@ from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory, ValiditySection
 from mulligan.reflector import Reflector
-from mulligan.schema import ExactMatchCheck, Task
+from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.helpers.chroma_server import chroma_server
 from tests.loop.test_reflexion import (
@@ -62,6 +62,25 @@ def test_two_processes_writing_one_memory_lose_no_lesson(tmp_path: Path) -> None
     stored = Memory(mem, HashEmbedding()).store.all()
     assert len(stored) == 50
     assert {x.id for x in stored} == {f"{w}-{n}" for w in "ab" for n in range(25)}
+
+
+def test_two_memories_on_one_directory_in_one_process_both_keep_working(tmp_path: Path) -> None:
+    """As two Agents on one memory in one process: each sees what the other wrote, and the
+    one that reloads the index after the other's write leaves the other's store usable."""
+    first, second = (
+        Memory(tmp_path / "mem", HashEmbedding()),
+        Memory(tmp_path / "mem", HashEmbedding()),
+    )
+    first.keep(
+        Lesson(id="one", text="Convert km to metres.", scope=LessonScope(family="f")),
+        persistent=True,
+    )
+    assert [x.id for x in second.store.all()] == ["one"]  # the second reloads: another wrote
+    second.keep(
+        Lesson(id="two", text="Answer in metres.", scope=LessonScope(family="f")), persistent=True
+    )
+    assert {x.id for x in first.store.all()} == {"one", "two"}
+    assert {x.id for x in second.store.all()} == {"one", "two"}
 
 
 CRASH_TASKS = """\
