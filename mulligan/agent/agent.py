@@ -65,6 +65,7 @@ class Agent:
         reflector: ChatModel | str | None = None,
         **settings: Any,
     ) -> None:
+        given_kinds(model, reflector, memory)
         flags = dict(settings)
         named = {one.flag for one in all_settings() if one.flag} - {"model", "memory"}
         unknown = sorted(set(flags) - named)
@@ -155,6 +156,18 @@ class Agent:
         spec, model = self.config.run.embedding, self.model
         endpoint: Any = model if hasattr(model, "embed") else None
         return Memory(location, lambda: make_embedder(spec, endpoint), rules=self.config.validity)
+
+
+def given_kinds(model: object, reflector: object, memory: object) -> None:
+    """Refuse a model, reflector or memory of the wrong kind here, before anything is made
+    (a memory of no kind known would otherwise leave the default directory in use)."""
+    for name, value in (("model", model), ("reflector", reflector)):
+        if value is not None and not isinstance(value, str) and not hasattr(value, "chat"):
+            raise UserError(
+                f"Agent({name}={value!r}): a ChatModel, an endpoint's URL or a model name"
+            )
+    if memory is not None and not isinstance(memory, str | Path | Memory):
+        raise UserError(f"Agent(memory={memory!r}): a directory (a str or Path) or a Memory")
 
 
 def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: str | None) -> Task:
