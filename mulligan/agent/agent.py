@@ -120,6 +120,8 @@ class Agent:
         cases included), each with its status and evidence."""
         if ids is None:
             return self.memory.store.all()
+        if isinstance(ids, str):
+            raise UserError("Agent.lessons: a list of lesson ids, not str: pass [ID]")
         return self.memory.lessons(list(ids))
 
     @property
@@ -174,6 +176,8 @@ def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: s
     """A task from a prompt and its checks; its id, unless given, made from the prompt."""
     if not isinstance(prompt, str):
         raise UserError(f"Agent.solve: the task is a Task or a prompt, not {type(prompt).__name__}")
+    if not isinstance(checks, Sequence) or isinstance(checks, str):
+        raise UserError(f"Agent.solve: checks: a list of checks, not {type(checks).__name__}")
     words = re.findall(r"[a-z0-9]+", prompt.lower())[:6]
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
     fields: dict[str, Any] = {

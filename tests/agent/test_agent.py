@@ -130,4 +130,8 @@ def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
         agent.solve("   ")
     with pytest.raises(UserError, match="carries its own checks"):
         agent.solve(Task(id="t", prompt="x"), [ExactMatchCheck(answer="y")])
+    with pytest.raises(UserError, match=r"checks: a list of checks, not ExactMatchCheck"):
+        agent.solve("Say yes.", ExactMatchCheck(answer="yes"))  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"Agent.lessons: a list of lesson ids, not str"):
+        agent.lessons("a1b2c3")
     assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []
