@@ -40,6 +40,7 @@ from mulligan.runs.lifecycle import new_run_id
 from mulligan.schema import Check, Episode, Lesson, Task
 from mulligan.settings.fields import settings as all_settings
 from mulligan.settings.loading import load_config
+from mulligan.text_cut import id_words
 
 URL = re.compile(r"^https?://")
 
@@ -178,7 +179,7 @@ def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: s
         raise UserError(f"Agent.solve: the task is a Task or a prompt, not {type(prompt).__name__}")
     if not isinstance(checks, Sequence) or isinstance(checks, str):
         raise UserError(f"Agent.solve: checks: a list of checks, not {type(checks).__name__}")
-    words = re.findall(r"[a-z0-9]+", prompt.lower())[:6]
+    words = id_words(prompt, 6)
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
     fields: dict[str, Any] = {
         "id": task_id or "-".join([*words, digest]),

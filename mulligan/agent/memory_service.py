@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
 from mulligan.strategies.carry import unseen
-from mulligan.text_cut import head
+from mulligan.text_cut import head, id_words
 
 log = logging.getLogger("mulligan")
 
@@ -164,7 +163,7 @@ class MemoryService:
             raise UserError("task: blank; pass the task's text, as the agent is given it")
         family = family.strip() or self.family
         digest = hashlib.sha256(f"{family}\n{text}".encode()).hexdigest()[:12]
-        words = re.findall(r"[a-z0-9]+", text.lower())[:5]
+        words = id_words(text, 5)
         return Task(id="-".join([*words, digest]), family=family, prompt=text)
 
     def _known(self, ids: Sequence[str]) -> list[Lesson]:

@@ -86,6 +86,12 @@ def test_an_endpoints_url_is_the_model(tmp_path: Path) -> None:
     assert episode.passed
 
 
+def test_a_huge_prompt_is_named_by_a_short_id(tmp_path: Path) -> None:
+    agent = Agent(ScriptedModel(["yes"]), tmp_path / "mem", "react", embedding="hash")
+    episode = agent.solve("y" * 300_000 + " yes?", [ExactMatchCheck(answer="yes")])
+    assert episode.passed and len(episode.task_id) < 200
+
+
 @pytest.mark.parametrize(
     ("settings", "says"),
     [

@@ -148,6 +148,17 @@ def test_a_bad_report_is_refused_and_stores_nothing(
     assert [x.id for x in memory.store.all()] == ["proven"]
 
 
+def test_a_huge_task_is_named_by_a_short_id_and_the_same_text_by_the_same_one(
+    memory: Memory,
+) -> None:
+    huge = "x" * 200_000 + " " + "7" * 100_000
+    server = service(memory)
+    first = server.recall(huge)["task_id"]
+    assert len(first) < 200
+    assert server.report(huge, "no", False)["task_id"] == first
+    assert len(service(memory).recall(huge + " more")["task_id"]) < 200
+
+
 def path_task(km: int) -> str:
     return f"A path is {km} km long. How long is it in metres?"
 
