@@ -174,8 +174,10 @@ class MemoryService:
         found = {lesson.id: lesson for lesson in self.memory.lessons(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
+            named = ", ".join(map(repr, missing[:5]))
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise UserError(
-                f"shown: no lesson {', '.join(map(repr, missing))} in {self.memory.where}; "
+                f"shown: no lesson {named}{more} in {self.memory.where}; "
                 "name only the ids recall returned (nothing was recorded)"
             )
         return [found[i] for i in wanted]

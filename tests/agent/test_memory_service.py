@@ -125,6 +125,10 @@ def test_the_next_recall_at_the_task_carries_its_diagnosis_and_a_pass_asks_no_re
     ("arguments", "says"),
     [
         ({"shown": ["proven", "nosuch"]}, "no lesson 'nosuch'"),
+        (
+            {"shown": [f"n{i}" for i in range(5000)]},
+            r"no lesson 'n0', .* 'n4' and 4995 more in \S+;",
+        ),
         ({"shown": "proven"}, "shown: a list of lesson ids"),
         ({"task": "  "}, "task: blank"),
         ({"passed": "yes"}, "passed: true or false"),
