@@ -163,13 +163,15 @@ class Agent:
 
 def given_kinds(model: object, reflector: object, memory: object) -> None:
     """Refuse a model, reflector or memory of the wrong kind here, before anything is made
-    (a memory of no kind known would otherwise leave the default directory in use)."""
+    (a blank memory, or one of no kind known, would otherwise leave the default directory in
+    use, and a memory of spaces would be made a directory of that name)."""
     for name, value in (("model", model), ("reflector", reflector)):
         if value is not None and not isinstance(value, str) and not hasattr(value, "chat"):
             raise UserError(
                 f"Agent({name}={value!r}): a ChatModel, an endpoint's URL or a model name"
             )
-    if memory is not None and not isinstance(memory, str | Path | Memory):
+    blank = isinstance(memory, str) and not memory.strip()
+    if blank or (memory is not None and not isinstance(memory, str | Path | Memory)):
         raise UserError(f"Agent(memory={memory!r}): a directory (a str or Path) or a Memory")
 
 

@@ -118,16 +118,20 @@ def test_bad_settings_are_user_errors_before_any_task(
         ({"model": 42}, r"Agent\(model=42\): a ChatModel"),
         ({"reflector": 3.5}, r"Agent\(reflector=3.5\): a ChatModel"),
         ({"memory": 42}, r"Agent\(memory=42\): a directory"),
+        ({"memory": ""}, r"Agent\(memory=''\): a directory"),
+        ({"memory": "  "}, r"Agent\(memory='  '\): a directory"),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_a_user_error_and_nothing_is_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, Any], says: str
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a default memory would go
+    monkeypatch.chdir(tmp_path)
     chosen = {"model": ScriptedModel(), "memory": tmp_path / "mem"} | given
     with pytest.raises(UserError, match=says):
         Agent(**chosen, embedding="hash")
     assert not (tmp_path / "home").exists()
+    assert not (tmp_path / "  ").exists()
 
 
 def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
