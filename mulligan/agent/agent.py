@@ -88,6 +88,11 @@ class Agent:
         self.config = with_default_temperature(config, repeats)
         self.model, self.reflector = self._models(model, reflector)
         self.memory = memory if isinstance(memory, Memory) else self._open_memory()
+        if self.memory.frozen and self.strategy.writes_store:
+            raise UserError(
+                f"Agent(memory={self.memory.where!r}): frozen, and {self.strategy.name} writes "
+                "lessons to it; pass a Memory not frozen, or strategy='memory-frozen'"
+            )
         self.run_id = f"agent-{new_run_id(None)}"
         """The run the agent's episodes belong to in the memory's log (one per Agent)."""
         self._loop: Loop | None = None

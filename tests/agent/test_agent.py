@@ -134,6 +134,17 @@ def test_an_argument_of_the_wrong_kind_is_a_user_error_and_nothing_is_made(
     assert not (tmp_path / "  ").exists()
 
 
+def test_a_frozen_memory_under_a_strategy_that_writes_it_is_a_user_error(tmp_path: Path) -> None:
+    frozen = Memory(tmp_path / "mem", HashEmbedding())
+    frozen.freeze()
+    with pytest.raises(UserError, match=r"Agent\(memory=.*\): frozen.*reflexion-memory"):
+        Agent(capitals_model(), memory=frozen, trials=2)
+    reading = Agent(capitals_model(), memory=frozen, strategy="memory-frozen", trials=2)
+    episode = reading.solve(QUESTION, [ExactMatchCheck(answer="Canberra")])
+    assert [v.passed for v in episode.verdicts] == [False, True]
+    assert frozen.store.all() == []
+
+
 def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
     agent = Agent(ScriptedModel(), memory=tmp_path / "mem", embedding="hash")
     with pytest.raises(UserError, match="prompt"):
