@@ -93,6 +93,8 @@ class Agent:
                 f"Agent(memory={self.memory.where!r}): frozen, and {self.strategy.name} writes "
                 "lessons to it; pass a Memory not frozen, or strategy='memory-frozen'"
             )
+        if self.strategy.uses_store or self.strategy.writes_store:
+            self.memory.store  # noqa: B018  another embedding's store, or none installed, stops here
         self.run_id = f"agent-{new_run_id(None)}"
         """The run the agent's episodes belong to in the memory's log (one per Agent)."""
         self._loop: Loop | None = None

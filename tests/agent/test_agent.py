@@ -15,7 +15,7 @@ import pytest
 from mulligan import Agent
 from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import ExactMatchCheck, Task
+from mulligan.schema import ExactMatchCheck, Lesson, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 QUESTION = "What is the capital city of Australia? One word."
@@ -143,6 +143,15 @@ def test_a_frozen_memory_under_a_strategy_that_writes_it_is_a_user_error(tmp_pat
     episode = reading.solve(QUESTION, [ExactMatchCheck(answer="Canberra")])
     assert [v.passed for v in episode.verdicts] == [False, True]
     assert frozen.store.all() == []
+
+
+def test_a_store_built_with_another_embedding_is_refused_when_the_agent_is_made(
+    tmp_path: Path,
+) -> None:
+    Memory(tmp_path / "mem", HashEmbedding()).keep(Lesson(id="l1", text=LESSON), persistent=True)
+    with pytest.raises(UserError, match="built with the hash-512 embedding"):
+        Agent(capitals_model(), memory=tmp_path / "mem", embedding="hash:64")
+    assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []
 
 
 def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
