@@ -5,6 +5,7 @@ message, expiry, and a better lesson superseding the one it replaces."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from mulligan.actor import Actor
 from mulligan.cli import main
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory, ValiditySection
@@ -81,6 +83,32 @@ def test_two_memories_on_one_directory_in_one_process_both_keep_working(tmp_path
     )
     assert {x.id for x in first.store.all()} == {"one", "two"}
     assert {x.id for x in second.store.all()} == {"one", "two"}
+
+
+FORKED: list[Memory] = []  # the memory a forked child inherits
+
+
+def in_a_forked_child(n: int) -> str:
+    try:
+        FORKED[0].store.all()
+    except UserError as exc:
+        return str(exc)
+    return "read"
+
+
+def test_a_lesson_store_inherited_by_a_forked_process_says_to_open_it_there(
+    tmp_path: Path,
+) -> None:
+    """chromadb's embedded client cannot be used across a fork (it hangs): a pool forked from
+    a process holding a memory (an Agent in a global) is told so instead of hanging."""
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    lesson = Lesson(id="parent", text="Convert km to metres.", scope=LessonScope(family="f"))
+    memory.keep(lesson, persistent=True)
+    FORKED[:] = [memory]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        (said,) = pool.map_async(in_a_forked_child, [1]).get(timeout=30)
+    assert "opened in another process" in said and "spawn" in said
+    assert [x.id for x in memory.store.all()] == ["parent"]  # the parent's keeps working
 
 
 CRASH_TASKS = """\
