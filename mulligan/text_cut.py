@@ -6,6 +6,8 @@ script and imports nothing of mulligan.)
 
 from __future__ import annotations
 
+import re
+
 
 def head(text: str, limit: int) -> str:
     """The text, or its head with the cut marked when it is longer than `limit`."""
@@ -30,3 +32,9 @@ def last_lines(text: str, count: int, *, mark: bool = False) -> list[str]:
     if mark and len(lines) > len(kept):
         return [f"[... {len(lines) - len(kept)} lines cut]", *kept]
     return kept
+
+
+def id_words(text: str, count: int, longest: int = 32) -> list[str]:
+    """The first `count` words of the text (lower-case letters and digits), each cut to
+    `longest`: the readable part of an id made from a text, short however long the text."""
+    return [word[:longest] for word in re.findall(r"[a-z0-9]+", text.lower())[:count]]

@@ -40,6 +40,7 @@ from mulligan.runs.lifecycle import new_run_id
 from mulligan.schema import Check, Episode, Lesson, Task
 from mulligan.settings.fields import settings as all_settings
 from mulligan.settings.loading import load_config
+from mulligan.text_cut import id_words
 
 URL = re.compile(r"^https?://")
 
@@ -65,6 +66,7 @@ class Agent:
         reflector: ChatModel | str | None = None,
         **settings: Any,
     ) -> None:
+        given_kinds(model, reflector, memory)
         flags = dict(settings)
         named = {one.flag for one in all_settings() if one.flag} - {"model", "memory"}
         unknown = sorted(set(flags) - named)
@@ -86,6 +88,13 @@ class Agent:
         self.config = with_default_temperature(config, repeats)
         self.model, self.reflector = self._models(model, reflector)
         self.memory = memory if isinstance(memory, Memory) else self._open_memory()
+        if self.memory.frozen and self.strategy.writes_store:
+            raise UserError(
+                f"Agent(memory={self.memory.where!r}): frozen, and {self.strategy.name} writes "
+                "lessons to it; pass a Memory not frozen, or strategy='memory-frozen'"
+            )
+        if self.strategy.uses_store or self.strategy.writes_store:
+            self.memory.store  # noqa: B018  another embedding's store, or none installed, stops here
         self.run_id = f"agent-{new_run_id(None)}"
         """The run the agent's episodes belong to in the memory's log (one per Agent)."""
         self._loop: Loop | None = None
@@ -119,6 +128,8 @@ class Agent:
         cases included), each with its status and evidence."""
         if ids is None:
             return self.memory.store.all()
+        if isinstance(ids, str):
+            raise UserError("Agent.lessons: a list of lesson ids, not str: pass [ID]")
         return self.memory.lessons(list(ids))
 
     @property
@@ -157,11 +168,27 @@ class Agent:
         return Memory(location, lambda: make_embedder(spec, endpoint), rules=self.config.validity)
 
 
+def given_kinds(model: object, reflector: object, memory: object) -> None:
+    """Refuse a model, reflector or memory of the wrong kind here, before anything is made
+    (a blank memory, or one of no kind known, would otherwise leave the default directory in
+    use, and a memory of spaces would be made a directory of that name)."""
+    for name, value in (("model", model), ("reflector", reflector)):
+        if value is not None and not isinstance(value, str) and not hasattr(value, "chat"):
+            raise UserError(
+                f"Agent({name}={value!r}): a ChatModel, an endpoint's URL or a model name"
+            )
+    blank = isinstance(memory, str) and not memory.strip()
+    if blank or (memory is not None and not isinstance(memory, str | Path | Memory)):
+        raise UserError(f"Agent(memory={memory!r}): a directory (a str or Path) or a Memory")
+
+
 def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: str | None) -> Task:
     """A task from a prompt and its checks; its id, unless given, made from the prompt."""
     if not isinstance(prompt, str):
         raise UserError(f"Agent.solve: the task is a Task or a prompt, not {type(prompt).__name__}")
-    words = re.findall(r"[a-z0-9]+", prompt.lower())[:6]
+    if not isinstance(checks, Sequence) or isinstance(checks, str):
+        raise UserError(f"Agent.solve: checks: a list of checks, not {type(checks).__name__}")
+    words = id_words(prompt, 6)
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:8]
     fields: dict[str, Any] = {
         "id": task_id or "-".join([*words, digest]),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
 from mulligan.strategies.carry import unseen
-from mulligan.text_cut import head
+from mulligan.text_cut import head, id_words
 
 log = logging.getLogger("mulligan")
 
@@ -164,7 +163,7 @@ class MemoryService:
             raise UserError("task: blank; pass the task's text, as the agent is given it")
         family = family.strip() or self.family
         digest = hashlib.sha256(f"{family}\n{text}".encode()).hexdigest()[:12]
-        words = re.findall(r"[a-z0-9]+", text.lower())[:5]
+        words = id_words(text, 5)
         return Task(id="-".join([*words, digest]), family=family, prompt=text)
 
     def _known(self, ids: Sequence[str]) -> list[Lesson]:
@@ -175,8 +174,10 @@ class MemoryService:
         found = {lesson.id: lesson for lesson in self.memory.lessons(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
+            named = ", ".join(map(repr, missing[:5]))
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise UserError(
-                f"shown: no lesson {', '.join(map(repr, missing))} in {self.memory.where}; "
+                f"shown: no lesson {named}{more} in {self.memory.where}; "
                 "name only the ids recall returned (nothing was recorded)"
             )
         return [found[i] for i in wanted]

@@ -186,7 +186,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return cmd_memory_mcp(args, lambda: _memory(args, existing=False))
     memory = _memory(args, existing=action != "import")
     if action == "retract":
-        retracted = memory.retract(_need(args.query, "retract ID"))
+        retracted = memory.retract(_need(args.query, "retract ID").strip())
         if retracted is None:
             raise UserError(f"no lesson {args.query!r} in {memory.where}")
         print(f"retracted {retracted.id}: {retracted.text}")
@@ -208,7 +208,7 @@ def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
     elif action == "search":
         lessons_table(memory.search(_need(args.query, "search TEXT"), args.k), as_json)
     elif action == "show":
-        lesson_id = _need(args.query, "show ID")
+        lesson_id = _need(args.query, "show ID").strip()  # as `episodes show` takes its ID
         found = memory.lesson(lesson_id)
         if found is None:
             raise UserError(f"no lesson {lesson_id!r} in {memory.where}")

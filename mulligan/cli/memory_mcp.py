@@ -29,7 +29,7 @@ def cmd_memory_mcp(args: argparse.Namespace, open_memory: Callable[[], Memory]) 
     shown_as = loop_settings(config, strategies.LEARNER)  # what a memory arm is shown
     service = MemoryService(memory, reflector, shown_as, run_id, family=args.family or "")
     wanted = manifest(config, command="memory mcp", family=service.family)
-    with running(memory.log, run_id, wanted, resume=False):
+    with running(memory.log, run_id, wanted, resume=False, resumable=False):
         print(
             f"mulligan: serving the memory {memory.where} over MCP on stdio (tools recall, "
             f"report; reflector {reflector.model.name}) · run id {run_id}",

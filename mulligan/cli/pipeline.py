@@ -199,14 +199,22 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
 
 @contextmanager
 def running(
-    log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool, prefix: str = ""
+    log: EpisodeLog,
+    run_id: str,
+    wanted: dict[str, Any],
+    resume: bool,
+    prefix: str = "",
+    *,
+    resumable: bool = True,
 ) -> Iterator[None]:
-    """`lifecycle.lifecycle`, telling how to continue a run that was interrupted."""
+    """`lifecycle.lifecycle`, telling how to continue a run that was interrupted (a command
+    with no --resume, not `resumable`, says only that it was)."""
     try:
         with lifecycle(log, run_id, wanted, resume):
             yield
     except KeyboardInterrupt:
-        print(f"\n{prefix}interrupted; continue with --resume {run_id}", file=sys.stderr)
+        again = f"; continue with --resume {run_id}" if resumable else ""
+        print(f"\n{prefix}interrupted{again}", file=sys.stderr)
         raise
 
 

@@ -34,11 +34,12 @@ def memory_directory(location: str) -> None:
             "(it holds episodes.db and the lesson store)"
         )
     creatable(path, "--memory")
-    if (path / "lessons").exists() and not (path / "lessons").is_dir():
-        raise UserError(
-            f"{path / 'lessons'}: is a file, but the lesson store is a directory there; "
-            "move the file away or pass another --memory"
-        )
+    for store in (path / "lessons", path / "lessons" / "chroma"):
+        if store.exists() and not store.is_dir():
+            raise UserError(
+                f"{store}: is a file, but the lesson store is a directory there; "
+                "move the file away or pass another --memory"
+            )
     sqlite_file(path / "episodes.db", "the episode log", "migrations")
     sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store", "collections")
 

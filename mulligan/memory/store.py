@@ -114,6 +114,8 @@ class LessonStore:
         self.embedder: Embedder = embedder or _NotGiven("")
         self.duplicate_similarity = duplicate_similarity
         self._client: Any = None
+        self._pid = os.getpid()
+        self._system: Any = None
         self._collections: dict[str, Any] = {}
         self._listed = False
         self._index: Any = None
@@ -150,6 +152,15 @@ class LessonStore:
             )
         else:
             self._client = chromadb.PersistentClient(path=str(Path(self.location) / "chroma"))
+        self._system = self._shared_system()
+
+    def _shared_system(self) -> Any:
+        """The chromadb system this process's stores on the path share now (None: a server)."""
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        if self._lock.path is None:
+            return None
+        return SharedSystemClient._identifier_to_system.get(str(Path(self.location) / "chroma"))
 
     def _reopen(self) -> None:
         """Drop chromadb's cached in-memory index for this path and load it from disk again."""
@@ -221,11 +232,18 @@ class LessonStore:
     def _locked(self, write: bool = False) -> Iterator[None]:
         """One process at a time in an embedded store, its index reloaded from disk when
         another process wrote since (memory/store_lock.py)."""
+        if self._lock.path and os.getpid() != self._pid:  # chromadb hangs across a fork
+            raise UserError(
+                f"the lesson store at {self.location} was opened in another process, this one "
+                "forked from it; open the Agent or Memory in each process (or use 'spawn')"
+            )
         with self._lock.held(write) as overtaken:
             if self._client is None:
                 self._open()
             elif overtaken:
                 self._reopen()
+            elif self._system is not self._shared_system():
+                self._open()  # another store in this process reloaded it: join the new one
             yield
 
     def count(self) -> int:

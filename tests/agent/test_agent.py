@@ -15,7 +15,7 @@ import pytest
 from mulligan import Agent
 from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.schema import ExactMatchCheck, Task
+from mulligan.schema import ExactMatchCheck, Lesson, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 
 QUESTION = "What is the capital city of Australia? One word."
@@ -86,6 +86,12 @@ def test_an_endpoints_url_is_the_model(tmp_path: Path) -> None:
     assert episode.passed
 
 
+def test_a_huge_prompt_is_named_by_a_short_id(tmp_path: Path) -> None:
+    agent = Agent(ScriptedModel(["yes"]), tmp_path / "mem", "react", embedding="hash")
+    episode = agent.solve("y" * 300_000 + " yes?", [ExactMatchCheck(answer="yes")])
+    assert episode.passed and len(episode.task_id) < 200
+
+
 @pytest.mark.parametrize(
     ("settings", "says"),
     [
@@ -106,10 +112,56 @@ def test_bad_settings_are_user_errors_before_any_task(
         Agent(ScriptedModel(), **chosen)
 
 
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"model": 42}, r"Agent\(model=42\): a ChatModel"),
+        ({"reflector": 3.5}, r"Agent\(reflector=3.5\): a ChatModel"),
+        ({"memory": 42}, r"Agent\(memory=42\): a directory"),
+        ({"memory": ""}, r"Agent\(memory=''\): a directory"),
+        ({"memory": "  "}, r"Agent\(memory='  '\): a directory"),
+    ],
+)
+def test_an_argument_of_the_wrong_kind_is_a_user_error_and_nothing_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, Any], says: str
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a default memory would go
+    monkeypatch.chdir(tmp_path)
+    chosen = {"model": ScriptedModel(), "memory": tmp_path / "mem"} | given
+    with pytest.raises(UserError, match=says):
+        Agent(**chosen, embedding="hash")
+    assert not (tmp_path / "home").exists()
+    assert not (tmp_path / "  ").exists()
+
+
+def test_a_frozen_memory_under_a_strategy_that_writes_it_is_a_user_error(tmp_path: Path) -> None:
+    frozen = Memory(tmp_path / "mem", HashEmbedding())
+    frozen.freeze()
+    with pytest.raises(UserError, match=r"Agent\(memory=.*\): frozen.*reflexion-memory"):
+        Agent(capitals_model(), memory=frozen, trials=2)
+    reading = Agent(capitals_model(), memory=frozen, strategy="memory-frozen", trials=2)
+    episode = reading.solve(QUESTION, [ExactMatchCheck(answer="Canberra")])
+    assert [v.passed for v in episode.verdicts] == [False, True]
+    assert frozen.store.all() == []
+
+
+def test_a_store_built_with_another_embedding_is_refused_when_the_agent_is_made(
+    tmp_path: Path,
+) -> None:
+    Memory(tmp_path / "mem", HashEmbedding()).keep(Lesson(id="l1", text=LESSON), persistent=True)
+    with pytest.raises(UserError, match="built with the hash-512 embedding"):
+        Agent(capitals_model(), memory=tmp_path / "mem", embedding="hash:64")
+    assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []
+
+
 def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
     agent = Agent(ScriptedModel(), memory=tmp_path / "mem", embedding="hash")
     with pytest.raises(UserError, match="prompt"):
         agent.solve("   ")
     with pytest.raises(UserError, match="carries its own checks"):
         agent.solve(Task(id="t", prompt="x"), [ExactMatchCheck(answer="y")])
+    with pytest.raises(UserError, match=r"checks: a list of checks, not ExactMatchCheck"):
+        agent.solve("Say yes.", ExactMatchCheck(answer="yes"))  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"Agent.lessons: a list of lesson ids, not str"):
+        agent.lessons("a1b2c3")
     assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -116,6 +118,28 @@ def test_recall_and_report_through_the_sdks_client_verify_a_lesson_across_sessio
     assert [a.answer for a in episode.attempts] == ["1"]  # only the report that was recorded
     runs = {row["id"]: row["status"] for row in after.log.runs()}
     assert len(runs) == 2 and set(runs.values()) == {"finished"}
+
+
+def test_ctrl_c_stops_the_server_with_its_run_marked_interrupted_and_no_resume_to_offer(
+    tmp_path: Path,
+) -> None:
+    """The command has no --resume: a new session is a new run of the service."""
+    with FakeOpenAIServer(policy=reflector) as server:
+        argv = [sys.executable, "-m", "mulligan.cli", "memory", "mcp", "--memory"]
+        argv += [str(tmp_path / "mem"), "--embedding", "hash", "--base-url", server.base_url]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+        process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+        assert process.stderr is not None
+        assert "serving the memory" in process.stderr.readline()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "--resume" not in err and "interrupted" in err
+    runs = Memory(tmp_path / "mem", HashEmbedding()).log.runs()
+    assert [row["status"] for row in runs] == ["interrupted"]
 
 
 def test_the_command_refuses_a_memory_that_is_a_file_before_serving(

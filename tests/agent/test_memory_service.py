@@ -125,6 +125,10 @@ def test_the_next_recall_at_the_task_carries_its_diagnosis_and_a_pass_asks_no_re
     ("arguments", "says"),
     [
         ({"shown": ["proven", "nosuch"]}, "no lesson 'nosuch'"),
+        (
+            {"shown": [f"n{i}" for i in range(5000)]},
+            r"no lesson 'n0', .* 'n4' and 4995 more in \S+;",
+        ),
         ({"shown": "proven"}, "shown: a list of lesson ids"),
         ({"task": "  "}, "task: blank"),
         ({"passed": "yes"}, "passed: true or false"),
@@ -146,6 +150,17 @@ def test_a_bad_report_is_refused_and_stores_nothing(
     assert memory.log.episodes() == []
     assert memory.lessons(["proven"])[0].validity.hurt == 0
     assert [x.id for x in memory.store.all()] == ["proven"]
+
+
+def test_a_huge_task_is_named_by_a_short_id_and_the_same_text_by_the_same_one(
+    memory: Memory,
+) -> None:
+    huge = "x" * 200_000 + " " + "7" * 100_000
+    server = service(memory)
+    first = server.recall(huge)["task_id"]
+    assert len(first) < 200
+    assert server.report(huge, "no", False)["task_id"] == first
+    assert len(service(memory).recall(huge + " more")["task_id"]) < 200
 
 
 def path_task(km: int) -> str:

@@ -134,6 +134,13 @@ def _lessons_is_a_file(tmp: Path) -> list[str]:
     return ["memory", "list", "--memory", str(directory), "--embedding", "hash"]
 
 
+def _chroma_is_a_file(tmp: Path) -> list[str]:
+    directory = tmp / "mem"
+    (directory / "lessons").mkdir(parents=True)
+    (directory / "lessons" / "chroma").write_text("my notes")
+    return ["memory", "retract", "abc", "--memory", str(directory)]
+
+
 def _jsonl(suite: str, line: str) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         (tmp / "data.jsonl").write_text(line + "\n")

@@ -61,6 +61,19 @@ def test_list_show_export_stats_need_no_embedding(
     assert "retracted l1" in capsys.readouterr().out
 
 
+def test_an_id_pasted_with_spaces_around_it_is_the_lesson_and_a_part_of_one_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_store(tmp_path / "m", HashEmbedding())
+    where = ["--memory", str(tmp_path / "m")]
+    assert main(["memory", "show", " l1\n", *where]) == 0
+    assert capsys.readouterr().out.startswith("l1  failure")
+    assert main(["memory", "show", "l", *where]) == 2
+    assert "no lesson 'l' in" in capsys.readouterr().err
+    assert main(["memory", "retract", "l1 ", *where]) == 0
+    assert "retracted l1" in capsys.readouterr().out
+
+
 def test_search_uses_the_embedding_the_store_was_built_with(
     tmp_path: Path, no_minilm: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ message, expiry, and a better lesson superseding the one it replaces."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -17,11 +18,12 @@ import pytest
 
 from mulligan.actor import Actor
 from mulligan.cli import main
+from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.loop import Loop, LoopSettings
 from mulligan.memory import HashEmbedding, Memory, ValiditySection
 from mulligan.reflector import Reflector
-from mulligan.schema import ExactMatchCheck, Task
+from mulligan.schema import ExactMatchCheck, Lesson, LessonScope, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
 from tests.helpers.chroma_server import chroma_server
 from tests.loop.test_reflexion import (
@@ -62,6 +64,51 @@ def test_two_processes_writing_one_memory_lose_no_lesson(tmp_path: Path) -> None
     stored = Memory(mem, HashEmbedding()).store.all()
     assert len(stored) == 50
     assert {x.id for x in stored} == {f"{w}-{n}" for w in "ab" for n in range(25)}
+
+
+def test_two_memories_on_one_directory_in_one_process_both_keep_working(tmp_path: Path) -> None:
+    """As two Agents on one memory in one process: each sees what the other wrote, and the
+    one that reloads the index after the other's write leaves the other's store usable."""
+    first, second = (
+        Memory(tmp_path / "mem", HashEmbedding()),
+        Memory(tmp_path / "mem", HashEmbedding()),
+    )
+    first.keep(
+        Lesson(id="one", text="Convert km to metres.", scope=LessonScope(family="f")),
+        persistent=True,
+    )
+    assert [x.id for x in second.store.all()] == ["one"]  # the second reloads: another wrote
+    second.keep(
+        Lesson(id="two", text="Answer in metres.", scope=LessonScope(family="f")), persistent=True
+    )
+    assert {x.id for x in first.store.all()} == {"one", "two"}
+    assert {x.id for x in second.store.all()} == {"one", "two"}
+
+
+FORKED: list[Memory] = []  # the memory a forked child inherits
+
+
+def in_a_forked_child(n: int) -> str:
+    try:
+        FORKED[0].store.all()
+    except UserError as exc:
+        return str(exc)
+    return "read"
+
+
+def test_a_lesson_store_inherited_by_a_forked_process_says_to_open_it_there(
+    tmp_path: Path,
+) -> None:
+    """chromadb's embedded client cannot be used across a fork (it hangs): a pool forked from
+    a process holding a memory (an Agent in a global) is told so instead of hanging."""
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    lesson = Lesson(id="parent", text="Convert km to metres.", scope=LessonScope(family="f"))
+    memory.keep(lesson, persistent=True)
+    FORKED[:] = [memory]
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        (said,) = pool.map_async(in_a_forked_child, [1]).get(timeout=30)
+    assert "opened in another process" in said and "spawn" in said
+    assert [x.id for x in memory.store.all()] == ["parent"]  # the parent's keeps working
 
 
 CRASH_TASKS = """\
