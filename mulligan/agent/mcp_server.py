@@ -4,13 +4,16 @@ mulligan/actor/mcp_tools.py's).
 
 Two tools: `recall(task)` before an attempt, `report(task, answer, passed, feedback, shown)`
 after it. A bad argument comes back as the tool's error (`is_error`, one line saying what to
-pass), and nothing is stored.
+pass), and nothing is stored. `passed` must be a JSON boolean: the text "true" is refused, not
+read as one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import StrictBool
 
 from mulligan.actor.mcp_tools import MISSING_SDK
 from mulligan.agent.memory_service import MemoryService
@@ -56,7 +59,7 @@ def build_server(service: MemoryService) -> Any:
     def report(
         task: str,
         answer: str,
-        passed: bool,
+        passed: StrictBool,
         feedback: str = "",
         shown: list[str] | None = None,
         family: str = "",
