@@ -142,10 +142,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         cli_mcp.suite_with_mcp(suite, config.run.mcp) as suite,
         opened(config, request, suite.hidden(box_policy(config))) as run,
     ):
-        if request.repeats(run.config) and run.model.temperature == 0:
+        redrawn = [s.name for s in request.may_run() if s.repeats and s.ladder is None]
+        if request.repeats(run.config) and redrawn and run.model.temperature == 0:
             print(
                 "mulligan: warning: temperature 0 with several trials: a deterministic "
-                "endpoint repeats its first attempt, so `retry` cannot differ from `react`",
+                f"endpoint repeats its first attempt, so `{redrawn[0]}` cannot differ from "
+                "`react`",
                 file=sys.stderr,
             )
         if args.repeats > 1 and run.model.temperature == 0:

@@ -152,16 +152,27 @@ def test_bench_killed_and_resumed_ends_with_the_same_counts(tmp_path: Path) -> N
     assert (tmp_path / "killed" / "report.md").exists()
 
 
-def test_bench_warns_at_temperature_zero_with_several_trials(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strategies", "warned"),
+    [("react,retry,reflexion", "`retry` cannot differ from `react`"), ("react,warming", None)],
+)
+def test_bench_warns_at_temperature_zero_where_a_strategy_redraws_at_it(
+    tmp_path: Path, strategies: str, warned: str | None
+) -> None:
+    """retry at temperature 0 repeats its first draw; warming draws up its own ladder."""
     tasks = tmp_path / "units.yaml"
     tasks.write_text(UNITS_TASKS)
     with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
         process = bench_process(
-            server, tmp_path / "t0", tasks, "--temperature", "0", "--limit", "1"
-        )
+            server, tmp_path / "t0", tasks, "--temperature", "0", "--limit", "1",
+            "--strategies", strategies,
+        )  # fmt: skip
         _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
-    assert "warning: temperature 0 with several trials" in err
+    if warned:
+        assert "warning: temperature 0 with several trials" in err and warned in err
+    else:
+        assert "warning" not in err
 
 
 def test_passes_measure_what_the_memory_kept(tmp_path: Path) -> None:
