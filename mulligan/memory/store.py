@@ -151,8 +151,13 @@ class LessonStore:
                 host=url.hostname or "127.0.0.1", port=url.port or 8000, ssl=url.scheme == "https"
             )
         else:
-            self._client = chromadb.PersistentClient(path=str(Path(self.location) / "chroma"))
+            self._client = chromadb.PersistentClient(path=self._chroma_path)
         self._system = self._shared_system()
+
+    @property
+    def _chroma_path(self) -> str:
+        """The embedded store's chromadb directory, as chromadb names its shared system."""
+        return str(Path(self.location) / "chroma")
 
     def _shared_system(self) -> Any:
         """The chromadb system this process's stores on the path share now (None: a server)."""
@@ -160,15 +165,14 @@ class LessonStore:
 
         if self._lock.path is None:
             return None
-        return SharedSystemClient._identifier_to_system.get(str(Path(self.location) / "chroma"))
+        return SharedSystemClient._identifier_to_system.get(self._chroma_path)
 
     def _reopen(self) -> None:
         """Drop chromadb's cached in-memory index for this path and load it from disk again."""
         from chromadb.api.shared_system_client import SharedSystemClient
 
-        path = str(Path(self.location) / "chroma")
-        system = SharedSystemClient._identifier_to_system.pop(path, None)
-        SharedSystemClient._identifier_to_refcount.pop(path, None)
+        system = SharedSystemClient._identifier_to_system.pop(self._chroma_path, None)
+        SharedSystemClient._identifier_to_refcount.pop(self._chroma_path, None)
         if system is not None:
             system.stop()
         self._open()
