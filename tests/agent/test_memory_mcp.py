@@ -20,6 +20,7 @@ from mcp.client.stdio import stdio_client
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.memory.helpers import plant
 
 TASK = "A path is 3 km long. How long is it in metres?"
@@ -130,7 +131,7 @@ def test_ctrl_c_stops_the_server_with_its_run_marked_interrupted_and_no_resume_t
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
         process = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=env,
+            text=True, env=env, preexec_fn=ctrl_c_reaches_it,
         )  # fmt: skip
         assert process.stderr is not None
         assert "serving the memory" in process.stderr.readline()
