@@ -61,7 +61,8 @@ class LoopSettings(LoopSection, MemorySection):
 
     @model_validator(mode="after")
     def _known_names(self) -> LoopSettings:
-        strategies.for_loop(self.strategy), strategies.stop_rule(self.stop)  # known names only
+        strategies.for_loop(self.strategy).check_trials(self)  # a known name, with room to work
+        strategies.stop_rule(self.stop)
         return self
 
 

@@ -101,18 +101,14 @@ def connect_escalation_model(
     connected, when none does): refused before any work when such a strategy runs without
     one, with no trial left for it, or with the actor's own model (it would be `retry` under
     another name)."""
-    wanted = [s.name for s in request.may_run() if s.escalates]
+    escalating = [s for s in request.may_run() if s.escalates]
+    wanted = [s.name for s in escalating]
     if not wanted:
         return None
     if config.escalation.model is None:
         raise UserError(ESCALATION_MISSING.format(strategy=wanted[0]))
-    after, trials = config.loop.escalate_after, config.loop.trials
-    if after >= trials:
-        raise UserError(
-            f"strategy {wanted[0]!r} hands a task to the stronger model after --escalate-after "
-            f"{after} failed attempts, and --trials {trials} leaves it none; make "
-            "--escalate-after less than --trials"
-        )
+    for strategy in escalating:
+        strategy.check_trials(config.loop)
     stronger = build.connect_stronger(config, REPORTER)
     if stronger is not None and same_model(stronger, actor):
         raise UserError(

@@ -154,6 +154,18 @@ class Strategy:
             approach = self.approaches[(trial - 1) % len(self.approaches)]
         return Draw(temperature, approach, self.escalates and trial > loop.escalate_after)
 
+    def check_trials(self, loop: LoopSection) -> None:
+        """Refuses settings under which it could not do what it is for: an escalating strategy
+        with no trial left for the stronger model would run as retry under another name."""
+        if self.escalates and loop.escalate_after >= loop.trials:
+            from mulligan.errors import UserError
+
+            raise UserError(
+                f"strategy {self.name!r} hands a task to the stronger model after "
+                f"--escalate-after {loop.escalate_after} failed attempts, and --trials "
+                f"{loop.trials} leaves it none; make --escalate-after less than --trials"
+            )
+
     def wants(self, lessons: int, cases: int) -> tuple[int, int]:
         """How many general lessons and cases it retrieves, of the numbers the settings give."""
         return (lessons if self.items != "cases" else 0, cases if self.items != "lessons" else 0)

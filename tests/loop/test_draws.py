@@ -126,6 +126,14 @@ def test_escalate_without_a_stronger_model_is_refused() -> None:
         build_loop(ScriptedModel(), LoopSettings(strategy=strategies.ESCALATE.name))
 
 
+def test_escalate_with_no_trial_left_for_the_stronger_model_is_refused_by_the_settings() -> None:
+    """The Python API refuses what the command line refuses: escalate would run as retry."""
+    with pytest.raises(UserError, match=r"--escalate-after 2 .*--trials 2 leaves it none"):
+        LoopSettings(strategy=strategies.ESCALATE.name, trials=2, escalate_after=2)
+    assert LoopSettings(strategy=strategies.RETRY.name, trials=2, escalate_after=2).trials == 2
+    assert LoopSettings(strategy=strategies.ESCALATE.name, trials=3, escalate_after=2).trials == 3
+
+
 def test_a_stronger_model_is_connected_only_for_a_strategy_that_escalates() -> None:
     """A settings file's `[escalation] model` does not start (or fail to find) a model for a
     study none of whose strategies escalates."""
