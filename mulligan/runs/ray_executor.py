@@ -192,10 +192,6 @@ class WorkerMemory(Memory):
             self._store = _StoreForwarder(channel, "store")  # type: ignore[assignment]
 
 
-def _rebuild_memory(relay: Any, token: str, fields: dict[str, Any]) -> WorkerMemory:
-    return WorkerMemory(relay, token, fields)
-
-
 def apply(memory: Memory, message: bytes) -> bytes:
     """On the driver: one forwarded call, applied to this process's log or store."""
     try:
@@ -348,7 +344,7 @@ class RayExecutor:
 
         def swap(obj: object) -> Any:
             if obj is memory:
-                return _rebuild_memory, (self._relay, token, fields)
+                return WorkerMemory, (self._relay, token, fields)
             return _model_reduction(obj)
 
         return swap
