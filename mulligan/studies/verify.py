@@ -34,7 +34,7 @@ from mulligan.memory.validity import (
     by_chance,
     settle,
 )
-from mulligan.runs.runner import episode_id, run_tasks
+from mulligan.runs.runner import run_tasks
 from mulligan.schema import Episode, Lesson, LessonStatus, Task
 
 log = logging.getLogger("mulligan")
@@ -199,8 +199,3 @@ def luck_line(found: Luck) -> str:
 
 def _visible(episode: Episode) -> bool | None:
     return told(episode.attempts[0], episode.verdicts[0]) if episode.attempts else None
-
-
-def pair_ids(run_id: str, lesson_id: str, task_id: str) -> tuple[str, str]:
-    """The episodes of one pair: with the lesson, without it."""
-    return episode_id(run_id, f"with-{lesson_id}", task_id), episode_id(run_id, WITHOUT, task_id)
