@@ -341,6 +341,3 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     (out / "report.html").write_text(html_page(stats, now, transfer))
     write_outcomes(stats, out / "outcomes.jsonl")
     return stats
-
-
-__all__ = ["StrategyStats", "write_report"]
