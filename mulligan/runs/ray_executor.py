@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
-import logging
 import math
 import pickle
 import threading
@@ -33,7 +32,6 @@ from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
-log = logging.getLogger("mulligan")
 POLL_SECONDS = 0.5
 WRITES = {"log_step", "log_attempt", "start_episode", "lesson_event", "log_lesson"}
 """Log calls whose answer nobody reads: sent without waiting. Every other call waits for

@@ -17,7 +17,6 @@ resume as any run does and a resumed verification counts no pair twice.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -37,7 +36,6 @@ from mulligan.memory.validity import (
 from mulligan.runs.runner import run_tasks
 from mulligan.schema import Episode, Lesson, LessonStatus, Task
 
-log = logging.getLogger("mulligan")
 WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
 
 MakeLoop = Callable[[str], Loop]
