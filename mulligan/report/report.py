@@ -14,6 +14,7 @@ from mulligan.memory.log import EpisodeLog
 from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
 from mulligan.report.outcomes import write_outcomes
+from mulligan.report.repeats import Block
 from mulligan.report.selection_report import selection_html, selection_markdown
 from mulligan.report.self_test_report import self_test_lines, self_test_note, self_test_rows
 from mulligan.report.stats import RunStats, StrategyStats, collect
@@ -124,9 +125,6 @@ def notes(stats: RunStats) -> list[str]:
     """What the figures cannot show by themselves, one paragraph each."""
     found = (unmetered_note(stats), hidden_unrun_note(stats), slots_note(stats))
     return [note for note in found if note]
-
-
-Block = repeats.Block
 
 
 def _blocks_markdown(title: str, blocks: list[Block]) -> list[str]:
