@@ -159,10 +159,6 @@ def _sections(stats: RunStats) -> list[tuple[str, list[Block]]]:
     return [(title, [*said, table] if table[1] else []) for title, said, table in found]
 
 
-def _transfer_blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
-    return transfer_report.blocks(stats, transfer) if transfer else []
-
-
 def markdown(
     stats: RunStats,
     generated_at: float,
@@ -180,7 +176,7 @@ def markdown(
     setup, score, compared = headline(stats)
     parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
-    parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
+    parts += _blocks_markdown(transfer_report.title(stats), transfer_report.blocks(stats, transfer))
     money, by_model = role_cost_rows(stats), model_rows(stats)
     parts += _blocks_markdown("Success per strategy", [SUCCESS_NOTE, success_rows(stats)])
     parts += _blocks_markdown("Repeats", repeats.blocks(stats))
@@ -257,7 +253,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     money = role_cost_rows(stats)
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
-        *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
+        *_blocks_html(transfer_report.title(stats), transfer_report.blocks(stats, transfer)),
         *_blocks_html("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
         "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
