@@ -19,7 +19,6 @@ before anything is stored.
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,8 +33,6 @@ from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
 from mulligan.strategies.carry import unseen
 from mulligan.text_cut import head, id_words
-
-log = logging.getLogger("mulligan")
 
 STRATEGY = "memory-service"
 """The episodes' strategy in the log: attempts made by the client's agent, not by mulligan."""

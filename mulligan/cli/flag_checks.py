@@ -12,17 +12,13 @@ from mulligan.settings.embedding import embedding_problem
 from mulligan.settings.fields import bounded_flags, problem_of
 
 
-def flag_name(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def check_flags(args: argparse.Namespace) -> None:
     """Numbers in range, known strategies and embeddings, usable output paths."""
     for dest, one in bounded_flags().items():
         value = getattr(args, dest, None)
         problem = problem_of(one, value)
         if problem:
-            raise UserError(f"{flag_name(dest)} {value}: {problem}")
+            raise UserError(f"{one.option} {value}: {problem}")
     if getattr(args, "strategy", None) is not None:
         from mulligan import strategies as registry
 

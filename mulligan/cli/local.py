@@ -11,13 +11,12 @@ class StderrReporter:
     """`mulligan: ...` lines on stderr; progress rewrites its line on a terminal, and on a
     pipe or file shows only its start and end."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream
+    def __init__(self) -> None:
         self._shown = -1
 
     @property
     def stream(self) -> TextIO:
-        return self._stream or sys.stderr  # the one of the moment (tests capture it)
+        return sys.stderr  # the one of the moment (tests capture it)
 
     def line(self, text: str) -> None:
         print(f"mulligan: {text}", file=self.stream, flush=True)

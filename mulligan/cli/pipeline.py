@@ -82,10 +82,11 @@ def resolved(config: RunConfig, request: RunRequest) -> RunConfig:
     return with_default_temperature(config, repeated)
 
 
-def run_manifest(config: RunConfig, request: RunRequest) -> dict[str, Any]:
-    """What the run is: `lifecycle.manifest` of the resolved configuration and selection."""
+def run_manifest(config: RunConfig, request: RunRequest, **more: Any) -> dict[str, Any]:
+    """What the run is: `lifecycle.manifest` of the resolved configuration and selection
+    (`more`: what is known once the run is open)."""
     own = {"command": request.command, "strategies": request.strategies}
-    return manifest(resolved(config, request), **{**own, **request.selection})
+    return manifest(resolved(config, request), **{**own, **request.selection, **more})
 
 
 def connect_models(config: RunConfig) -> tuple[OpenAIChatModel, ChatModel]:
@@ -138,10 +139,9 @@ class Pipeline:
     connected: dict[str, Any] = field(default_factory=dict)
     escalation: ChatModel | None = None
 
-    def manifest(self, **more: Any) -> dict[str, Any]:
-        """The run's manifest (`more`: selection known only once the run is open)."""
-        own = {"command": self.request.command, "strategies": self.request.strategies}
-        return manifest(self.config, **{**own, **self.request.selection, **more, **self.connected})
+    def manifest(self) -> dict[str, Any]:
+        """The run's manifest, with what connecting found (a local model's facts)."""
+        return run_manifest(self.config, self.request, **self.connected)
 
     def make_loop(self, strategy: str, **more: Any) -> Callable[[], Loop]:
         """A factory of loops for one strategy (threads call it once each; Ray pickles it)."""

@@ -87,7 +87,6 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
 
 
 def solve_task(
-    text: str,
     project: Project,
     family: str,
     checks: list[str],
@@ -105,11 +104,11 @@ def solve_task(
         for r in before or []
     ]
     return Task(
-        id=f"solve-{slug(text)}",
+        id=f"solve-{slug(args.task)}",
         family=family,
         prompt=prompts.render(
             "solve",
-            task=text,
+            task=args.task,
             project=project.directory.name,
             top=top_level(project),
             checks=checks,
@@ -177,12 +176,12 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
         copies = ProjectCopies(project)
         with servers(run.config.run.mcp) as started:
             names = extra + [t.name for t in started.tools]
-            task = solve_task(args.task, project, family, checks, names, args)
+            task = solve_task(project, family, checks, names, args)
             build_tools(task.tools, workspace=project.directory, extra=started.tools)  # known?
             before = checks_before(copies, task, run.policy)
             if before is None:
                 return 0
-            task = solve_task(args.task, project, family, checks, task.tools, args, before)
+            task = solve_task(project, family, checks, task.tools, args, before)
             choice = choose(args.strategy, before, project, run.config.loop.trials)
             if choice.diagnosis is not None:
                 traced(choice.diagnosis, copies, task, run.policy)

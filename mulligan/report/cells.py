@@ -81,11 +81,10 @@ def episode_ids(rows: list[dict[str, object]]) -> dict[tuple[str, int, str], str
     return found
 
 
-def build_grid(stats: RunStats, ids: dict[tuple[str, int, str], str], baseline: str = "") -> Grid:
-    """The grid against `baseline` (a strategy's label; default: the run's first)."""
-    groups = {s.label: s for s in stats.strategies}
-    base = groups.get(baseline) or (stats.strategies[0] if stats.strategies else None)
-    grid = Grid(list(groups), base.label if base else "")
+def build_grid(stats: RunStats, ids: dict[tuple[str, int, str], str]) -> Grid:
+    """The grid against the run's first strategy (its baseline)."""
+    base = stats.strategies[0] if stats.strategies else None
+    grid = Grid([s.label for s in stats.strategies], base.label if base else "")
     if base is None:
         return grid
     base_passed = submitted_passed(base)

@@ -60,10 +60,9 @@ class Comparison:
 def compare(a: StrategyStats, b: StrategyStats, seed: int) -> Comparison | None:
     """None when the two finished no task in common."""
     xs, ys = submitted_passed(a), submitted_passed(b)
-    common = [task for task in xs if task in ys]
-    if not common:
-        return None
     table = pair_table(xs, ys)
+    if not table.n:
+        return None
     low, high = difference_interval(xs, ys, seed, {**a.units, **b.units})
     return Comparison(
         b.label, a.label, table.n, table.only_a, table.only_b,

@@ -14,6 +14,7 @@ from mulligan.memory.log import EpisodeLog
 from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
 from mulligan.report.outcomes import write_outcomes
+from mulligan.report.repeats import Block
 from mulligan.report.selection_report import selection_html, selection_markdown
 from mulligan.report.self_test_report import self_test_lines, self_test_note, self_test_rows
 from mulligan.report.stats import RunStats, StrategyStats, collect
@@ -25,8 +26,10 @@ from mulligan.report.tables import (
     cost_note,
     cost_rows,
     first_trial_rows,
+    html_table,
     later_trial_rows,
     lesson_rows,
+    markdown_table,
     model_rows,
     moment,
     paired_rows,
@@ -45,12 +48,6 @@ def title(stats: RunStats) -> str:
     label = stats.manifest.get("label")
     base = f"mulligan study {stats.run_id}"
     return f"{base}: {label}" if label else base
-
-
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _manifest_lines(stats: RunStats) -> list[str]:
@@ -130,16 +127,13 @@ def notes(stats: RunStats) -> list[str]:
     return [note for note in found if note]
 
 
-Block = repeats.Block
-
-
 def _blocks_markdown(title: str, blocks: list[Block]) -> list[str]:
     """A section of paragraphs and tables (none without blocks)."""
     if not blocks:
         return []
     parts = [f"## {title}", ""]
     for item in blocks:
-        parts += [item if isinstance(item, str) else _markdown_table(*item), ""]
+        parts += [item if isinstance(item, str) else markdown_table(*item), ""]
     return parts
 
 
@@ -148,7 +142,7 @@ def _blocks_html(title: str, blocks: list[Block]) -> list[str]:
         return []
     parts = [f"<h2>{html.escape(title)}</h2>"]
     for item in blocks:
-        parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else _html_table(*item))
+        parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else html_table(*item))
     return parts
 
 
@@ -163,10 +157,6 @@ def _sections(stats: RunStats) -> list[tuple[str, list[Block]]]:
         ("Lessons", [], lesson_rows(stats)),
     ]
     return [(title, [*said, table] if table[1] else []) for title, said, table in found]
-
-
-def _transfer_blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
-    return transfer_report.blocks(stats, transfer) if transfer else []
 
 
 def markdown(
@@ -186,21 +176,21 @@ def markdown(
     setup, score, compared = headline(stats)
     parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
     parts += [*setting_lines(stats), ""]
-    parts += _blocks_markdown(transfer_report.title(stats), _transfer_blocks(stats, transfer))
+    parts += _blocks_markdown(transfer_report.title(stats), transfer_report.blocks(stats, transfer))
     money, by_model = role_cost_rows(stats), model_rows(stats)
     parts += _blocks_markdown("Success per strategy", [SUCCESS_NOTE, success_rows(stats)])
     parts += _blocks_markdown("Repeats", repeats.blocks(stats))
-    parts += ["## Cost per strategy", "", _markdown_table(*cost_rows(stats)), ""]
+    parts += ["## Cost per strategy", "", markdown_table(*cost_rows(stats)), ""]
     parts += [cost_note(stats), ""] if cost_note(stats) else []
     parts += [
         "Tokens and cost count every model call an episode caused: the actor's turns, "
         "context compression (summariser), reflections and insights (reflector) and "
         "llm_judge checks (judge). By role:",
         "",
-        _markdown_table(*role_rows(stats)),
+        markdown_table(*role_rows(stats)),
         "",
-        *([_markdown_table(*by_model), ""] if by_model[1] else []),
-        *([_markdown_table(*money), ""] if money[1] else []),
+        *([markdown_table(*by_model), ""] if by_model[1] else []),
+        *([markdown_table(*money), ""] if money[1] else []),
         *[line for note in notes(stats) for line in (note, "")],
         "![success by trial](success_by_trial.svg)",
         "",
@@ -215,19 +205,11 @@ def markdown(
         parts += _blocks_markdown(*section)
     parts += selection_markdown(stats)
     parts += _blocks_markdown(*lessons)
-    parts += ["## Per task", "", _markdown_table(*task_rows(stats)), ""]
+    parts += ["## Per task", "", markdown_table(*task_rows(stats)), ""]
     parts += ["## Manifest", "", *_manifest_lines(stats), ""]
     command = rebuild or f"mulligan report {stats.run_id}"
     parts += [f"{GENERATED}{moment(generated_at)} by `{command}`.", ""]
     return "\n".join(parts)
-
-
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 STYLE = """
@@ -271,19 +253,19 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
     money = role_cost_rows(stats)
     parts += [
         *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
-        *_blocks_html(transfer_report.title(stats), _transfer_blocks(stats, transfer)),
+        *_blocks_html(transfer_report.title(stats), transfer_report.blocks(stats, transfer)),
         *_blocks_html("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
         "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
         "<img src='tokens_per_success.svg' alt='tokens per success'>"
         "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
         *_blocks_html("Repeats", repeats.blocks(stats)),
         "<h2>Cost per strategy</h2>",
-        _html_table(*cost_rows(stats)),
+        html_table(*cost_rows(stats)),
         *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
         "<p>Tokens and cost count every model call an episode caused; by role:</p>",
-        _html_table(*role_rows(stats)),
-        *([_html_table(*model_rows(stats))] if model_rows(stats)[1] else []),
-        *([_html_table(*money)] if money[1] else []),
+        html_table(*role_rows(stats)),
+        *([html_table(*model_rows(stats))] if model_rows(stats)[1] else []),
+        *([html_table(*money)] if money[1] else []),
         *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
         *frontier.section_html(stats),
     ]
@@ -292,7 +274,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
         parts += _blocks_html(*section)
     parts += selection_html(stats)
     parts += _blocks_html(*lessons)
-    parts += ["<h2>Per task</h2>", _html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
+    parts += ["<h2>Per task</h2>", html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
     for line in _manifest_lines(stats):
         parts.append(f"<li>{_inline(line[2:])}</li>")
     parts += ["</ul>", f"<p>{GENERATED}{moment(generated_at)}.</p></body></html>"]
@@ -341,6 +323,3 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     (out / "report.html").write_text(html_page(stats, now, transfer))
     write_outcomes(stats, out / "outcomes.jsonl")
     return stats
-
-
-__all__ = ["StrategyStats", "write_report"]

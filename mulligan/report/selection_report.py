@@ -14,7 +14,7 @@ import html
 from collections import Counter
 
 from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import pct
+from mulligan.report.tables import html_table, markdown_table, pct
 from mulligan.runs.lifecycle import configured
 
 NOTE = (
@@ -95,20 +95,14 @@ def selection_markdown(stats: RunStats) -> list[str]:
     header, rows = accuracy_rows(stats)
     if not rows:
         return []
-    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    table += ["| " + " | ".join(row) + " |" for row in rows]
     lines = [f"- {line}" for line in decision_lines(stats)]
-    return ["## Selection", "", NOTE, "", *table, "", *lines, *([""] if lines else [])]
+    table = markdown_table(header, rows)
+    return ["## Selection", "", NOTE, "", table, "", *lines, *([""] if lines else [])]
 
 
 def selection_html(stats: RunStats) -> list[str]:
     header, rows = accuracy_rows(stats)
     if not rows:
         return []
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    parts = ["<h2>Selection</h2>", f"<p>{html.escape(NOTE)}</p>"]
-    parts.append(f"<table><tr>{head}</tr>{body}</table>")
+    parts = ["<h2>Selection</h2>", f"<p>{html.escape(NOTE)}</p>", html_table(header, rows)]
     return parts + [f"<p>{html.escape(line)}</p>" for line in decision_lines(stats)]

@@ -290,8 +290,10 @@ def token_lines(transfer: TransferStats) -> list[str]:
     return lines
 
 
-def blocks(stats: RunStats, transfer: TransferStats) -> list[str | Table]:
+def blocks(stats: RunStats, transfer: TransferStats | None) -> list[str | Table]:
     """The section in order: paragraphs and tables (only those with rows)."""
+    if transfer is None:
+        return []
     found: list[str | Table] = [note(stats, transfer)]
     for table in (learning_rows(transfer), with_and_without_rows(stats)):
         found += [table] if table[1] else []

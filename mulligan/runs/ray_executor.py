@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
-import logging
 import math
 import pickle
 import threading
@@ -33,7 +32,6 @@ from mulligan.loop import Loop
 from mulligan.memory import Memory
 from mulligan.schema import Attempt, Episode, Task, Verdict
 
-log = logging.getLogger("mulligan")
 POLL_SECONDS = 0.5
 WRITES = {"log_step", "log_attempt", "start_episode", "lesson_event", "log_lesson"}
 """Log calls whose answer nobody reads: sent without waiting. Every other call waits for
@@ -192,10 +190,6 @@ class WorkerMemory(Memory):
             self._store = _StoreForwarder(channel, "store")  # type: ignore[assignment]
 
 
-def _rebuild_memory(relay: Any, token: str, fields: dict[str, Any]) -> WorkerMemory:
-    return WorkerMemory(relay, token, fields)
-
-
 def apply(memory: Memory, message: bytes) -> bytes:
     """On the driver: one forwarded call, applied to this process's log or store."""
     try:
@@ -348,7 +342,7 @@ class RayExecutor:
 
         def swap(obj: object) -> Any:
             if obj is memory:
-                return _rebuild_memory, (self._relay, token, fields)
+                return WorkerMemory, (self._relay, token, fields)
             return _model_reduction(obj)
 
         return swap

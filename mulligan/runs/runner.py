@@ -76,7 +76,7 @@ def run_tasks(
 
     def one(position: int, task: Task) -> Episode:
         eid = episode_id(run_id, strategy, task.id, run_pass, repeat)
-        done = _finished(memory, eid)
+        done = memory.log.episode(eid) if memory.log.is_finished(eid) else None
         if done is None:
             if not hasattr(local, "loop"):
                 local.loop = make_loop()
@@ -96,7 +96,3 @@ def run_tasks(
             for future in futures:  # under way finish and are logged)
                 future.cancel()
             raise
-
-
-def _finished(memory: Memory, eid: str) -> Episode | None:
-    return memory.log.episode(eid) if memory.log.is_finished(eid) else None

@@ -186,12 +186,7 @@ def command_flag(name: str) -> Setting:
 def bounded_flags() -> dict[str, Setting]:
     """Every number a flag takes, setting or not, by argparse dest."""
     found = {name: command_flag(name) for name in CommandFlags.model_fields}
-    return {**found, **{dest: one for dest, one in by_flag().items() if one.bounds()}}
-
-
-def by_flag() -> dict[str, Setting]:
-    """Every setting that has a flag, by the flag's argparse dest."""
-    return {s.flag: s for s in settings() if s.flag}
+    return {**found, **{s.flag: s for s in settings() if s.flag and s.bounds()}}
 
 
 def flag_of(path: str) -> str | None:

@@ -150,9 +150,6 @@ class DemoEndpoints:
         for server in self.servers.values():
             server.stop()
 
-    def violations(self) -> list[str]:
-        return [v for s in self.servers.values() for v in s.violations]
-
 
 EXPECTED = {
     "react": [3, 3, 3],

@@ -17,7 +17,6 @@ resume as any run does and a resumed verification counts no pair twice.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -34,10 +33,9 @@ from mulligan.memory.validity import (
     by_chance,
     settle,
 )
-from mulligan.runs.runner import episode_id, run_tasks
+from mulligan.runs.runner import run_tasks
 from mulligan.schema import Episode, Lesson, LessonStatus, Task
 
-log = logging.getLogger("mulligan")
 WITHOUT, WITH = strategies.VERIFY_WITHOUT, strategies.VERIFY_WITH
 
 MakeLoop = Callable[[str], Loop]
@@ -199,8 +197,3 @@ def luck_line(found: Luck) -> str:
 
 def _visible(episode: Episode) -> bool | None:
     return told(episode.attempts[0], episode.verdicts[0]) if episode.attempts else None
-
-
-def pair_ids(run_id: str, lesson_id: str, task_id: str) -> tuple[str, str]:
-    """The episodes of one pair: with the lesson, without it."""
-    return episode_id(run_id, f"with-{lesson_id}", task_id), episode_id(run_id, WITHOUT, task_id)

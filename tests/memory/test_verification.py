@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from mulligan.runs.runner import episode_id
 from mulligan.schema import ExactMatchCheck
-from mulligan.studies.verify import pair_ids, verify
+from mulligan.studies.verify import WITHOUT, verify
 from mulligan.testing import ScriptedModel
 from tests.memory.helpers import (
     RIGHT,
@@ -42,7 +43,7 @@ def test_a_lesson_that_helps_in_its_pairs_is_validated_with_its_evidence(
     assert (v.evidence.pairs, v.evidence.helped, v.evidence.hurt) == (2, 2, 0)
     assert v.evidence.tasks == ["units-1", "units-2"]
     assert memory.store.get(["rule"])[0].validity == v  # the store's cache says the same
-    with_id, without_id = pair_ids("v1", "rule", "units-1")
+    with_id, without_id = (episode_id("v1", arm, "units-1") for arm in ("with-rule", WITHOUT))
     with_, without = memory.log.episode(with_id), memory.log.episode(without_id)
     assert with_ is not None and with_.attempts[0].lesson_ids == ["rule"] and with_.passed
     assert without is not None and without.attempts[0].lesson_ids == [] and not without.passed
