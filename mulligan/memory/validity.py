@@ -22,15 +22,14 @@ GENERAL = ("failure", "insight")
 """The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
-def apply_outcome(lesson: Lesson, passed: bool, rules: ValiditySection) -> LessonStatus | None:
+def apply_outcome(lesson: Lesson, passed: bool) -> None:
     """Count one use of the lesson online (`helped`: the attempt that saw it passed its
-    visible checks, `hurt`: it failed them). The status stays: returns None."""
+    visible checks, `hurt`: it failed them). The status stays."""
     v = lesson.validity
     if passed:
         v.helped += 1
     else:
         v.hurt += 1
-    return None
 
 
 def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> None:
