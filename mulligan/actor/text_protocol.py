@@ -144,14 +144,18 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
 
 def _end_of_object(text: str, at: int) -> int | None:
     """Where the JSON object starting at `at` (after blanks) ends, if one does."""
-    if at < 0:
-        return None
+    found = _object_at(text, at) if at >= 0 else None
+    return found[1] if found else None
+
+
+def _object_at(text: str, at: int = 0) -> tuple[dict[str, object], int] | None:
+    """The JSON object starting at `at` (after blanks), and where it ends; None if none does."""
     at += len(text[at:]) - len(text[at:].lstrip())
     try:
         value, end = _LENIENT.raw_decode(text, at)
     except UNREADABLE_JSON:
         return None
-    return end if isinstance(value, dict) else None
+    return (value, end) if isinstance(value, dict) else None
 
 
 def _cut_hallucinated_observation(text: str) -> str:
@@ -217,7 +221,8 @@ def _as_arguments(raw: str) -> str:
     if raw.startswith("{"):
         as_json = _TRIPLE_QUOTED.sub(lambda quoted: json.dumps(quoted.group(1)), raw)
         for form in (raw, as_json, _QUOTE_ESCAPE.sub(r"\1\\\\'", as_json)):
-            obj = _object_at_start(form) or _missing_last_brace(form)
+            found = _object_at(form)
+            obj = found[0] if found else _missing_last_brace(form)
             if obj is not None:
                 return json.dumps(obj)
         obj = first_json_object(raw)
@@ -230,22 +235,11 @@ def _as_arguments(raw: str) -> str:
         return json.dumps(raw.strip().strip('"').strip("'"))
 
 
-def _object_at_start(raw: str) -> dict[str, object] | None:
-    try:
-        value, _ = _LENIENT.raw_decode(raw)
-    except UNREADABLE_JSON:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _missing_last_brace(raw: str) -> dict[str, object] | None:
     """The object `raw` is when only its final brace is missing (the stop took it), else None:
     nothing else is completed."""
-    try:
-        value, end = _LENIENT.raw_decode(raw + "}")
-    except UNREADABLE_JSON:
-        return None
-    return value if isinstance(value, dict) and end == len(raw) + 1 else None
+    found = _object_at(raw + "}")
+    return found[0] if found and found[1] == len(raw) + 1 else None
 
 
 def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed | None:

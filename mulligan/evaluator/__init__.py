@@ -1,5 +1,5 @@
 """Checks and verdicts."""
 
-from mulligan.evaluator.evaluate import Evaluator, feedback_text
+from mulligan.evaluator.evaluate import Evaluator
 
-__all__ = ["Evaluator", "feedback_text"]
+__all__ = ["Evaluator"]

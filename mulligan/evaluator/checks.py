@@ -161,10 +161,7 @@ def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckRes
     if check.file:
         if ctx.workspace is None:
             return result(check, False, f"cannot run: no workspace to read {check.file} from")
-        text = read_workspace_file(ctx.workspace, check.file)
-        if text is None:
-            return result(check, False, f"{check.file} is not a regular file inside the workspace")
-        return text
+        return read_workspace_file(ctx.workspace, check.file)
     if not ctx.answer.strip():
         return result(check, False, "no code: the attempt gave no answer")
     return last_code_block(ctx.answer)

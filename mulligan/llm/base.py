@@ -64,29 +64,9 @@ class Metered:
         self.calls = 0
         self.usage = Usage()
 
-    def chat(
-        self,
-        messages: list[Message],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        response_format: dict[str, Any] | None = None,
-        until: Callable[[str], bool] | None = None,
-        temperature: float | None = None,
-    ) -> ChatResponse:
-        more: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
-        response = self.model.chat(
-            messages,
-            tools=tools,
-            stop=stop,
-            max_tokens=max_tokens,
-            timeout=timeout,
-            response_format=response_format,
-            until=until,
-            **more,
-        )
+    def chat(self, messages: list[Message], **options: Any) -> ChatResponse:
+        """The model's reply, the options passed on as given (`ChatModel.chat`'s)."""
+        response = self.model.chat(messages, **options)
         self.calls += 1
         self.usage = self.usage + response.usage
         return response

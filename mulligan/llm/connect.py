@@ -56,14 +56,6 @@ def connect(
     return connect_endpoint(settings, default_temperature)
 
 
-def connect_feedback(
-    reflector: ReflectorSection, endpoint: EndpointSection, reporter: Reporter | None = None
-) -> OpenAIChatModel | None:
-    """The feedback model `[reflector]` names (None: the actor's model gives feedback); its
-    base URL and key default to the endpoint's, its prices to the run's table; temperature 0."""
-    return connect_second(reflector, endpoint, reporter)  # the deterministic default
-
-
 def connect_second(
     named: ReflectorSection | EscalationSection,
     endpoint: EndpointSection,
@@ -71,8 +63,9 @@ def connect_second(
     temperature: float | None = None,
     local: ServerSettings | None = None,
 ) -> OpenAIChatModel | None:
-    """A model beside the actor's, named by its section, reached where the endpoint is unless
-    the section says otherwise."""
+    """A model beside the actor's, named by its section (None: it names none), reached where
+    the endpoint is unless the section says otherwise; its prices are the run's table, and
+    without a `temperature` it samples at 0, the deterministic default (the reflector's)."""
     if named.model is None:
         return None
     settings = EndpointSection(

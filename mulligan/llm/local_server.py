@@ -48,21 +48,17 @@ def context_per_slot(threshold_tokens: int, reply_tokens: int) -> int:
     return max(2048, -(-needed // 1024) * 1024)
 
 
-def cores() -> int:
-    """The cores this process may run on (its affinity), which is what the server can use."""
+def default_threads() -> int:
+    """Every core this process may run on (its affinity, which is what the server can use).
+    On a quiet 2-core machine two threads served four requests at once at 14.9 tokens/s
+    against one thread's 9.0, and answered a first token in half the time
+    (benchmarks/local_model.py; docs/local-model.md). The box's tests and mulligan itself
+    take a core only for moments, and the server's threads wait passively
+    (`OMP_WAIT_POLICY=PASSIVE`), so they give way instead of spinning."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def default_threads() -> int:
-    """Every core this process may use. On a quiet 2-core machine two threads served four
-    requests at once at 14.9 tokens/s against one thread's 9.0, and answered a first token in
-    half the time (benchmarks/local_model.py; docs/local-model.md). The box's tests and
-    mulligan itself take a core only for moments, and the server's threads wait passively
-    (`OMP_WAIT_POLICY=PASSIVE`), so they give way instead of spinning."""
-    return cores()
 
 
 class ServerSettings(LocalSection):

@@ -51,10 +51,6 @@ class Unset(Enum):
 UNSET: Final[Literal[Unset.token]] = Unset.token
 
 
-def set_price(model: str, prompt_per_million: float, completion_per_million: float) -> None:
-    PRICES[model] = Price(prompt_per_million, completion_per_million)
-
-
 def price_for(model: str, table: dict[str, Price] | None = None) -> Price | None:
     """The model's price in `table` (the built-in one by default), or None."""
     prices = PRICES if table is None else table

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mulligan.memory.assignment import Assignment
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, ValiditySection
 from mulligan.schema import Lesson, Task
@@ -51,10 +50,6 @@ class InWorkVerification:
         once however often a resumed run gets here."""
         if episode_id:
             self.recache(self.episodes.judge_attempt(episode_id, trial, passed, rules))
-
-    def of_lesson(self, lesson_id: str) -> list[Assignment]:
-        """Every attempt assigned for the lesson, in order (`memory show`, the viewer)."""
-        return self.episodes.assignments_of_lesson(lesson_id)
 
     def _candidate(
         self, task: Task, episode_id: str, trial: int, exclude: set[str], k: int, floor: float

@@ -132,8 +132,8 @@ class Memory(KeepsWritten):
         if passed is not None:
 
             def count(lesson: Lesson) -> list[str]:
-                changed = apply_outcome(lesson, passed, self.rules)
-                return [f"status:{changed}"] if changed else []
+                apply_outcome(lesson, passed)
+                return []  # the status stays: no further event
 
             event = "helped" if passed else "hurt"
             where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}

@@ -113,9 +113,6 @@ class MemoryReader:
         run = self.log.run(run_id)
         return row["n"], row["last"], row["ended"], run and run["status"]
 
-    def episode_rows(self, run_id: str) -> list[dict[str, Any]]:
-        return self.log.episodes(run_id)
-
     def verdict(self, episode_id: str, trial: int) -> Verdict | None:
         rows = self._query("select verdict from attempts where id = ?", [f"{episode_id}:{trial}"])
         return Verdict.model_validate_json(rows[0]["verdict"]) if rows else None

@@ -36,6 +36,8 @@ EVERY_LESSON = "every-lesson"
 """Beside one collection per family, one of every lesson: a search without a family is one
 query there instead of one per family and a fetch of each record found (p95 at 100k lessons,
 before and after: results/2026-12-01-lesson-search.md)."""
+DUPLICATE_SIMILARITY = 0.92
+"""A lesson at least this similar to a stored one of its kind and scope says the same."""
 
 
 class _ChromaEmbedding(EmbeddingFunction[Documents]):
@@ -105,14 +107,11 @@ class LessonStore:
     to the nearest candidates here.
     """
 
-    def __init__(
-        self, location: str, embedder: Embedder | None, duplicate_similarity: float = 0.92
-    ):
+    def __init__(self, location: str, embedder: Embedder | None):
         """`embedder` None opens the store for reading and updating metadata only (list, show,
         export, stats, retract): any call that would embed says which embedding to pass."""
         self.location = location
         self.embedder: Embedder = embedder or _NotGiven("")
-        self.duplicate_similarity = duplicate_similarity
         self._client: Any = None
         self._pid = os.getpid()
         self._system: Any = None
@@ -354,7 +353,7 @@ class LessonStore:
             for twin, similarity in self._similar_unlocked(lesson.text, 3, lesson.scope.family):
                 same_kind = twin.kind == lesson.kind and twin.validity.status in ACTIVE
                 same_kind &= lesson.kind != "case" or twin.scope.task_id == lesson.scope.task_id
-                if same_kind and similarity >= self.duplicate_similarity:
+                if same_kind and similarity >= DUPLICATE_SIMILARITY:
                     return twin, False
             self._upsert_unlocked([lesson])
             return lesson, True

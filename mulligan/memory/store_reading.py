@@ -20,7 +20,7 @@ from pathlib import Path
 from mulligan.errors import UserError
 from mulligan.memory.embeddings import Embedder, spec_for
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable
-from mulligan.schema import Lesson, LessonStatus
+from mulligan.schema import Lesson
 
 FAMILY_PREFIX = "lessons-"
 """The names of the store's collections of one family each (`LessonStore.collection_name`)."""
@@ -60,19 +60,12 @@ def refuse_another(location: str, built_with: str | None, embedding: str) -> Non
 
 
 def search_lessons(
-    lessons: list[Lesson],
-    embedder: Embedder,
-    text: str,
-    k: int,
-    *,
-    min_similarity: float = 0.0,
-    kinds: tuple[str, ...] = GENERAL,
-    statuses: tuple[LessonStatus, ...] = ACTIVE,
+    lessons: list[Lesson], embedder: Embedder, text: str, k: int
 ) -> list[tuple[Lesson, float]]:
-    """The k usable lessons of `kinds` in `statuses`, at least `min_similarity` similar to
-    `text`, ranked by cosine similarity weighted by confidence (as `LessonStore.search`)."""
+    """The k usable general lessons not dissimilar to `text` (cosine similarity at least 0),
+    ranked by similarity weighted by confidence (as `LessonStore.search`)."""
     now = time.time()
-    usable = [x for x in lessons if is_usable(x, now, statuses) and x.kind in kinds]
+    usable = [x for x in lessons if is_usable(x, now, ACTIVE) and x.kind in GENERAL]
     if not usable or k <= 0:
         return []
     query, *vectors = embedder.embed([text] + [lesson.text for lesson in usable])
@@ -80,9 +73,7 @@ def search_lessons(
         (lesson, cosine(query, vector)) for lesson, vector in zip(usable, vectors, strict=True)
     ]
     ranked = [
-        (x, similarity * x.validity.confidence)
-        for x, similarity in similar
-        if similarity >= min_similarity
+        (x, similarity * x.validity.confidence) for x, similarity in similar if similarity >= 0
     ]
     ranked.sort(key=lambda pair: pair[1], reverse=True)
     return ranked[:k]

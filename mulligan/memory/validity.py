@@ -22,15 +22,14 @@ GENERAL = ("failure", "insight")
 """The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
-def apply_outcome(lesson: Lesson, passed: bool, rules: ValiditySection) -> LessonStatus | None:
+def apply_outcome(lesson: Lesson, passed: bool) -> None:
     """Count one use of the lesson online (`helped`: the attempt that saw it passed its
-    visible checks, `hurt`: it failed them). The status stays: returns None."""
+    visible checks, `hurt`: it failed them). The status stays."""
     v = lesson.validity
     if passed:
         v.helped += 1
     else:
         v.hurt += 1
-    return None
 
 
 def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> None:
@@ -92,15 +91,14 @@ def by_chance(
     return Luck(pairs, pass_rate, shown, chances["validated"], chances["refuted"])
 
 
-def by_chance_while_working(
-    pairs: int, pass_rate: float, rules: ValiditySection, with_rate: float | None = None
-) -> Luck:
+def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection) -> Luck:
     """`by_chance` for verification while working, which settles the lesson after each pair
     (memory/assignment.py): the chance that a lesson is validated, or refuted, by the time
     it has had `pairs` pairs, each pair's halves independent draws as in `by_chance`. A
     status reached stops the count: a validated lesson is shown to every attempt and makes
-    no more pairs, a refuted one none."""
-    shown = pass_rate if with_rate is None else with_rate
+    no more pairs, a refuted one none. The lesson changes nothing: shown, an attempt passes
+    as often as without it."""
+    shown = pass_rate
     helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
     open_counts, settled = {(0, 0): 1.0}, {"validated": 0.0, "refuted": 0.0}
     for _ in range(pairs):

@@ -1,5 +1,5 @@
 """Turns (task, attempt, verdict) into lessons."""
 
-from mulligan.reflector.reflect import Reflection, Reflector
+from mulligan.reflector.reflect import Reflector
 
-__all__ = ["Reflection", "Reflector"]
+__all__ = ["Reflector"]

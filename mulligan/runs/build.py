@@ -20,7 +20,7 @@ from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.llm.base import ChatModel
-from mulligan.llm.connect import connect, connect_feedback, connect_second
+from mulligan.llm.connect import connect, connect_second
 from mulligan.llm.local_model import Reporter
 from mulligan.llm.local_server import ServerSettings, context_per_slot
 from mulligan.loop import Loop, LoopSettings
@@ -46,14 +46,14 @@ def connect_models(
     else (the commands through their pipeline, an `Agent` directly). `reporter` hears how a
     local model is being prepared."""
     actor = connect(config.endpoint, reporter=reporter, local=local_server_settings(config))
-    feedback = connect_feedback(config.reflector, config.endpoint, reporter)
+    feedback = connect_second(config.reflector, config.endpoint, reporter)
     return actor, feedback or actor
 
 
 def connect_reflector(config: RunConfig, reporter: Reporter | None = None) -> ChatModel:
     """The feedback model alone, for what reflects but never acts (the memory service, an
     Agent given its own actor): the one [reflector] names, else the endpoint's."""
-    named = connect_feedback(config.reflector, config.endpoint, reporter)
+    named = connect_second(config.reflector, config.endpoint, reporter)
     return named or connect(config.endpoint, reporter=reporter, local=local_server_settings(config))
 
 

@@ -18,24 +18,19 @@ Without namespaces the box falls back to those limits alone, says so once, and `
 doctor` shows which protections are off.
 """
 
-from mulligan.sandbox.box import KEPT_ENV, python_for_child, run_python, run_shell, run_tests
-from mulligan.sandbox.levels import Containment, containment
-from mulligan.sandbox.output import Capped
+from mulligan.sandbox.box import run_python, run_shell, run_tests
+from mulligan.sandbox.levels import containment
 from mulligan.sandbox.policy import Policy, hide, shared_policy
 from mulligan.sandbox.results import Limits, RunResult, signal_name
 from mulligan.sandbox.workspaces import ScratchWorkspace
 
 __all__ = [
-    "KEPT_ENV",
-    "Capped",
-    "Containment",
     "Limits",
     "Policy",
     "RunResult",
     "ScratchWorkspace",
     "containment",
     "hide",
-    "python_for_child",
     "run_python",
     "run_shell",
     "run_tests",

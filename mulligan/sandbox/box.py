@@ -46,7 +46,6 @@ def run_python(
     cwd: str | Path | None = None,
     writable: bool = False,
     limits: Limits = DEFAULT_LIMITS,
-    stdin: str = "",
     policy: Policy | None = None,
 ) -> RunResult:
     """Run Python source in the box; `cwd` defaults to a fresh scratch directory.
@@ -58,7 +57,7 @@ def run_python(
         script = Path(scratch) / "main.py"
         script.write_text(code, encoding="utf-8")
         argv = [python_for_child(policy), "-I", "-B", "-c", FROM_THE_WORKING_DIRECTORY, str(script)]
-        return _run(argv, scratch, cwd, writable, limits, stdin.encode(), policy)
+        return _run(argv, scratch, cwd, writable, limits, b"", policy)
 
 
 def run_shell(

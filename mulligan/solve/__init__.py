@@ -12,14 +12,13 @@ from mulligan.solve.copies import (
     fingerprint,
     preflight,
 )
-from mulligan.solve.diffs import apply_diff, unified_diff
+from mulligan.solve.diffs import unified_diff
 
 __all__ = [
     "ChangeRecordingEvaluator",
     "CheckRun",
     "Project",
     "ProjectCopies",
-    "apply_diff",
     "cannot_run",
     "fingerprint",
     "preflight",

@@ -40,11 +40,7 @@ UNREADABLE = b"\0(unreadable)"
 
 def _junk(relative: str) -> bool:
     parts = relative.split("/")
-    return (
-        any(p in JUNK_DIRS for p in parts[:-1])
-        or parts[-1] in JUNK_DIRS
-        or (relative.endswith(JUNK_SUFFIXES))
-    )
+    return any(p in JUNK_DIRS for p in parts) or relative.endswith(JUNK_SUFFIXES)
 
 
 def _git(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,15 +184,21 @@ def innermost(functions: list[Function], line: int) -> Function | None:
 
 def names_in(source: str, function: Function) -> list[str]:
     """The names a function uses (called, read, attributes), in order of first use."""
-    body = "\n".join(source.splitlines()[function.start - 1 : function.end])
-    try:
-        tree = ast.parse(_dedented(body))
-    except SyntaxError:
-        return []
-    node = tree.body[0] if tree.body else tree
+    node = _statement(source, function)
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # not its decorators
         return _names([*node.body, node.args])
-    return _names([node])
+    return _names([node]) if node else []
+
+
+def _statement(source: str, function: Function) -> ast.stmt | None:
+    """The function's lines parsed, dedented (a method's too): its first statement, None
+    when they do not parse."""
+    body = "\n".join(source.splitlines()[function.start - 1 : function.end])
+    try:
+        tree = ast.parse(textwrap.dedent(body))
+    except SyntaxError:
+        return None
+    return tree.body[0] if tree.body else None
 
 
 def _names(nodes: list[ast.AST]) -> list[str]:
@@ -222,12 +229,6 @@ def module_names(source: str) -> dict[str, list[str]]:
                 if isinstance(target, ast.Name):
                     found[target.id] = _names([node.value])
     return found
-
-
-def _dedented(body: str) -> str:
-    lines = body.splitlines()
-    indent = min((len(x) - len(x.lstrip()) for x in lines if x.strip()), default=0)
-    return "\n".join(x[indent:] for x in lines)
 
 
 class Code:
@@ -354,12 +355,7 @@ def numbered(
 def docstring_body(source: str, function: Function) -> range:
     """The lines of the function's docstring after its first (empty: none, or one line), up
     to its first example (`>>> `) where it has one: examples say what the code should do."""
-    body = "\n".join(source.splitlines()[function.start - 1 : function.end])
-    try:
-        tree = ast.parse(_dedented(body))
-    except SyntaxError:
-        return range(0)
-    node = tree.body[0] if tree.body else None
+    node = _statement(source, function)
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.body:
         return range(0)
     first = node.body[0]

@@ -15,7 +15,7 @@ from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
 from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
 from mulligan.strategies.select import SELECT, SELECT_DIVERSE
-from mulligan.strategies.stopping import STOP_RULES, StopRule, stop_rule
+from mulligan.strategies.stopping import stop_rule
 from mulligan.strategies.warming import WARMING
 
 REGISTRY: dict[str, Strategy] = {
@@ -181,8 +181,6 @@ __all__ = [
     "VERIFY_WITHOUT",
     "NAMES",
     "REGISTRY",
-    "STOP_RULES",
-    "StopRule",
     "Strategy",
     "get",
     "known",

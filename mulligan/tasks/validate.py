@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import importlib
 import posixpath
-from collections.abc import Iterable
 
 from mulligan.actor.builtin_tools import BUILTIN_TOOLS
 from mulligan.schema import (
@@ -24,13 +23,13 @@ Problem = tuple[tuple[str | int, ...], str]
 DOCUMENT_TOOLS = ("search", "lookup")
 
 
-def task_problems(task: Task, extra_tools: Iterable[str] = ()) -> list[Problem]:
+def task_problems(task: Task) -> list[Problem]:
     no_checks: list[Problem] = [
         (("checks",), "the task has no checks, so no attempt could ever pass; add one")
     ]
     return [
         *(no_checks if not task.checks else []),
-        *_tool_problems(task, set(BUILTIN_TOOLS) | set(extra_tools)),
+        *_tool_problems(task, set(BUILTIN_TOOLS)),
         *_workspace_problems(task),
         *_check_problems(task),
     ]

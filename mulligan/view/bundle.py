@@ -60,7 +60,7 @@ def write_bundle(reader: MemoryReader, run_id: str, directory: Path) -> list[Pat
     stylesheet; returns the files written, the runs page first."""
     reader.run(run_id)  # an unknown run is refused before anything is written
     previous = _refuse_foreign(directory)
-    episodes = [str(row["id"]) for row in reader.episode_rows(run_id)]
+    episodes = [str(row["id"]) for row in reader.log.episodes(run_id)]
     lessons = reader.lesson_ids_of_run(run_id)
     known = set(reader.log.known_ids(lessons))
     links = BundleLinks(set(episodes), known)

@@ -69,7 +69,7 @@ def run_grid(reader: MemoryReader, run_id: str) -> tuple[RunStats, Grid]:
     """The report's numbers for the run and its task grid against the run's first strategy."""
     reader.run(run_id)  # an unknown run is refused in the viewer's words
     stats = collect(reader.log, run_id)
-    return stats, build_grid(stats, episode_ids(reader.episode_rows(run_id)))
+    return stats, build_grid(stats, episode_ids(reader.log.episodes(run_id)))
 
 
 def run_page(

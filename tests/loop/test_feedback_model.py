@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.llm.connect import connect_feedback
+from mulligan.llm.connect import connect_second
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.report.stats import collect
@@ -74,7 +74,7 @@ def test_the_feedback_model_is_configured_by_flag_or_file(
     flagged = load_config({"reflector_model": "bigger"}, config_path=tmp_path / "mulligan.toml")
     assert flagged.reflector.model == "bigger"
     assert flagged.source_of("reflector.model") == "--reflector-model"
-    assert connect_feedback(RunConfig().reflector, RunConfig().endpoint) is None
+    assert connect_second(RunConfig().reflector, RunConfig().endpoint) is None
 
 
 def test_the_feedback_model_reaches_its_endpoint_and_is_metered() -> None:
@@ -83,7 +83,7 @@ def test_the_feedback_model_reaches_its_endpoint_and_is_metered() -> None:
             {"endpoint": {"base_url": server.base_url, "model": "small"},
              "reflector": {"model": "big"}}
         )  # fmt: skip
-        model = connect_feedback(config.reflector, config.endpoint)
+        model = connect_second(config.reflector, config.endpoint)
         assert model is not None and model.name == "big" and model.temperature == 0.0
         reply = model.chat([{"role": "user", "content": "hi"}])
     assert reply.text == "ok" and reply.usage != Usage()

@@ -97,7 +97,7 @@ def replayed_status(memory: Memory, lesson_id: str) -> str:
     lesson = Lesson(id=lesson_id, text="x")
     for event in memory.log.lesson_events(lesson_id):
         if event["event"] in ("helped", "hurt"):
-            apply_outcome(lesson, event["event"] == "helped", memory.rules)
+            apply_outcome(lesson, event["event"] == "helped")
     return lesson.validity.status
 
 

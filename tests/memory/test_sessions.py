@@ -89,7 +89,7 @@ def test_a_lesson_from_one_process_is_tried_validated_and_shown_first_in_later_o
             for n, e in enumerate(events)
             if e["trial"] == 1 and e["event"] == "retrieved"
         )  # trial 1 saw it only once it was validated
-        at_2 = [a.shown for a in memory.in_work.of_lesson(lesson.id) if a.trial == 2]
+        at_2 = [a.shown for a in memory.log.assignments_of_lesson(lesson.id) if a.trial == 2]
         assert at_2[0] != at_2[1]  # a block: one of each
         memory = Memory(mem, HashEmbedding())
         v = memory.lessons([lesson.id])[0].validity
@@ -105,7 +105,7 @@ def test_a_lesson_from_one_process_is_tried_validated_and_shown_first_in_later_o
     assert "by chance alone" in shown
     assert main(["memory", "show", lesson.id, "--memory", str(mem), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assigned = memory.in_work.of_lesson(lesson.id)
+    assigned = memory.log.assignments_of_lesson(lesson.id)
     assert len(record["assignments"]) == len(assigned) >= 4
     reader = MemoryReader(mem)
     page = pages.lesson_page(reader, ServerLinks(), lesson.id)

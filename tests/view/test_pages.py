@@ -39,7 +39,7 @@ def _digest(directory: Path) -> str:
 
 def test_grid_cells_follow_the_paired_outcomes(memory: Path) -> None:
     reader = MemoryReader(memory)
-    grid = build_grid(collect(reader.log, RUN), episode_ids(reader.episode_rows(RUN)))
+    grid = build_grid(collect(reader.log, RUN), episode_ids(reader.log.episodes(RUN)))
     found = {label: {task: cells[label].outcome for task, cells in grid.rows}
              for label in grid.labels}  # fmt: skip
     assert grid.baseline == "react"
