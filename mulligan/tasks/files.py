@@ -39,8 +39,8 @@ def _load_placed(path: Path) -> list[tuple[Task, str]]:
             task = Task.model_validate(item)
         except pydantic.ValidationError as exc:
             for error in exc.errors():
-                loc = [p for p in error["loc"] if not _is_union_tag(p)]
-                line = _line_of(node, error["loc"])
+                loc = _without_union_tags(error["loc"])
+                line = _line_of(node, loc)
                 field = _field(loc) or "(the task itself)"
                 problems.append(f"{path}:{line}: {label}: {field}: {_expected(error)}")
             continue
@@ -178,8 +178,6 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | str:
     """The line of the deepest node along the error's path (1-based), or '?'."""
     best = node
     for part in loc:
-        if _is_union_tag(part):
-            continue
         child = _child(best, part)
         if child is None:
             break
@@ -190,9 +188,14 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | str:
 CHECK_TYPES = {m.model_fields["type"].default for m in get_args(get_args(Check)[0])}
 
 
-def _is_union_tag(part: Any) -> bool:
-    """pydantic names the chosen union member in error paths (e.g. 'regex'); hide it."""
-    return isinstance(part, str) and (part in CHECK_TYPES or part.startswith(("str", "list[")))
+def _without_union_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The error's path without the union members pydantic names in it: a check's type after
+    its index (`checks.1.regex.pattern`) and a check field's type (`answer.list[str]`). Only
+    there: a field or a workspace file may be named `command` or `strings.py`."""
+    if loc[:1] != ("checks",) or len(loc) < 3 or loc[2] not in CHECK_TYPES:
+        return loc
+    rest = (p for p in loc[3:] if not (isinstance(p, str) and p.startswith(("str", "list["))))
+    return (*loc[:2], *rest)
 
 
 def _expected(error: Any) -> str:

@@ -134,3 +134,14 @@ def test_budget_flags_override_a_tasks_own_budget(
     assert task_budget == 6 and flagged == 2
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert first["attempts"][0]["stop_reason"] == "answered"  # the forced last call answered
+
+
+def test_a_field_or_key_named_like_a_check_type_is_named_with_its_line(tmp_path: Path) -> None:
+    text = (
+        "id: a\nprompt: p\nworkspace:\n  ok.txt: hi\n  strings.py: 5\n  file: [1]\n"
+        "checks:\n  - {type: contains, text: x}\n  - {type: command, command: [ls]}\n"
+    )
+    message = problems(write(tmp_path, "bad.yaml", text))
+    assert "bad.yaml:5: task 1 (id 'a'): workspace.strings.py: Input should be" in message
+    assert "bad.yaml:6: task 1 (id 'a'): workspace.file: Input should be" in message
+    assert "bad.yaml:9: task 1 (id 'a'): checks.1.command: Input should be" in message
