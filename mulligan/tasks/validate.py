@@ -15,6 +15,7 @@ from mulligan.actor.builtin_tools import BUILTIN_TOOLS
 from mulligan.schema import (
     CONTROL_CHARACTERS,
     CallableCheck,
+    FileCheck,
     PythonTestsCheck,
     Task,
 )
@@ -53,16 +54,9 @@ def _workspace_problems(task: Task) -> list[Problem]:
     for relative in task.workspace or {}:
         normal = posixpath.normpath(relative.replace("\\", "/"))
         where = ("workspace", relative)
-        if CONTROL_CHARACTERS.search(relative):
-            problems.append(
-                (where, "a path cannot hold a NUL, a newline or other control character")
-            )
-        elif relative.startswith(("/", "\\")) or normal == ".." or normal.startswith("../"):
-            problems.append(
-                (where, f"{relative!r} would lie outside the workspace; use a path inside it")
-            )
-        elif normal in ("", "."):
-            problems.append((where, "a workspace file needs a file name"))
+        problem = _path_problem(relative)
+        if problem:
+            problems.append((where, problem))
         elif normal in files:
             problems.append(
                 (where, f"{relative!r} is the same file as {files[normal]!r}; keep one")
@@ -91,7 +85,30 @@ def _check_problems(task: Task) -> list[Problem]:
             problem = callable_problem(check.function)
             if problem:
                 problems.append((("checks", position, "function"), problem))
+        if isinstance(check, FileCheck) or (isinstance(check, PythonTestsCheck) and check.file):
+            field = "path" if isinstance(check, FileCheck) else "file"
+            relative = getattr(check, field)
+            problem = _path_problem(relative)
+            if not problem and ".." in relative.split("/"):  # the box opens no `..`
+                problem = f"{relative!r}: write it without '..' ({posixpath.normpath(relative)!r})"
+            if problem:  # the check could never read it: every attempt would fail
+                problems.append((("checks", position, field), problem))
     return problems
+
+
+def _path_problem(relative: str) -> str | None:
+    """Why a file a task names cannot be one inside the workspace, or None."""
+    normal = posixpath.normpath(relative.replace("\\", "/"))
+    if CONTROL_CHARACTERS.search(relative):
+        return "a path cannot hold a NUL, a newline or other control character"
+    if relative.startswith(("/", "\\")) or normal == ".." or normal.startswith("../"):
+        return (
+            f"{relative!r} would lie outside the workspace; use a path inside it, relative "
+            "to the workspace"
+        )
+    if normal in ("", "."):
+        return "a workspace file needs a file name"
+    return None
 
 
 def callable_problem(spec: str) -> str | None:

@@ -145,6 +145,26 @@ TASK_CASES = {
     "workspace file is also a folder": (
         "t.yaml", f'id: a\nprompt: p\nworkspace: {{"a": x, "a/b": y}}\n{CHECK}', ["t.yaml", "a/b"],
     ),
+    "file check outside the workspace": (
+        "t.yaml", "id: a\nprompt: p\nchecks:\n  - {type: file, path: ../out.txt}\n",
+        ["t.yaml:4", "checks.0.path", "outside the workspace"],
+    ),
+    "file check at an absolute path": (
+        "t.yaml", "id: a\nprompt: p\nchecks:\n  - {type: file, path: /tmp/out.txt}\n",
+        ["t.yaml:4", "checks.0.path", "relative"],
+    ),
+    "python_tests file outside the workspace": (
+        "t.yaml", "id: a\nprompt: p\nchecks:\n  - {type: python_tests, tests: 'assert 1',\n"
+        "     file: /src/calc.py}\n", ["t.yaml:5", "checks.0.file", "relative"],
+    ),
+    "'..' in a file check's path": (
+        "t.yaml", "id: a\nprompt: p\nchecks:\n  - {type: file, path: a/../b.txt}\n",
+        ["t.yaml:4", "checks.0.path", "'b.txt'"],
+    ),
+    "NUL in a file check's path": (
+        "t.yaml", 'id: a\nprompt: p\nchecks: [{type: file, path: "a\\0b"}]\n',
+        ["t.yaml:3", "checks.0.path"],
+    ),
     "scalar file (held)": ("t.yaml", "hello\n", ["t.yaml", "mapping"]),
     "unknown check type (held)": (
         "t.yaml", "id: a\nprompt: p\nchecks: [{type: telepathy}]\n", ["t.yaml:3", "telepathy"],
