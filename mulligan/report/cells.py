@@ -75,9 +75,9 @@ def episode_ids(rows: list[dict[str, object]]) -> dict[tuple[str, int, str], str
     repeat as the report keys it, `unit_of`)."""
     found = {}
     for row in rows:
-        eid = str(row["id"])
-        unit = unit_of(str(row["task_id"]), repeat_of(eid))
-        found[(str(row["strategy"]), run_pass_of(eid), unit)] = eid
+        eid, task_id = str(row["id"]), str(row["task_id"])
+        unit = unit_of(task_id, repeat_of(eid, task_id))
+        found[(str(row["strategy"]), run_pass_of(eid, task_id), unit)] = eid
     return found
 
 

@@ -164,15 +164,24 @@ SUFFIX = re.compile(r"(?::pass(\d+))?(?::repeat(\d+))?$")
 """The end of an episode id of a later pass or repeat (runner.episode_id)."""
 
 
-def run_pass_of(episode_id: str) -> int:
+def _suffix(episode_id: str, task_id: str | None) -> re.Match[str] | None:
+    """What follows the task's id in its episode's id (`run:strategy:task`, then the suffix):
+    a task id may itself end like a later pass or repeat."""
+    rest = episode_id.split(":", 2)[-1]
+    if task_id is not None and rest.startswith(task_id):
+        return SUFFIX.fullmatch(rest[len(task_id) :])
+    return SUFFIX.search(episode_id)
+
+
+def run_pass_of(episode_id: str, task_id: str | None = None) -> int:
     """Which pass over the suite an episode belongs to (`bench --passes`)."""
-    found = SUFFIX.search(episode_id)
+    found = _suffix(episode_id, task_id)
     return int(found.group(1)) if found and found.group(1) else 1
 
 
-def repeat_of(episode_id: str) -> int:
+def repeat_of(episode_id: str, task_id: str | None = None) -> int:
     """Which repeat of the study an episode belongs to (`bench --repeats`)."""
-    found = SUFFIX.search(episode_id)
+    found = _suffix(episode_id, task_id)
     return int(found.group(2)) if found and found.group(2) else 1
 
 
@@ -207,7 +216,10 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         for t in found
     }
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
-        run_pass, repeat = run_pass_of(row["id"]), repeat_of(row["id"])
+        run_pass, repeat = (
+            run_pass_of(row["id"], row["task_id"]),
+            repeat_of(row["id"], row["task_id"]),
+        )
         stats = groups.setdefault(
             (row["strategy"], run_pass), StrategyStats(row["strategy"], run_pass)
         )

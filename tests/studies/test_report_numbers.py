@@ -14,6 +14,7 @@ import pytest
 from mulligan.cli import main
 from mulligan.llm.base import ChatResponse
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.report.cells import episode_ids
 from mulligan.report.report import write_report
 from mulligan.report.stats import collect
 from mulligan.runs.lifecycle import check_resume
@@ -86,6 +87,15 @@ def test_a_task_solved_only_at_trial_3_counts_at_budget_3_only(tmp_path: Path) -
     )
     assert "| late | solved (trial 3) |" in text and "| never | unsolved |" in text
     assert "| retry | 2 | 1/2 = 50% [9–91] | 4 | 0/4 = 0% [0–49] |" in text
+
+
+def test_a_task_id_ending_like_a_later_pass_or_repeat_is_read_as_the_task(tmp_path: Path) -> None:
+    tasks = {"a:pass2": [(True, True)], "b:repeat2": [(False, False)], "c": [(True, True)]}
+    memory, run = logged(tmp_path, {"retry": tasks}, trials=1)
+    stats = write_report(memory.log, run, tmp_path / "out")
+    assert [(s.label, s.run_pass, s.tasks) for s in stats.strategies] == [("retry", 1, 3)]
+    assert sorted(stats.strategies[0].units) == ["a:pass2", "b:repeat2", "c"]
+    assert set(episode_ids(memory.log.episodes(run))) == {("retry", 1, t) for t in tasks}
 
 
 # ------------------------------------------------------------ paired figures
