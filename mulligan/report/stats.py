@@ -201,7 +201,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
     trials = int(configured(manifest, "loop", "trials", 1))
     honest = stop_rule("honest", logged_stop_rule(manifest).own_checks_first)
     rows = log.episodes(run_id)
-    order = manifest.get("task_order") or sorted({r["task_id"] for r in rows})
+    given = manifest.get("task_order") or manifest.get("tasks")  # bench's, or run's selection
+    order = given or sorted({r["task_id"] for r in rows})
     groups: dict[tuple[str, int], StrategyStats] = {}
     for strategy in manifest.get("strategies", []):
         for run_pass in range(1, int(manifest.get("passes", 1)) + 1):

@@ -15,8 +15,8 @@ from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
 from mulligan.report.headline import Comparison
 from mulligan.report.report import write_report
-from mulligan.schema import Verdict
-from tests.helpers.logged_runs import log_run
+from mulligan.schema import Attempt, Verdict
+from tests.helpers.logged_runs import log_episodes, log_run
 
 
 def demo_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -125,3 +125,17 @@ def test_the_verdict_reads_the_test_and_the_interval_together(
     p: float, low: float, high: float, said: str
 ) -> None:
     assert Comparison("b", "a", 10, 0, 4, p, low, high).verdict.startswith(said)
+
+
+def test_an_interrupted_run_counts_the_tasks_it_was_given_not_those_it_reached(
+    tmp_path: Path,
+) -> None:
+    log = EpisodeLog(tmp_path / "episodes.db")
+    reached = {"t0": [Verdict(passed=True, score=1.0)], "t1": [Verdict(passed=False, score=0.0)]}
+    config = {"command": "run", "strategies": ["react"], "tasks": ["t0", "t1", "t2", "t3"],
+              "seed": 0, "suite": "mine.yaml", "config": {"loop": {"trials": 1}}}  # fmt: skip
+    log.start_run("cut", config)  # as `mulligan run` writes its manifest; killed after two tasks
+    log_episodes(log, "cut", {"react": reached}, lambda trial, last: Attempt(task_id="", trial=1))
+    write_report(log, "cut", tmp_path / "out")
+    head = (tmp_path / "out" / "report.md").read_text().split("## ")[0]
+    assert "n = 4 tasks (finished: react 2 of 4)" in head
