@@ -13,6 +13,8 @@ def output_directory(path: Path, flag: str) -> None:
     """A directory mulligan may create or write into (it is not a file, nor under one)."""
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path}: is a file, not a directory; pass another {flag} DIR")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {path}: no permission to write in it; pass another {flag} DIR")
     creatable(path, flag)
 
 
