@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -84,10 +86,17 @@ def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
             data = json.loads(text, object_pairs_hook=_noting_duplicates(duplicates))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+        except ValueError as exc:  # the one other: an integer longer than Python reads
+            digits = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1},}}", text)
+            line = text.count("\n", 0, digits.start()) + 1 if digits else "?"
+            said = f"a number longer than Python reads ({sys.get_int_max_str_digits()} digits)"
+            raise UserError(f"{path}:{line}: {said}; quote it to keep it as text") from exc
+        except RecursionError as exc:
+            raise UserError(f"{path}: {TOO_DEEP}") from exc
     try:
         root = yaml.compose(text.replace("\t", " ") if is_json else text, Loader=yaml.SafeLoader)
         if not is_json:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_ValueMarkingLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         if not is_json:
             mark = getattr(exc, "problem_mark", None)
@@ -95,8 +104,32 @@ def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
             problem = getattr(exc, "problem", None) or str(exc)
             raise UserError(f"{where}: not valid YAML: {problem}") from exc
         root = None
+    except RecursionError as exc:
+        if not is_json:
+            raise UserError(f"{path}: {TOO_DEEP}") from exc
+        root = None  # JSON deeper than PyYAML reads: loaded, without line numbers
     _refuse_duplicate_keys(path, root, duplicates)
     return data, root
+
+
+TOO_DEEP = "nested more deeply than Python reads; flatten the data"
+
+
+class _ValueMarkingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a value it cannot build (a date with month 13, an
+    integer longer than Python reads) is a YAML error at its line, not a bare ValueError."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except ValueError as exc:
+            why = str(exc).split("; use sys.")[0]  # not advice for a task file's author
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"cannot read {node.value!r:.40}: {why}; quote it to keep it as text",
+                node.start_mark,
+            ) from exc
 
 
 def _noting_duplicates(found: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

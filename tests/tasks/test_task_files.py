@@ -145,3 +145,28 @@ def test_a_field_or_key_named_like_a_check_type_is_named_with_its_line(tmp_path:
     assert "bad.yaml:5: task 1 (id 'a'): workspace.strings.py: Input should be" in message
     assert "bad.yaml:6: task 1 (id 'a'): workspace.file: Input should be" in message
     assert "bad.yaml:9: task 1 (id 'a'): checks.1.command: Input should be" in message
+
+
+TASK = "id: a\nprompt: p\nchecks: [{type: contains, text: x}]\n"
+JSON_TASK = '{"id": "a", "prompt": "p", "checks": [{"type": "contains", "text": "x"}],\n'
+
+
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        ("long.yaml", TASK + "budget: {max_steps: " + "9" * 5000 + "}\n", "long.yaml:4"),
+        ("long.json", JSON_TASK + ' "budget": {"max_steps": ' + "9" * 5000 + "}}", "long.json:2"),
+        ("date.yaml", TASK.replace("id: a", "id: 2024-13-01"), "date.yaml:1"),
+        ("deep.yaml", TASK + "metadata: {x: " + "[" * 5000 + "]" * 5000 + "}\n", "deep.yaml"),
+        ("deep.json", JSON_TASK + ' "metadata": ' + "[" * 5000 + "]" * 5000 + "}", "deep.json"),
+    ],
+)
+def test_values_python_cannot_read_are_named_not_a_traceback(
+    tmp_path: Path, name: str, text: str, says: str
+) -> None:
+    assert says in problems(write(tmp_path, name, text))
+
+
+def test_json_too_deep_for_line_numbers_still_loads(tmp_path: Path) -> None:
+    text = JSON_TASK + ' "metadata": {"x": ' + "[" * 900 + "]" * 900 + "}}"
+    assert [t.id for t in load_task_path(write(tmp_path, "t.json", text))] == ["a"]
