@@ -17,7 +17,7 @@ from mulligan.inputs.paths import read_text
 from mulligan.schema import Check, Task
 from mulligan.tasks.validate import task_problems
 
-TASK_SUFFIXES = (".yaml", ".yml", ".json")
+TASK_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 
 def load_task_file(path: Path) -> list[Task]:
@@ -79,7 +79,9 @@ def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
     """The data and, for line numbers, its YAML node tree. JSON is read by `json`, and by PyYAML
     for lines only: tabs become spaces first (valid JSON has tabs only between tokens, where
     YAML refuses them); JSON that PyYAML still cannot read loads without line numbers."""
-    is_json = path.suffix == ".json"
+    is_json = path.suffix.lower() in (".json", ".jsonl")
+    if path.suffix.lower() == ".jsonl":
+        text = _json_lines_as_list(path, text)
     duplicates: list[str] = []
     if is_json:
         try:
@@ -113,6 +115,24 @@ def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
 
 
 TOO_DEEP = "nested more deeply than Python reads; flatten the data"
+
+
+def _json_lines_as_list(path: Path, text: str) -> str:
+    """JSON Lines (a task a line, blank lines skipped) as one JSON list, each task on its own
+    line still; a line that is not JSON is named with its column."""
+    lines, first = text.split("\n"), True
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{path}:{number}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError):
+            pass  # read again in the list, and named there
+        lines[number - 1] = line if first else "," + line
+        first = False
+    return "[" + "\n".join(lines) + "]"
 
 
 class _ValueMarkingLoader(yaml.SafeLoader):
@@ -245,9 +265,15 @@ def _expected(error: Any) -> str:
 def load_task_path(path: Path) -> list[Task]:
     """A task file, or every task file under a directory (sorted by path)."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in TASK_SUFFIXES and p.is_file())
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.suffix.lower() in TASK_SUFFIXES and (p.is_file() or not p.exists())
+        )  # a link to a file moved away is named below, not skipped
         if not files:
-            raise UserError(f"{path}: no task files (*.yaml, *.yml, *.json) in this directory")
+            raise UserError(
+                f"{path}: no task files (*.yaml, *.yml, *.json, *.jsonl) in this directory"
+            )
         problems, placed = [], []
         for file in files:
             try:

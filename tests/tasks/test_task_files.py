@@ -170,3 +170,27 @@ def test_values_python_cannot_read_are_named_not_a_traceback(
 def test_json_too_deep_for_line_numbers_still_loads(tmp_path: Path) -> None:
     text = JSON_TASK + ' "metadata": {"x": ' + "[" * 900 + "]" * 900 + "}}"
     assert [t.id for t in load_task_path(write(tmp_path, "t.json", text))] == ["a"]
+
+
+def line(task_id: str, extra: str = "") -> str:
+    return f'{{"id": "{task_id}", "prompt": "p", "checks": [{{"type": "contains", "text": "x"}}]{extra}}}'
+
+
+def test_a_json_lines_file_holds_a_task_a_line_and_names_each_line(tmp_path: Path) -> None:
+    good = write(tmp_path, "t.jsonl", f"{line('a')}\n\n{line('b')}\n")
+    assert [t.id for t in load_task_path(good)] == ["a", "b"]
+    coloured = line("b", ', "colour": 1')
+    unknown = write(tmp_path, "u.jsonl", f"{line('a')}\n\n{coloured}\n")
+    assert "u.jsonl:3: task 2 (id 'b'): colour: unknown key" in problems(unknown)
+    broken = write(tmp_path, "b.jsonl", f"{line('a')}\n{line('b')[:-1]}\n")
+    assert "b.jsonl:2:" in problems(broken) and "not valid JSON" in problems(broken)
+
+
+def test_a_directory_loses_no_task_file(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", TASK)
+    write(tmp_path, "B.YAML", TASK.replace("id: a", "id: b"))
+    write(tmp_path, "c.jsonl", line("c") + "\n")
+    write(tmp_path, "notes.md", "# not a task file\n")
+    assert sorted(t.id for t in load_task_path(tmp_path)) == ["a", "b", "c"]
+    (tmp_path / "d.yaml").symlink_to(tmp_path / "moved-away.yaml")
+    assert "d.yaml" in problems(tmp_path)
