@@ -104,6 +104,8 @@ def _parse(path: Path, text: str) -> tuple[Any, yaml.Node | None]:
             mark = getattr(exc, "problem_mark", None)
             where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
             problem = getattr(exc, "problem", None) or str(exc)
+            tabbed = "'\\t'" in problem or "tab character" in problem
+            problem += "; indent with spaces, not tabs" if tabbed else ""
             raise UserError(f"{where}: not valid YAML: {problem}") from exc
         root = None
     except RecursionError as exc:
@@ -259,7 +261,10 @@ def _expected(error: Any) -> str:
         return "missing (this field is required)"
     if kind == "union_tag_invalid":
         return f"{message}"
-    return f"{message.removeprefix('Value error, ')} (got {error.get('input')!r:.80})"
+    got = f"got {error.get('input')!r:.80}"
+    if kind == "string_type" and not isinstance(error.get("input"), dict | list):
+        got += "; put it in quotes to make it text"  # YAML reads `no` as false, `1.0` as a number
+    return f"{message.removeprefix('Value error, ')} ({got})"
 
 
 def load_task_path(path: Path) -> list[Task]:

@@ -194,3 +194,16 @@ def test_a_directory_loses_no_task_file(tmp_path: Path) -> None:
     assert sorted(t.id for t in load_task_path(tmp_path)) == ["a", "b", "c"]
     (tmp_path / "d.yaml").symlink_to(tmp_path / "moved-away.yaml")
     assert "d.yaml" in problems(tmp_path)
+
+
+def test_text_yaml_reads_as_another_type_says_to_quote_it(tmp_path: Path) -> None:
+    text = "id: 2024-01-01\nprompt: p\nchecks:\n  - {type: contains, text: no}\n"
+    message = problems(write(tmp_path, "t.yaml", text))
+    assert "t.yaml:1: task 1: id: Input should be a valid string" in message
+    assert "t.yaml:4: task 1: checks.0.text: Input should be a valid string (got False; " in message
+    assert message.count("put it in quotes") == 2
+
+
+def test_a_tab_in_yaml_says_to_indent_with_spaces(tmp_path: Path) -> None:
+    message = problems(write(tmp_path, "t.yaml", "- id: a\n\tprompt: p\n"))
+    assert "t.yaml:2:1: not valid YAML" in message and "indent with spaces" in message
