@@ -262,7 +262,7 @@ def _expected(error: Any) -> str:
     if kind == "union_tag_invalid":
         return f"{message}"
     got = f"got {error.get('input')!r:.80}"
-    if kind == "string_type" and not isinstance(error.get("input"), dict | list):
+    if kind == "string_type" and not isinstance(error.get("input"), dict | list | None):
         got += "; put it in quotes to make it text"  # YAML reads `no` as false, `1.0` as a number
     return f"{message.removeprefix('Value error, ')} ({got})"
 

@@ -202,6 +202,10 @@ def test_text_yaml_reads_as_another_type_says_to_quote_it(tmp_path: Path) -> Non
     assert "t.yaml:1: task 1: id: Input should be a valid string" in message
     assert "t.yaml:4: task 1: checks.0.text: Input should be a valid string (got False; " in message
     assert message.count("put it in quotes") == 2
+    empty = problems(
+        write(tmp_path, "e.yaml", "id: a\nprompt:\nchecks: [{type: contains, text: x}]\n")
+    )
+    assert "prompt: Input should be a valid string (got None)" in empty  # nothing to quote
 
 
 def test_a_tab_in_yaml_says_to_indent_with_spaces(tmp_path: Path) -> None:
