@@ -20,7 +20,7 @@ from mulligan.report.repeats import repeat_summaries
 from mulligan.report.report import report_in, write_report
 from mulligan.report.stats import RunStats
 from mulligan.runs.build import box_policy
-from mulligan.runs.lifecycle import new_run_id
+from mulligan.runs.lifecycle import new_run_id, task_digests
 from mulligan.schema import Episode, Task
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
@@ -171,6 +171,7 @@ def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | N
     args.strategies = args.strategies or ",".join(registry.DEFAULT_STUDY)
     names = [s.name for s in registry.parse(args.strategies)]
     check_repeats(names, args.repeats, args.passes)
+    tasks = suite.tasks + (transfer.tasks if transfer else [])
     study = study_fields(
         names, suite.tasks, args.seed, args.passes, args.design, args.first_from, args.repeats
     )
@@ -181,8 +182,13 @@ def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | N
         RunRequest(
             command="bench",
             strategies=names,
-            selection={**selection_of(args), **study, **(transfer.manifest() if transfer else {})},
-            tasks=suite.tasks + (transfer.tasks if transfer else []),
+            selection={
+                **selection_of(args),
+                **study,
+                **(transfer.manifest() if transfer else {}),
+                "task_digests": task_digests(tasks),
+            },
+            tasks=tasks,
             resume=args.resume,
             memory_default=str(Path(args.out) / "memory"),
             executor=args.executor,

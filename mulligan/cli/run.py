@@ -15,6 +15,7 @@ from mulligan.cli.pipeline import Pipeline, RunRequest, opened
 from mulligan.cli.progress import Progress
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.runs.build import box_policy
+from mulligan.runs.lifecycle import task_digests
 from mulligan.runs.runner import run_tasks, self_tests_for
 from mulligan.schema import Episode, Task
 from mulligan.settings.loading import load_config
@@ -63,7 +64,11 @@ def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
         RunRequest(
             command="run",
             strategies=[args.strategy],
-            selection={**selection_of(args), "tasks": [t.id for t in tasks]},
+            selection={
+                **selection_of(args),
+                "tasks": [t.id for t in tasks],
+                "task_digests": task_digests(tasks),
+            },
             tasks=tasks,
             resume=args.resume,
             executor=args.executor,

@@ -6,6 +6,7 @@ learning phase."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import platform
@@ -17,6 +18,7 @@ from typing import Any
 from mulligan import prompts
 from mulligan.errors import EndpointUnreachable, UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.schema import Task
 from mulligan.settings.fields import flag_of
 from mulligan.settings.run_config import RunConfig
 
@@ -37,6 +39,8 @@ RESUME_MAY_CHANGE = {
 """Settings a resumed run may change, because they cannot change a result: why, for each."""
 
 
+RECORDED_LATER = ("task_digests",)
+"""Manifest fields a run logged before they were recorded lacks: compared when it has them."""
 NOT_COMPARED = (
     "prompt_hashes", "versions", "concurrency", "endpoint", "local_slots",
     *(f"config.{path}" for path in RESUME_MAY_CHANGE),
@@ -109,6 +113,12 @@ def manifest(config: RunConfig, **fields: Any) -> dict[str, Any]:
     }
 
 
+def task_digests(tasks: list[Task]) -> dict[str, str]:
+    """Each task's content (prompt, checks, files, budget) as a short digest, by id: a resume
+    after a task file was edited is refused, not scored half with the old checks."""
+    return {t.id: hashlib.sha256(t.model_dump_json().encode()).hexdigest()[:16] for t in tasks}
+
+
 def configured(manifest: dict[str, Any], section: str, name: str, default: Any = None) -> Any:
     """One setting of a logged run, from its configuration or, in a manifest written before
     there was one, where it stood then."""
@@ -138,7 +148,9 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
     """The first field (dotted path) whose value differs. Only fields the earlier manifest
     has are compared (a manifest from before a setting existed says nothing about it)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(old, key=lambda k: (k != "strategies", k == "endpoint", k)):
+        for key in sorted(
+            old, key=lambda k: (k != "strategies", k in ("endpoint", *RECORDED_LATER), k)
+        ):
             # the cause first: strategies, and the endpoint's temperature (its default
             # follows the strategies and trials) after what it follows from
             if f"{path}{key}" in NOT_COMPARED:
@@ -162,7 +174,7 @@ def check_resume(
     before = upgraded(json.loads(run["manifest"] or "{}"))
     now = json.loads(json.dumps(wanted, sort_keys=True))
     extra = sorted(  # a field the run did not have, set here (unset: as before it existed)
-        k for k in set(now) - set(before) - set(NOT_COMPARED) - {"config"} if now[k]
+        k for k in set(now) - set(before) - {*NOT_COMPARED, *RECORDED_LATER, "config"} if now[k]
     )
     found = first_difference(before, now)
     if found is None and extra:
@@ -170,6 +182,12 @@ def check_resume(
     if found is None:
         return
     name, old, new = found
+    if name.startswith("task_digests."):
+        raise UserError(
+            f"--resume {run_id}: task {name.removeprefix('task_digests.')!r} changed since the "
+            "run started (its prompt, checks or files differ from the run's record); restore "
+            "the task file as it was, or start a new run without --resume"
+        )
     raise UserError(
         f"--resume {run_id}: {name} is {new!r} here but {old!r} in the run's manifest; "
         f"resume with the run's own {_how_to_set(name)}, or start a new run without --resume"

@@ -280,6 +280,51 @@ def test_bench_resume_with_other_strategies_or_suite_is_refused(
         assert main([*first, "react,retry", *endpoint, "--resume", run_id]) == 0
 
 
+@pytest.mark.parametrize("command_name", ["run", "bench"])
+def test_resume_after_the_task_file_was_edited_is_refused_naming_the_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command_name: str
+) -> None:
+    """A run scored half with the old checks and half with the new ones is no run at all."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(TASKS)
+    mem = tmp_path / "mem"
+    where = ["--memory", str(mem)] if command_name == "run" else ["--out", str(tmp_path / "out")]
+    flags = ["--strategy" if command_name == "run" else "--strategies", "retry", "--trials", "2"]
+    with FakeOpenAIServer(policy=answer) as server:
+        endpoint = ["--base-url", server.base_url, "--embedding", "hash", "--model", "m"]
+        argv = [command_name, str(tasks), *flags, *endpoint, *where]
+        main(argv)
+        run_id = run_id_of(capsys.readouterr().err)
+        asked = len(server.requests)
+        tasks.write_text(TASKS.replace("answer: Canberra", "answer: Sydney"))
+        assert main([*argv, "--resume", run_id]) == 2
+        err = capsys.readouterr().err
+        assert "capital-au" in err and "changed" in err and len(err.strip().splitlines()) == 1
+        assert len(server.requests) == asked
+        tasks.write_text(TASKS)  # restored as it was: the run resumes
+        assert main([*argv, "--resume", run_id]) in (0, 1)
+
+
+def test_a_run_logged_before_its_tasks_were_recorded_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An older run's manifest holds no record of its tasks' content: nothing to compare."""
+    import sqlite3
+
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    mem = tmp_path / "mem"
+    with FakeOpenAIServer(policy=answer) as server:
+        argv = command(server, mem, "run", str(tmp_path / "tasks.yaml"), "--model", "m")
+        main(argv)
+        run_id = run_id_of(capsys.readouterr().err)
+        with sqlite3.connect(mem / "episodes.db") as db:
+            (text,) = db.execute("select manifest from runs where id = ?", [run_id]).fetchone()
+            older = json.loads(text)
+            assert older.pop("task_digests")
+            db.execute("update runs set manifest = ? where id = ?", [json.dumps(older), run_id])
+        assert main([*argv, "--resume", run_id]) in (0, 1)
+
+
 def test_help_or_harm_a_crash_left_uncounted_is_counted_once_on_resume(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "mem", HashEmbedding())
     planted = Lesson(id="planted", text=LESSON, scope=LessonScope(family="capitals"))
