@@ -25,7 +25,13 @@ from mulligan.schema import Episode, Task
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
 from mulligan.studies import demo
-from mulligan.studies.study import OnEpisode, Study, check_repeats, study_fields
+from mulligan.studies.study import (
+    OnEpisode,
+    Study,
+    check_episode_ids,
+    check_repeats,
+    study_fields,
+)
 from mulligan.studies.transfer import (
     Transfer,
     TransferStudy,
@@ -172,6 +178,7 @@ def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | N
     names = [s.name for s in registry.parse(args.strategies)]
     check_repeats(names, args.repeats, args.passes)
     tasks = suite.tasks + (transfer.tasks if transfer else [])
+    check_episode_ids(tasks, args.passes, args.repeats)
     study = study_fields(
         names, suite.tasks, args.seed, args.passes, args.design, args.first_from, args.repeats
     )

@@ -33,9 +33,12 @@ def self_tests_for(
 def episode_id(run_id: str, strategy: str, task_id: str, run_pass: int = 1, repeat: int = 1) -> str:
     """Deterministic, so a resumed run finds the episodes it already has; a later pass over
     the memory and a later repeat of the study each have their own."""
-    suffix = f":pass{run_pass}" if run_pass > 1 else ""
-    suffix += f":repeat{repeat}" if repeat > 1 else ""
-    return f"{run_id}:{strategy}:{task_id}{suffix}"
+    return f"{run_id}:{strategy}:{task_id}{later_suffix(run_pass, repeat)}"
+
+
+def later_suffix(run_pass: int, repeat: int) -> str:
+    """What marks the episode of a later pass or repeat, after the task's id."""
+    return (f":pass{run_pass}" if run_pass > 1 else "") + (f":repeat{repeat}" if repeat > 1 else "")
 
 
 def run_tasks(

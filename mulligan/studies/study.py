@@ -18,7 +18,7 @@ from mulligan.memory import Memory
 from mulligan.runs.build import loop_for
 from mulligan.runs.executors import Executor
 from mulligan.runs.lifecycle import configured, manifest
-from mulligan.runs.runner import episode_id, run_tasks, self_tests_for
+from mulligan.runs.runner import episode_id, later_suffix, run_tasks, self_tests_for
 from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, Episode, Task, Verdict
 from mulligan.settings.run_config import RunConfig
@@ -67,6 +67,21 @@ def check_repeats(strategies: list[str], repeats: int, passes: int) -> None:
             "later repeat would be shown the lessons an earlier one validated and the repeats "
             "would not be independent; leave it out of a repeated study"
         )
+
+
+def check_episode_ids(tasks: list[Task], passes: int, repeats: int) -> None:
+    """Refuses two tasks that a later pass or repeat would log as one episode: task `x` there
+    is `x:repeat2`, the id another task may have in the first."""
+    ids = {task.id for task in tasks}
+    later = [(p, r) for p in range(1, passes + 1) for r in range(1, repeats + 1)][1:]
+    for task in tasks:
+        for run_pass, repeat in later:
+            twin = task.id + later_suffix(run_pass, repeat)
+            if twin in ids:
+                raise UserError(
+                    f"tasks {task.id!r} and {twin!r}: the first's episode in a later pass or "
+                    f"repeat would have the second's id; rename {twin!r}"
+                )
 
 
 def shares_first_attempt(strategy: str) -> bool:
@@ -157,6 +172,7 @@ class Study:
         """Every repeat, every pass, every strategy, every task; finished episodes are not
         redone."""
         check_repeats(self.strategies, self.repeats, self.passes)
+        check_episode_ids(self.tasks, self.passes, self.repeats)
         for repeat in range(1, self.repeats + 1):
             for run_pass in range(1, self.passes + 1):
                 for strategy in self.strategies:  # a memory arm shown nothing shares it too

@@ -308,3 +308,22 @@ def test_repeats_refused_where_repeats_would_not_be_independent(
     error = capsys.readouterr().err
     assert "--repeats" in error and said in error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("later", "extra"),
+    [("x:repeat2", ["--repeats", "2"]), ("x:pass2", ["--passes", "2"])],
+)
+def test_two_tasks_whose_episodes_would_share_an_id_are_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], later: str, extra: list[str]
+) -> None:
+    """Task `x` in a later repeat or pass and task `x:repeat2` would be logged as one episode."""
+    tasks = tmp_path / "tasks.yaml"
+    one = "- {{id: '{}', prompt: Say hi., checks: [{{type: exact_match, answer: hi}}]}}\n"
+    tasks.write_text(one.format("x") + one.format(later))
+    argv = ["bench", str(tasks), "--strategies", "react", "--base-url", "http://127.0.0.1:9/v1"]
+    argv += ["--out", str(tmp_path / "out"), "--embedding", "hash", *extra]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "'x'" in error and repr(later) in error and "rename" in error
+    assert not (tmp_path / "out").exists()
