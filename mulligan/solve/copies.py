@@ -2,7 +2,8 @@
 
 Each attempt works in a fresh copy of the user's directory that mulligan makes (so the box
 may write there); the directory itself is only read (`diffs.apply_diff` alone writes it).
-A git repository is copied as its working tree shows it, minus what `.gitignore` ignores;
+A git repository is copied as its working tree shows it, minus what `.gitignore` ignores
+(repositories inside it, submodules or clones, as theirs show them);
 any other directory whole. Caches and virtual environments (JUNK) are never copied.
 """
 
@@ -68,7 +69,15 @@ def _git_files(directory: Path) -> list[str]:
     done = _git(directory, *listing, timeout=120)
     if done.returncode != 0:
         raise UserError(f"{directory}: git ls-files failed: {done.stderr.decode().strip()}")
-    return sorted({p for p in os.fsdecode(done.stdout).split("\0") if p})
+    found = []
+    for listed in {p.rstrip("/") for p in os.fsdecode(done.stdout).split("\0") if p}:
+        path = directory / listed
+        if path.is_dir() and not path.is_symlink():  # a submodule, or a repository cloned here
+            inner = _git_files(path) if (path / ".git").exists() else _walk_files(path)
+            found += [f"{listed}/{p}" for p in inner]
+        else:
+            found.append(listed)
+    return sorted(found)
 
 
 def _undecodable(relative: str) -> bool:
