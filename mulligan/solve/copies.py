@@ -327,7 +327,8 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
     """What stopped the check from running at all, and the fix; None if it ran (pass or fail).
 
     Only what no change to the project can mend counts: the shell could not start the command
-    (exit 126 or 127), `python -m X` has no X, or the check ran out of time untouched."""
+    (exit 126 or 127) or could not read it, `python -m X` has no X, or the check ran out of
+    time untouched."""
     run, command = done.run, done.check.command
     said = " ".join(last_lines(run.stderr, 1)).strip()
     if run.timed_out:
@@ -338,6 +339,8 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
     if run.exit_code in (126, 127):
         program = _program(command)
         return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
+    if run.exit_code == 2 and not _shell_reads(command):
+        return f"{said} (exit 2); the shell cannot read the command: fix its quoting or syntax"
     module = re.search(r"(?:^|\s)-m\s+([\w.]+)", command)
     if module and run.exit_code and f"No module named {module.group(1)}" in said:
         return (
@@ -345,6 +348,15 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
             "or name a python that has it"
         )
     return None
+
+
+def _shell_reads(command: str) -> bool:
+    """Whether /bin/sh, which runs every check, can parse the command (`-n`: read, not run)."""
+    try:
+        done = subprocess.run(["/bin/sh", "-n", "-c", command], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # not known: the check's own output says what it says
+    return done.returncode == 0
 
 
 def _not_started(program: str, project: Path) -> str:

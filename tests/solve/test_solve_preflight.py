@@ -35,6 +35,8 @@ def solve_with(project: Path, tmp_path: Path, *extra: str) -> tuple[int, FakeOpe
         ("./missing.sh", "(exit 127)", "./missing.sh is not in the project"),
         ("python3 -m no_such_runner_xyz", "No module named no_such_runner_xyz", "install"),
         ("sleep 60", "timed out after", "--check-timeout (now 3s)"),
+        ("python3 test_calc.py'", "(exit 2)", "the shell cannot read the command"),
+        ("python3 test_calc.py &&", "(exit 2)", "the shell cannot read the command"),
     ],
 )
 def test_a_check_that_cannot_run_stops_before_any_model_call(
