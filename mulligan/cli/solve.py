@@ -80,6 +80,11 @@ def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
     directory = Path(args.dir).expanduser()
     if not directory.is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
+    if directory.resolve() == Path(directory.resolve().anchor):
+        raise UserError(
+            f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
+            "directory (is a variable in --dir empty?)"
+        )
     strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")

@@ -64,6 +64,16 @@ def test_an_empty_dir_argument_is_refused_not_taken_as_the_current_directory(
     assert (project / "calc.py").read_text() == BUGGY
 
 
+def test_the_filesystem_root_as_dir_is_refused_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dir "$PROJECT/"` with PROJECT unset is `--dir /`: a copy of the whole filesystem
+    (with /proc) per attempt is never what was meant."""
+    code, server = solve(tmp_path, Path("/"), scripted([FIX]))
+    assert code == 2 and server.requests == []
+    assert "--dir /" in one_line_error(capsys.readouterr().err)
+
+
 # ---------------------------------------------------------------- odd files in --dir
 
 
