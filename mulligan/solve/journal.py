@@ -92,7 +92,12 @@ def apply_whole(root: Path, writes: list[Write]) -> None:
     token = secrets.token_hex(4)
     entries = [_entry(root, write, token) for write in writes]
     journal = {"state": "staging", "entries": entries}
-    _record(root, journal)
+    try:
+        _record(root, journal)
+    except OSError as exc:  # before anything is staged: a read-only or full filesystem
+        with contextlib.suppress(OSError):
+            (root / WRITING).unlink()
+        raise UserError(f"{root}: {exc.strerror or exc}; nothing applied") from exc
     for write, entry in zip(writes, entries, strict=True):
         if write.content is None:
             continue
@@ -119,7 +124,7 @@ def _finish(root: Path, entries: list[dict[str, Any]]) -> None:
 def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     """Finish or undo a change a killed process left in `root`: ("finished", paths) when it
     was committed, ("undid", paths) when it was not; None when there is none."""
-    with contextlib.suppress(FileNotFoundError):
+    if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
         (root / WRITING).unlink()  # a next state never committed
     try:
         journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))

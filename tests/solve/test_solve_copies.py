@@ -5,10 +5,12 @@ clear line (exit 2), never a traceback. The model is scripted (FakeOpenAIServer)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -267,3 +269,41 @@ def test_a_fifo_and_a_socket_in_dir_neither_hang_nor_crash_solve(
     assert code == 0, captured.err
     assert stat.S_ISFIFO((project / "pipe").lstat().st_mode)
     assert (project / "calc.py").read_text() == FIXED
+
+
+@contextlib.contextmanager
+def mounted_read_only(directory: Path, at: Path) -> Iterator[Path]:
+    """`directory` as a read-only filesystem at `at` (a CD, a read-only volume, a store)."""
+    at.mkdir()
+    done = subprocess.run(["mount", "--bind", "-o", "ro", str(directory), str(at)], check=False)
+    if done.returncode != 0:
+        pytest.skip("mounting read-only needs root and the right to mount")
+    try:
+        yield at
+    finally:
+        subprocess.run(["umount", str(at)], check=True)
+
+
+def test_a_dir_on_a_read_only_filesystem_is_solved_without_apply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --apply nothing is written to DIR, so DIR need not be writable."""
+    source = make_project(tmp_path / "calc")
+    with mounted_read_only(source, tmp_path / "mounted") as project:
+        code, _ = solve(tmp_path, project, scripted([FIX]))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "a/calc.py" in captured.out and (source / "calc.py").read_text() == BUGGY
+
+
+def test_apply_to_a_read_only_filesystem_is_one_line_with_the_diff_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = make_project(tmp_path / "calc")
+    with mounted_read_only(source, tmp_path / "mounted") as project:
+        code, _ = solve(tmp_path, project, scripted([FIX]), "--apply")
+    captured = capsys.readouterr()
+    assert code == 2 and "a/calc.py" in captured.out  # the diff, to apply by hand
+    assert "Read-only" in captured.err.strip().splitlines()[-1], captured.err
+    assert "Traceback" not in captured.err
+    assert (source / "calc.py").read_text() == BUGGY
