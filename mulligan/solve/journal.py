@@ -22,6 +22,9 @@ Either way the directory ends holding all of the change or none of it. A file th
 changed between the kill and the run that finishes it is not written over: the journal
 and the staged file stay, and the error names both.
 
+One process at a time writes or finishes a change in a directory (a lock on it, which a
+killed holder drops), so a live journal is never taken for an interrupted one.
+
 A replaced file is a new file with the old one's permission bits (as git writes one): its
 owner, if not the user running mulligan, and hard links to it are not kept.
 """
@@ -29,11 +32,13 @@ owner, if not the user running mulligan, and hard links to it are not kept.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +71,7 @@ def digest(path: Path) -> str | None:
     """What a path holds, as a digest: a symlink's target, a file's bytes; None: nothing."""
     try:
         info = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a parent is a file: nothing here
         return None
     if stat.S_ISLNK(info.st_mode):
         return content_digest(os.readlink(path).encode(errors="surrogateescape"), link=True)
@@ -80,14 +85,38 @@ def content_digest(content: bytes, link: bool) -> str:
     return ("link:" if link else "") + hashlib.sha256(content).hexdigest()
 
 
+@contextlib.contextmanager
+def _alone(root: Path) -> Iterator[None]:
+    """Held while one process writes a change into `root` or finishes one: another `solve`
+    there waits, so a live journal is never taken for an interrupted one. The lock goes with
+    a killed holder; where the filesystem has none, nothing is held."""
+    descriptor = os.open(root, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
 def apply_whole(root: Path, writes: list[Write]) -> None:
     """Write every change into `root` whole (see the module's docstring). A write the
     system refuses before the commit undoes what was staged and raises a UserError naming
     the path, with nothing applied."""
+    with _alone(root):
+        _apply_whole(root, writes)
+
+
+def _apply_whole(root: Path, writes: list[Write]) -> None:
     if (root / JOURNAL).exists():
         raise UserError(
             f"{root / JOURNAL}: an earlier --apply to {root} is unfinished; nothing applied "
             "(the next `mulligan solve` there finishes or undoes it first)"
+        )
+    changed = [write.path for write in writes if digest(root / write.path) != write.old]
+    if changed:
+        raise UserError(
+            f"{', '.join(changed)}: changed in {root} since the diff was read; nothing applied"
         )
     token = secrets.token_hex(4)
     entries = [_entry(root, write, token) for write in writes]
@@ -124,6 +153,11 @@ def _finish(root: Path, entries: list[dict[str, Any]]) -> None:
 def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     """Finish or undo a change a killed process left in `root`: ("finished", paths) when it
     was committed, ("undid", paths) when it was not; None when there is none."""
+    with _alone(root):
+        return _finish_interrupted(root)
+
+
+def _finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
         (root / WRITING).unlink()  # a next state never committed
     try:

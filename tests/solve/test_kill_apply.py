@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from mulligan.errors import UserError
 from mulligan.solve.diffs import Link, apply_diff, unified_diff
 from mulligan.solve.journal import JOURNAL, STAGED, WRITING, finish_interrupted
 from mulligan.testing import FakeOpenAIServer, FakeReply
@@ -256,3 +257,75 @@ def test_solve_killed_while_a_candidates_checks_run_leaves_dir_untouched(tmp_pat
     left = sorted(p.name.rstrip("0123456789_abcdefghijklmnopqrstuvwxyz") for p in scratch.iterdir())
     print("left in the temporary directory:", left)
     shutil.rmtree(scratch)  # the copy the candidate worked in, which the kill left behind
+
+
+def test_a_solve_starting_while_another_applies_waits_for_it_and_undoes_nothing(
+    tmp_path: Path, expected: tuple[dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `solve`s on one DIR: the second starts (and looks for an interrupted --apply)
+    while the first is staging its diff. The first's journal is live, not interrupted: it is
+    left alone, and the first applies its whole diff."""
+    import threading
+
+    from mulligan.solve import journal
+
+    root = lay_out(tmp_path / "project")
+    staging, go_on = threading.Event(), threading.Event()
+    stage = journal._stage
+
+    def slow_stage(*args: Any) -> None:
+        stage(*args)
+        staging.set()
+        go_on.wait()
+
+    monkeypatch.setattr(journal, "_stage", slow_stage)
+    failed: list[BaseException] = []
+    found: list[Any] = []
+
+    def first() -> None:
+        try:
+            apply_diff(DIFF, root)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+
+    applying = threading.Thread(target=first)
+    applying.start()
+    staging.wait()
+    second = threading.Thread(target=lambda: found.append(finish_interrupted(root)))
+    second.start()
+    second.join(timeout=0.5)  # it waits for the first; give it the chance not to
+    go_on.set()
+    applying.join()
+    second.join()
+    assert failed == [] and found == [None]
+    assert state(root) == expected[1]
+
+
+def test_a_file_changed_after_the_diff_was_read_leaves_every_file_as_it_was(
+    tmp_path: Path, expected: tuple[dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user (or another `solve`'s --apply) changes a file the diff changes after it was
+    read and before it is written: nothing is applied, not the rest of the diff around it."""
+    from mulligan.solve import diffs, journal
+
+    root = lay_out(tmp_path / "project")
+    write = journal.apply_whole
+
+    def user_saves_first(at: Path, writes: list[journal.Write]) -> None:
+        (root / "calc.py").write_text("# the user's\n" + BUGGY)
+        write(at, writes)
+
+    monkeypatch.setattr(diffs, "apply_whole", user_saves_first)
+    with pytest.raises(UserError, match="calc.py"):
+        apply_diff(DIFF, root)
+    mode = expected[0]["calc.py"][1]
+    users = {**expected[0], "calc.py": (("# the user's\n" + BUGGY).encode(), mode)}
+    assert state(root) == users
+
+
+def test_a_file_that_becomes_a_directory_of_its_name_is_applied(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "lib").write_text("x\n")
+    assert apply_diff(unified_diff({"lib": b"x\n"}, {"lib/x.py": b"y\n"}), root)
+    assert state(root) == {"lib": ("directory",), "lib/x.py": (b"y\n", state(root)["lib/x.py"][1])}
