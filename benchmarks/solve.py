@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mulligan.actor.mcp_tools import MCPServers
 from mulligan.schema import Task
-from mulligan.solve import Project, ProjectCopies, fingerprint
+from mulligan.solve import Project, ProjectCopies, digests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def copies(directory: Path, runs: int) -> None:
     checked = []
     for _ in range(runs):
         started = time.perf_counter()
-        fingerprint(project.snapshot())
+        digests(project.snapshot())
         checked.append(time.perf_counter() - started)
     print(summary("copy of the project", made))
     print(summary("diff after one edit", diffed))

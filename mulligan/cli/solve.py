@@ -283,10 +283,14 @@ def _report(
     sys.stdout.write(attempt.changes)
     sys.stdout.flush()
     if apply:
-        if copies.unchanged_since(attempt.trial) is False:
+        changed = copies.changed_since(attempt.trial)
+        if changed:
+            named = ", ".join(changed[:5]) + (
+                f" and {len(changed) - 5} more" if changed[5:] else ""
+            )
             raise UserError(
                 f"{project.directory} changed since attempt {attempt.trial} began; not applied "
-                "(the diff is on standard output: check it, then `git apply` it)"
+                f"({named} changed; the diff is on standard output: check it, then `git apply` it)"
             )
         applied = apply_diff(attempt.changes, project.directory)
         print(f"applied to {project.directory}: {', '.join(applied) or 'nothing'}", file=sys.stderr)

@@ -9,7 +9,7 @@ from mulligan.solve.copies import (
     Project,
     ProjectCopies,
     cannot_run,
-    fingerprint,
+    digests,
     preflight,
 )
 from mulligan.solve.diffs import unified_diff
@@ -20,7 +20,7 @@ __all__ = [
     "Project",
     "ProjectCopies",
     "cannot_run",
-    "fingerprint",
+    "digests",
     "preflight",
     "unified_diff",
 ]

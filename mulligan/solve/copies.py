@@ -187,13 +187,14 @@ def executable(root: Path, snapshot: Snapshot) -> set[str]:
     return found
 
 
-def fingerprint(snapshot: Snapshot) -> str:
-    digest = hashlib.sha256()
-    for relative in sorted(snapshot):
-        entry = snapshot[relative]
-        content = entry if isinstance(entry, bytes) else f"link:{entry.target}".encode()
-        digest.update(relative.encode() + b"\0" + hashlib.sha256(content).digest())
-    return digest.hexdigest()
+def digests(snapshot: Snapshot) -> dict[str, str]:
+    """Each entry's digest: a file's bytes, a link's target."""
+    return {
+        relative: hashlib.sha256(
+            entry if isinstance(entry, bytes) else f"link:{entry.target}".encode()
+        ).hexdigest()
+        for relative, entry in snapshot.items()
+    }
 
 
 def _mode(path: Path) -> int:
@@ -221,7 +222,7 @@ def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
 @dataclass
 class Copy:
     base: Snapshot
-    fingerprint: str
+    digests: dict[str, str]
     executable: set[str]
 
 
@@ -231,8 +232,8 @@ class ProjectCopies:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.copies: dict[Path, Copy] = {}
-        self.started: dict[int, str] = {}
-        """Trial -> fingerprint of the project when that attempt's copy was made."""
+        self.started: dict[int, dict[str, str]] = {}
+        """Trial -> the project's `digests` when that attempt's copy was made."""
 
     @contextlib.contextmanager
     def __call__(self, task: Task) -> Iterator[Path]:
@@ -245,7 +246,7 @@ class ProjectCopies:
             write_tree(workspace, base, modes)
             self.project.make_directories(workspace)
             executable = {p for p, mode in modes.items() if mode & stat.S_IXUSR}
-            self.copies[workspace] = Copy(base, fingerprint(base), executable)
+            self.copies[workspace] = Copy(base, digests(base), executable)
             try:
                 yield workspace
             finally:
@@ -254,18 +255,20 @@ class ProjectCopies:
     def changes(self, workspace: Path, trial: int) -> str:
         """The unified diff from the copy's start to its present state."""
         copy = self.copies[workspace]
-        self.started[trial] = copy.fingerprint
+        self.started[trial] = copy.digests
         present = read_tree(workspace, _walk_files(workspace), strict=False)
         new = [p for p in present if p not in copy.base]
         for ignored in self.project.ignored(new):
             del present[ignored]
         return unified_diff(copy.base, present, (copy.executable, executable(workspace, present)))
 
-    def unchanged_since(self, trial: int) -> bool | None:
-        """Whether the project is as it was when this trial began (None: not known here)."""
+    def changed_since(self, trial: int) -> list[str] | None:
+        """The project's paths changed, added or removed since this trial began (None: not
+        known here)."""
         if trial not in self.started:
             return None
-        return fingerprint(self.project.snapshot()) == self.started[trial]
+        then, now = self.started[trial], digests(self.project.snapshot())
+        return sorted(p for p in set(then) | set(now) if then.get(p) != now.get(p))
 
 
 class ChangeRecordingEvaluator(Evaluator):

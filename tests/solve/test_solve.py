@@ -181,6 +181,7 @@ def test_apply_is_refused_when_dir_changed_during_the_attempt(
     assert code == 2
     assert "+    return a + b" in captured.out  # the diff is still shown
     assert "changed since attempt 1 began; not applied" in captured.err
+    assert "README" in captured.err.strip().splitlines()[-1]  # what changed is named
     assert "Traceback" not in captured.err
     assert (project / "calc.py").read_text() == BUGGY
     assert (project / "README").read_text() == "the user kept working\n"
