@@ -330,8 +330,8 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
     """What stopped the check from running at all, and the fix; None if it ran (pass or fail).
 
     Only what no change to the project can mend counts: the shell could not start the command
-    (exit 126 or 127) or could not read it, `python -m X` has no X, or the check ran out of
-    time untouched."""
+    (exit 126 or 127) or could not read it, `python -m X` has no X, pytest ran no test (a
+    model could only write tests to pass), or the check ran out of time untouched."""
     run, command = done.run, done.check.command
     said = " ".join(last_lines(run.stderr, 1)).strip()
     if run.timed_out:
@@ -344,6 +344,8 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
         return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
     if run.exit_code == 2 and not _shell_reads(command):
         return f"{said} (exit 2); the shell cannot read the command: fix its quoting or syntax"
+    if re.search(r"(?:^|[\s/])(?:pytest|py\.test)(?:\s|$)", command) and run.exit_code in (4, 5):
+        return _pytest_ran_nothing(run, said)
     module = re.search(r"(?:^|\s)-m\s+([\w.]+)", command)
     if module and run.exit_code and f"No module named {module.group(1)}" in said:
         return (
@@ -351,6 +353,14 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
             "or name a python that has it"
         )
     return None
+
+
+def _pytest_ran_nothing(run: sandbox.RunResult, said: str) -> str:
+    """pytest's usage error (exit 4: no such test path, an unknown option) or no test run (5)."""
+    if run.exit_code == 4:
+        return f"{said} (exit 4); pytest could not start: name tests that exist, options it knows"
+    summary = " ".join(last_lines(run.stdout, 1)).strip()
+    return f"{summary}: no tests ran (exit 5); name the tests to run (a file or folder of them)"
 
 
 def _shell_reads(command: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,9 @@ import pytest
 from mulligan.cli import main
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.solve.test_solve import BUGGY, CHECK, FIXED, make_project, solve_args, solver
+
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+"""pytest, which a model could only 'fix' here by writing tests that pass."""
 
 
 def no_model_call(body: dict[str, Any]) -> FakeReply:
@@ -37,6 +41,8 @@ def solve_with(project: Path, tmp_path: Path, *extra: str) -> tuple[int, FakeOpe
         ("sleep 60", "timed out after", "--check-timeout (now 3s)"),
         ("python3 test_calc.py'", "(exit 2)", "the shell cannot read the command"),
         ("python3 test_calc.py &&", "(exit 2)", "the shell cannot read the command"),
+        (f"{PYTEST} no_such_tests/", "(exit 4)", "no_such_tests/"),  # a typo'd test path
+        (f"{PYTEST} calc.py", "no tests ran (exit 5)", "name the tests"),  # no test in it
     ],
 )
 def test_a_check_that_cannot_run_stops_before_any_model_call(
