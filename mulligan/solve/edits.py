@@ -149,6 +149,8 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
     start = found[0]
     marks = {x.strip() for x in written if DOCSTRING_MARKED.match(x)}
     replace = _unmarked(replace, lines, marks)
+    if all(x.endswith("\r\n") for x in lines[start : start + len(search)]):  # the file's ends
+        replace = [x[:-1] + "\r\n" if x[-2:-1] != "\r" and x.endswith("\n") else x for x in replace]
     return "".join(lines[:start] + replace + lines[start + len(search) :])
 
 

@@ -37,6 +37,20 @@ def test_copied_line_numbers_and_another_indentation_are_tolerated() -> None:
     assert apply(block("width + height", "width * height")) == expected  # part of a line
 
 
+def test_a_file_with_crlf_line_ends_keeps_them_where_the_block_changes_it() -> None:
+    crlf = AREA.replace("\n", "\r\n")
+    wordy = block(
+        "def rect(width, height):\n    return width + height",
+        "def rect(width, height):\n    area = width * height\n    return area",
+    )
+    changed = planned(parse_blocks(wordy), {"shapes/area.py": crlf}.get, SHOWN).texts
+    assert changed == {
+        "shapes/area.py": crlf.replace(
+            "return width + height", "area = width * height\r\n    return area"
+        )
+    }
+
+
 def test_a_line_copied_from_the_trace_is_tolerated() -> None:
     """The trace shows a line as `   6 | return width + height    -> total = 7`; the 1.5B model
     copied such lines, values and all, into its SEARCH part."""
