@@ -20,6 +20,7 @@ from mulligan.cli import display
 from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
 from mulligan.cli.pipeline import RunRequest, opened
+from mulligan.cli.run import endpoint_failures
 from mulligan.errors import UserError
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
@@ -273,6 +274,7 @@ def _report(
 ) -> int:
     print(_summary(episode, attempt, run_id), file=sys.stderr)
     if attempt is None:
+        endpoint_failures([episode])  # the endpoint's reason, where it refused the requests
         feedback = episode.verdicts[-1].feedback if episode.verdicts else ""
         if feedback:
             print("last checks said:\n" + _tail(feedback), file=sys.stderr)
