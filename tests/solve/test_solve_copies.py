@@ -76,6 +76,20 @@ def test_the_filesystem_root_as_dir_is_refused_before_it_is_read(
     assert "--dir /" in one_line_error(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("memory", [".", ".."])
+def test_a_dir_inside_the_memory_is_refused_before_anything_is_written(
+    memory: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--memory` names DIR or a directory above it: the copies would leave the project out
+    (mulligan's memory is never copied) and its database would land in the project."""
+    project = make_project(tmp_path / "calc")
+    before = files_of(project)
+    code, server = solve(tmp_path, project, scripted([FIX]), "--memory", str(project / memory))
+    assert code == 2 and server.requests == []
+    assert "--memory" in one_line_error(capsys.readouterr().err)
+    assert files_of(project) == before
+
+
 # ---------------------------------------------------------------- odd files in --dir
 
 
