@@ -3,16 +3,9 @@ the repair pipeline (localise from the failure, search/replace edits, select by 
 
 The names most callers need are re-exported here."""
 
-from mulligan.solve.copies import (
-    ChangeRecordingEvaluator,
-    CheckRun,
-    Project,
-    ProjectCopies,
-    cannot_run,
-    digests,
-    preflight,
-)
+from mulligan.solve.copies import ChangeRecordingEvaluator, Project, ProjectCopies, digests
 from mulligan.solve.diffs import unified_diff
+from mulligan.solve.preflight import CheckRun, cannot_run, preflight
 
 __all__ = [
     "ChangeRecordingEvaluator",

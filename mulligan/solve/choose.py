@@ -12,7 +12,8 @@ from mulligan.errors import UserError
 from mulligan.loop import Loop
 from mulligan.schema import Task
 from mulligan.solve.context import Diagnosis, diagnose
-from mulligan.solve.copies import CheckRun, Project
+from mulligan.solve.copies import Project
+from mulligan.solve.preflight import CheckRun
 from mulligan.solve.repair import Outcome, RepairPipeline
 
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from mulligan import prompts
-from mulligan.solve.copies import CheckRun, Project
+from mulligan.solve.copies import Project
 from mulligan.solve.localise import (
     Code,
     Failure,
@@ -19,6 +19,7 @@ from mulligan.solve.localise import (
     read_failure,
     window,
 )
+from mulligan.solve.preflight import CheckRun
 from mulligan.text_cut import head_and_tail
 
 OUTPUT_CHARS = 1200

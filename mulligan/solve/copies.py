@@ -12,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
-import shlex
-import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterator
@@ -24,11 +21,9 @@ from pathlib import Path
 from mulligan import sandbox
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
-from mulligan.evaluator.checks import run_command
 from mulligan.llm.base import ChatModel
-from mulligan.schema import Attempt, CommandCheck, Task, Verdict
+from mulligan.schema import Attempt, Task, Verdict
 from mulligan.solve.diffs import Link, Snapshot, unified_diff
-from mulligan.text_cut import last_lines
 
 JUNK_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -297,102 +292,3 @@ class ChangeRecordingEvaluator(Evaluator):
         if self.on_verdict:
             self.on_verdict(attempt, verdict)
         return verdict
-
-
-# ---------------------------------------------------------------- the preflight
-
-
-@dataclass
-class CheckRun:
-    """One check run once on the untouched project, before any attempt."""
-
-    check: CommandCheck
-    run: sandbox.RunResult
-
-    @property
-    def output(self) -> str:
-        """As an attempt's verdict would show it: the command, then what it printed."""
-        return f"$ {self.check.command}\n{self.run.describe()}"
-
-
-def preflight(copies: ProjectCopies, task: Task, policy: sandbox.Policy) -> list[CheckRun]:
-    """Every command check once, in order, in one copy of the project as it is now, under
-    the policy the attempts' checks run under."""
-    with copies(task) as workspace:
-        return [
-            CheckRun(check, run_command(check, workspace, task.network, policy))
-            for check in task.checks
-            if isinstance(check, CommandCheck)
-        ]
-
-
-def cannot_run(done: CheckRun, project: Path) -> str | None:
-    """What stopped the check from running at all, and the fix; None if it ran (pass or fail).
-
-    Only what no change to the project can mend counts: the shell could not start the command
-    (exit 126 or 127) or could not read it, `python -m X` has no X, pytest ran no test (a
-    model could only write tests to pass), or the check ran out of time untouched."""
-    run, command = done.run, done.check.command
-    said = " ".join(last_lines(run.stderr, 1)).strip()
-    if run.timed_out:
-        return (
-            f"timed out after {run.seconds:.0f}s on the untouched project; raise --check-timeout "
-            f"(now {done.check.timeout:g}s) or give a faster check"
-        )
-    if run.exit_code in (126, 127):
-        program = _program(command)
-        return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
-    if run.exit_code == 2 and not _shell_reads(command):
-        return f"{said} (exit 2); the shell cannot read the command: fix its quoting or syntax"
-    if re.search(r"(?:^|[\s/])(?:pytest|py\.test)(?:\s|$)", command) and run.exit_code in (4, 5):
-        return _pytest_ran_nothing(run, said)
-    module = re.search(r"(?:^|\s)-m\s+([\w.]+)", command)
-    if module and run.exit_code and f"No module named {module.group(1)}" in said:
-        return (
-            f"{said} (exit {run.exit_code}); install {module.group(1)} for that python, "
-            "or name a python that has it"
-        )
-    return None
-
-
-def _pytest_ran_nothing(run: sandbox.RunResult, said: str) -> str:
-    """pytest's usage error (exit 4: no such test path, an unknown option) or no test run (5)."""
-    if run.exit_code == 4:
-        return f"{said} (exit 4); pytest could not start: name tests that exist, options it knows"
-    summary = " ".join(last_lines(run.stdout, 1)).strip()
-    return f"{summary}: no tests ran (exit 5); name the tests to run (a file or folder of them)"
-
-
-def _shell_reads(command: str) -> bool:
-    """Whether /bin/sh, which runs every check, can parse the command (`-n`: read, not run)."""
-    try:
-        done = subprocess.run(["/bin/sh", "-n", "-c", command], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return True  # not known: the check's own output says what it says
-    return done.returncode == 0
-
-
-def _not_started(program: str, project: Path) -> str:
-    """Why the box's shell could not start `program`, as far as can be told from outside."""
-    if "/" in program and not program.startswith("/"):  # relative to the project's root
-        path = project / program
-        if not path.is_file():
-            return f"{program} is not in the project: give the right path"
-        return f"{program} is not executable: chmod +x it, or run it as `sh {program}`"
-    found = program if program.startswith("/") else shutil.which(program)
-    if not found or not Path(found).exists():
-        return f"{program} is not installed or not on the PATH: install it or give its full path"
-    return (
-        f"outside the box it is {found}, which the box's user cannot reach (a directory only "
-        "you can read, such as /root, hides it): name a program it can reach, "
-        "e.g. /usr/bin/python3, or make that directory readable"
-    )
-
-
-def _program(command: str) -> str:
-    """The command's program: its first word that is not a VAR=value assignment."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return next((w for w in words if not re.match(r"^\w+=", w)), command)

@@ -102,7 +102,7 @@ def test_attempt_one_is_shown_how_the_checks_fail_now(
 def test_a_program_found_outside_the_box_is_named_in_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mulligan.solve.copies import _not_started
+    from mulligan.solve.preflight import _not_started
 
     tools = tmp_path / "private-bin"
     tools.mkdir()
