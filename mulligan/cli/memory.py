@@ -22,7 +22,12 @@ from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
+from mulligan.inputs.memory_files import (
+    is_server,
+    log_directory,
+    memory_directory,
+    memory_to_read,
+)
 from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
@@ -71,7 +76,7 @@ class ReadMemory:
         memory_directory(location)
         memory_to_read(location)
         self.remote = location if is_server(location) else None
-        self.directory = Path(DEFAULT_MEMORY if self.remote else location).expanduser()
+        self.directory = Path(log_directory(location, DEFAULT_MEMORY)).expanduser()
         self.where = self.remote or str(self.directory)
         self._reader: MemoryReader | None = None
 

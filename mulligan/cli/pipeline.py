@@ -27,7 +27,12 @@ from mulligan import strategies as registry
 from mulligan.cli.local import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import is_server, memory_directory, memory_to_read
+from mulligan.inputs.memory_files import (
+    is_server,
+    log_directory,
+    memory_directory,
+    memory_to_read,
+)
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget
@@ -239,7 +244,7 @@ def open_memory(
     remote = is_server(location)
     if remote:
         memory_directory(default)
-    directory = default if remote else location
+    directory = log_directory(location, default)
     try:
         return Memory(directory, embedder, store=location if remote else None, rules=rules)
     except OSError as exc:  # e.g. under /proc: the checks above pass, mkdir does not
@@ -252,8 +257,7 @@ def open_memory(
 def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
     """`--resume` needs the log that holds the run: refused before anything is created."""
     location = config.run.memory or default
-    directory = default if is_server(location) else location
-    log = Path(directory).expanduser() / "episodes.db"
+    log = Path(log_directory(location, default)).expanduser() / "episodes.db"
     if not log.exists():
         raise UserError(
             f"--resume {run_id}: no episode log at {log}; "

@@ -21,9 +21,8 @@ from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
 from mulligan.cli.pipeline import RunRequest, opened
 from mulligan.cli.run import endpoint_failures
-from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import is_server
+from mulligan.inputs.memory_files import log_directory
 from mulligan.llm.hosts import self_hosted
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector
@@ -174,7 +173,8 @@ def plan_solve(
 
 def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
     config, directory, checks, request = plan_solve(args, config)
-    outside_memory(directory, config.run.memory or request.memory_default)
+    memory = config.run.memory or request.memory_default
+    outside_memory(directory, Path(log_directory(memory, request.memory_default)))
     finish_interrupted_apply(directory)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     family = request.selection["family"]
@@ -226,9 +226,9 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
     return _report(outcome.episode, outcome.chosen, project, copies, args.apply, run.run_id)
 
 
-def outside_memory(directory: Path, memory: str) -> None:
-    """DIR is not mulligan's memory or inside it (the copies leave the memory out)."""
-    where = Path(DEFAULT_MEMORY if is_server(memory) else memory).expanduser().resolve()
+def outside_memory(directory: Path, memory: Path) -> None:
+    """DIR is not the memory's directory or inside it (the copies leave the memory out)."""
+    where = memory.expanduser().resolve()
     if directory.resolve().is_relative_to(where):
         raise UserError(
             f"--dir {directory} is inside --memory {where}, which solve never copies; "

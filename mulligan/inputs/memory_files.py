@@ -19,6 +19,12 @@ def is_server(location: str) -> bool:
     return location.startswith(("http://", "https://"))
 
 
+def log_directory(location: str, default: str) -> str:
+    """The directory that holds a memory's episode log: the one the location names, or for a
+    chroma server (which holds the lessons alone), `default`."""
+    return default if is_server(location) else location
+
+
 def memory_directory(location: str) -> None:
     """A memory directory that can be used: not a file, creatable, its databases intact.
 
