@@ -26,7 +26,8 @@ class EpisodeLog(AssignmentLog, LessonLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
         made: `immutable` while no writer has it open (no -wal file: every commit is in the
-        file), else `mode=ro`, sharing the writer's side files and seeing its commits (view)."""
+        file) and the file is as it was when opened, else `mode=ro`, sharing the writer's side
+        files and seeing its commits (view)."""
         self.path = Path(path)
         self._lock, self._reading, self._shared = threading.RLock(), read_only, False
         if read_only:
@@ -42,12 +43,23 @@ class EpisodeLog(AssignmentLog, LessonLog):
 
     @property
     def db(self) -> sqlite_utils.Database:
-        if self._reading and not self._shared and Path(f"{self.path}-wal").exists():
-            self._db = self._reader()  # a writer opened the log since: follow its commits
+        if self._reading and not self._shared and self._state() != self._opened:
+            self._db = self._reader()  # a writer has the log open, or wrote it and closed it
         return self._db
 
+    def _state(self) -> tuple[bool, int, int, int]:
+        """Whether a writer has the log open (its -wal file), and the file's identity, size
+        and last change: what an `immutable` reader's pages stay true for."""
+        try:
+            found = self.path.stat()
+        except OSError:  # gone: opening it again says so
+            return False, 0, 0, 0
+        wal = Path(f"{self.path}-wal").exists()
+        return wal, found.st_ino, found.st_size, found.st_mtime_ns
+
     def _reader(self) -> sqlite_utils.Database:
-        self._shared = Path(f"{self.path}-wal").exists()
+        self._opened = self._state()
+        self._shared = self._opened[0]
         uri = f"{self.path.resolve().as_uri()}?{'mode=ro' if self._shared else 'immutable=1'}"
         return sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
 

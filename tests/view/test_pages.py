@@ -138,6 +138,25 @@ def test_the_server_sees_what_a_running_study_logs_next(memory: Path) -> None:
     assert 'data-task="t5"' in viewer.answer(path)[2].decode()
 
 
+def test_the_server_sees_a_run_that_opened_and_closed_the_log_between_two_pages(
+    tmp_path: Path,
+) -> None:
+    """No writer had the log open when the server started; a short run then wrote it whole
+    (its side file gone again when it closed): the next page shows the new run."""
+    memory = tmp_path / "memory"
+    make_logged_run(memory).db.conn.close()
+    assert not Path(f"{memory / 'episodes.db'}-wal").exists()
+    viewer = Viewer(MemoryReader(memory))
+    assert viewer.answer("/")[0] == 200
+    for n in range(3):  # enough that its pages overwrite what the server read before
+        log = EpisodeLog(memory / "episodes.db")
+        log_run(log, f"later-{n}", CONFIG, {"react": {f"t{i}": [verdict(True)] for i in range(9)}})
+        log.db.conn.close()
+    assert not Path(f"{memory / 'episodes.db'}-wal").exists()
+    status, _, body = viewer.answer(viewer.links.run("later-2"))
+    assert status == 200 and 'data-task="t8"' in body.decode()
+
+
 def test_a_solve_attempt_shows_the_diff_of_the_project(tmp_path: Path) -> None:
     patch = "--- a/app.py\n+++ b/app.py\n@@ -1 +1 @@\n-return 1\n+return <b>2</b>\n"
     log = EpisodeLog(tmp_path / "m" / "episodes.db")
