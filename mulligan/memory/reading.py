@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,10 @@ from mulligan.memory.migrations import MIGRATIONS
 from mulligan.schema import Lesson, Verdict
 
 HOW_TO_FIX = "pass the --memory directory a run or a study made (bench: OUT/memory)"
+
+
+class UnreadableLog(UserError):
+    """The episode log is damaged: SQLite cannot read it, or a part of it."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,9 @@ class MemoryReader:
         path = self.directory / "episodes.db"
         if not path.is_file():
             raise UserError(f"--memory {directory}: no episode log (episodes.db); {HOW_TO_FIX}")
-        try:
+        with self.readable():
             self.log = EpisodeLog(path, read_only=True)
             done = {r["name"] for r in self._query("select name from migrations")}
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"--memory {directory}: {path.name} is unreadable ({exc})") from None
         missing = [name for name, _ in MIGRATIONS if name not in done]
         if missing:
             raise UserError(f"--memory {directory}: the episode log was written by an older "
@@ -69,6 +73,16 @@ class MemoryReader:
                             "only reads leaves it as it is; the next run, bench or solve with "
                             "this --memory, or `mulligan memory retract` or `import`, brings it "
                             "up to date")  # fmt: skip
+
+    @contextmanager
+    def readable(self) -> Iterator[None]:
+        """SQLite's complaint about a damaged log, inside, as an `UnreadableLog` naming it."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise UnreadableLog(f"--memory {self.directory}: episodes.db is unreadable ({exc}); "
+                                "restore it from a copy, or save what is left: "
+                                "`sqlite3 episodes.db .recover`") from None  # fmt: skip
 
     def _query(self, sql: str, args: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self.log._lock:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mulligan.errors import UserError
-from mulligan.memory.reading import MemoryReader
+from mulligan.memory.reading import MemoryReader, UnreadableLog
 from mulligan.report.cells import Grid
 from mulligan.report.stats import RunStats
 from mulligan.view import pages
@@ -56,36 +56,41 @@ class Viewer:
 
     def answer(self, target: str) -> Answer:
         parts = urlsplit(target)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        kind, _, rest = parts.path.lstrip("/").partition("/")
-        name = unquote(rest)
         try:
-            if parts.path == "/":
-                return _html(pages.runs_page(self.reader, self.links))
-            if kind == "run" and name:
-                outcome, strategy = query.get("outcome", ""), query.get("strategy", "")
-                made = self.made(name)
-                return _html(pages.run_page(self.reader, self.links, name, outcome, strategy, made))
-            if kind == "episode" and name:
-                return _html(pages.episode_page(self.reader, self.links, name))
-            if kind == "lesson" and name:
-                return _html(pages.lesson_page(self.reader, self.links, name))
-            if parts.path == "/static/view.css":
-                return HTTPStatus.OK, "text/css; charset=utf-8", pages.stylesheet().encode()
+            with self.reader.readable():
+                found = self._page(parts.path, parse_qs(parts.query))
+        except UnreadableLog as exc:
+            return _refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
         except UserError as exc:
-            return _not_found(str(exc))
-        return _not_found(f"no page at {parts.path}")
+            return _refused(HTTPStatus.NOT_FOUND, str(exc))
+        return found or _refused(HTTPStatus.NOT_FOUND, f"no page at {parts.path}")
+
+    def _page(self, path: str, query: dict[str, list[str]]) -> Answer | None:
+        kind, _, rest = path.lstrip("/").partition("/")
+        name = unquote(rest)
+        if path == "/":
+            return _html(pages.runs_page(self.reader, self.links))
+        if kind == "run" and name:
+            outcome, strategy = query.get("outcome", [""])[-1], query.get("strategy", [""])[-1]
+            made = self.made(name)
+            return _html(pages.run_page(self.reader, self.links, name, outcome, strategy, made))
+        if kind == "episode" and name:
+            return _html(pages.episode_page(self.reader, self.links, name))
+        if kind == "lesson" and name:
+            return _html(pages.lesson_page(self.reader, self.links, name))
+        if path == "/static/view.css":
+            return HTTPStatus.OK, "text/css; charset=utf-8", pages.stylesheet().encode()
+        return None
 
 
 def _html(text: str) -> Answer:
     return HTTPStatus.OK, "text/html; charset=utf-8", text.encode()
 
 
-def _not_found(message: str) -> Answer:
-    body = (
-        f"<!doctype html><title>not found</title><p>{html.escape(message)}<p><a href='/'>runs</a>"
-    )
-    return HTTPStatus.NOT_FOUND, "text/html; charset=utf-8", body.encode()
+def _refused(status: HTTPStatus, message: str) -> Answer:
+    title, text = status.phrase.lower(), html.escape(message)
+    body = f"<!doctype html><title>{title}</title><p>{text}<p><a href='/'>runs</a>"
+    return status, "text/html; charset=utf-8", body.encode()
 
 
 def handler_for(viewer: Viewer) -> type[BaseHTTPRequestHandler]:

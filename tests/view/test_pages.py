@@ -183,6 +183,33 @@ def test_a_log_from_an_older_version_is_refused_not_migrated(memory: Path) -> No
     assert _digest(memory) == before
 
 
+def test_a_damaged_log_is_named_on_the_page_and_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The log opens (its header and migrations whole) but the attempts' pages are garbage:
+    the server answers with a page naming the file, and `mulligan view` says so in one line."""
+    import sqlite3
+
+    from mulligan.cli import main
+
+    memory = tmp_path / "memory"
+    make_logged_run(memory).db.conn.close()
+    path = memory / "episodes.db"
+    with sqlite3.connect(path) as db:
+        page = db.execute("select rootpage from sqlite_master where name = 'attempts'").fetchone()
+        size = db.execute("pragma page_size").fetchone()[0]
+    with path.open("r+b") as file:
+        file.seek((page[0] - 1) * size)
+        file.write(b"\xff" * size)
+    viewer = Viewer(MemoryReader(memory))
+    status, _, body = viewer.answer(viewer.links.episode(f"{RUN}:reflexion:t2"))
+    assert status == 500 and "episodes.db is unreadable" in body.decode()
+    for argv in ([RUN, "--no-open"], [RUN, "--bundle", str(tmp_path / "bundle")]):
+        assert main(["view", *argv, "--memory", str(memory)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "episodes.db is unreadable" in err
+
+
 def test_a_select_episode_says_which_candidate_was_submitted_and_why(tmp_path: Path) -> None:
     """Three candidates: 1 disagrees with 2 and 3 beyond the visible example; {2, 3} wins by
     dual agreement. The page names the rule, lists each cluster with what it passed and its
