@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from mulligan.errors import UserError
+from mulligan.inputs.paths import output_directory
 from mulligan.memory.reading import MemoryReader
 from mulligan.report.cells import OUTCOMES
 from mulligan.view import pages
@@ -38,8 +39,7 @@ def _put(directory: Path, name: str, text: str) -> None:
 
 def _refuse_foreign(directory: Path) -> list[str]:
     """The files an earlier bundle in `directory` wrote (none: a new or empty directory)."""
-    if directory.exists() and not directory.is_dir():
-        raise UserError(f"--bundle {directory}: not a directory; pass a new or empty directory")
+    output_directory(directory, "--bundle")
     if not directory.exists() or set(directory.iterdir()) <= set(_ours(directory)):
         return []
     mark = directory / MARK

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
+from tests.helpers.read_only import read_only
 from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.view.made import RUN, make_logged_run
 
@@ -100,3 +101,24 @@ def test_a_port_out_of_range_or_taken_is_one_line(
         assert main(["view", "--memory", memory, "--no-open", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"--port {port}: cannot listen" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bundle_under_a_file_or_in_a_directory_without_write_permission_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_logged_run(tmp_path / "memory")
+    memory = str(tmp_path / "memory")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "locked").mkdir()
+    with read_only(tmp_path / "locked"):
+        for bundle in (
+            tmp_path / "notes.txt" / "b",
+            tmp_path / "locked",
+            tmp_path / "locked" / "b",
+        ):
+            assert main(["view", RUN, "--memory", memory, "--bundle", str(bundle)]) == 2, bundle
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and f"--bundle {bundle}" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not any(
+        (tmp_path / "locked").iterdir()
+    )
