@@ -39,7 +39,7 @@ class EpisodeLog(AssignmentLog, LessonLog):
         self.db.enable_wal()
         # WAL + NORMAL: a commit survives a crash of mulligan; only a power cut may lose the last
         self.db.conn.execute("PRAGMA synchronous = NORMAL")
-        migrate(self.db)
+        migrate(self.db, str(self.path))
 
     @property
     def db(self) -> sqlite_utils.Database:

@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from mulligan.errors import UserError
+
 if TYPE_CHECKING:
     import sqlite_utils
 
 
-def migrate(db: sqlite_utils.Database) -> None:
+def migrate(db: sqlite_utils.Database, where: str) -> None:
     """Apply the migrations the log lacks, in order, in one transaction (a log opened to
     write; one opened to read is never migrated)."""
     with db.conn:
@@ -20,10 +22,21 @@ def migrate(db: sqlite_utils.Database) -> None:
         if "migrations" not in db.table_names():
             db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
         done = {row["name"] for row in db.table("migrations").rows}
+        refuse_newer(done, where)
         for name, change in MIGRATIONS:
             if name not in done:
                 change(db)
                 db.table("migrations").insert({"name": name, "applied_at": time.time()})
+
+
+def refuse_newer(done: set[str], where: str) -> None:
+    """A log whose migrations (`done`) include one this mulligan lacks: its records may hold
+    what this version cannot read, so it is neither read nor written."""
+    unknown = sorted(done - {name for name, _ in MIGRATIONS})
+    if unknown:
+        raise UserError(f"{where}: the episode log was written by a newer mulligan (it has "
+                        f"migration {unknown[0]}, which this one lacks); upgrade mulligan to "
+                        "read or write it")  # fmt: skip
 
 
 def _m001_initial(db: sqlite_utils.Database) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.migrations import MIGRATIONS
+from mulligan.memory.migrations import MIGRATIONS, refuse_newer
 from mulligan.schema import Lesson, Verdict
 
 HOW_TO_FIX = "pass the --memory directory a run or a study made (bench: OUT/memory)"
@@ -66,6 +66,7 @@ class MemoryReader:
         with self.readable():
             self.log = EpisodeLog(path, read_only=True)
             done = {r["name"] for r in self._query("select name from migrations")}
+        refuse_newer(done, f"--memory {directory}")
         missing = [name for name, _ in MIGRATIONS if name not in done]
         if missing:
             raise UserError(f"--memory {directory}: the episode log was written by an older "

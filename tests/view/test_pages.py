@@ -183,6 +183,20 @@ def test_a_log_from_an_older_version_is_refused_not_migrated(memory: Path) -> No
     assert _digest(memory) == before
 
 
+def test_a_log_from_a_newer_version_is_refused_by_a_read_and_a_write(memory: Path) -> None:
+    """Its records may hold fields this version does not know: neither shown in part nor
+    written to, and the user is told to upgrade."""
+    import sqlite3
+
+    with sqlite3.connect(memory / "episodes.db") as db:
+        db.execute("insert into migrations values ('999_from_a_newer_mulligan', 0)")
+    before = _digest(memory)
+    for opened in (MemoryReader, lambda where: EpisodeLog(where / "episodes.db")):
+        with pytest.raises(UserError, match="newer mulligan.*999_from_a_newer_mulligan.*upgrade"):
+            opened(memory)
+    assert _digest(memory) == before
+
+
 def test_a_damaged_log_is_named_on_the_page_and_on_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
