@@ -194,7 +194,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         retracted = memory.retract(_need(args.query, "retract ID").strip())
         if retracted is None:
             raise UserError(f"no lesson {args.query!r} in {memory.where}")
-        print(f"retracted {retracted.id}: {retracted.text}")
+        lesson, now = retracted
+        print(f"retracted {lesson.id}: {lesson.text}" if now else
+              f"{lesson.id} was already retracted; nothing changed")  # fmt: skip
     elif action == "import":
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"

@@ -268,12 +268,15 @@ class Memory(KeepsWritten):
     def lessons(self, ids: list[str]) -> list[Lesson]:
         return self.log.lessons(ids)
 
-    def retract(self, lesson_id: str) -> Lesson | None:
-        found = self.store.get([lesson_id]) or self.log.lessons([lesson_id])
-        if not found:
-            return None
+    def retract(self, lesson_id: str) -> tuple[Lesson, bool] | None:
+        """The lesson, retracted by the user, and whether this call retracted it (not: it was
+        already, and nothing changed); None: no such lesson."""
+        found = self.log.lessons([lesson_id]) or self.store.get([lesson_id])
+        if not found or found[0].validity.status == "retracted":
+            return (found[0], False) if found else None
         details = ["retracted by the user"]
-        return self.change(found, "status:retracted", to_status("retracted"), details=details)[0]
+        change = to_status("retracted")
+        return self.change(found, "status:retracted", change, details=details)[0], True
 
     def import_jsonl(self, lines: list[str], *, trust: bool = False, source: str = "") -> int:
         """Lessons from an export (`lines`, numbered from 1 as in `source`, the file). Unless

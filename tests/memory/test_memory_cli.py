@@ -113,3 +113,18 @@ def test_store_names_map_back_to_the_flag_that_builds_them() -> None:
     assert spec_for("hash-64") == "hash:64"
     assert spec_for("minilm") == "minilm"
     assert spec_for("openai-text-embedding-3-small") == "openai:text-embedding-3-small"
+
+
+def test_retracting_a_lesson_twice_says_so_and_logs_it_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mulligan.memory.log import EpisodeLog
+
+    a_store(tmp_path / "m", HashEmbedding())
+    where = ["--memory", str(tmp_path / "m")]
+    assert main(["memory", "retract", "l1", *where]) == 0
+    assert capsys.readouterr().out.startswith("retracted l1")
+    assert main(["memory", "retract", "l1", *where]) == 0
+    assert capsys.readouterr().out.startswith("l1 was already retracted; nothing changed")
+    events = EpisodeLog(tmp_path / "m" / "episodes.db", read_only=True).lesson_events("l1")
+    assert [e["event"] for e in events].count("status:retracted") == 1
