@@ -30,8 +30,10 @@ class GenerationLock:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 handle.seek(0)
-                generation = int(handle.read().strip() or 0)
-                yield self._seen not in (-1, generation)
+                text = handle.read().strip() or "0"
+                readable = text.isdecimal()  # else: as if another wrote, and counted from 0
+                generation = int(text) if readable else 0
+                yield not readable or self._seen not in (-1, generation)
                 if write:
                     generation += 1
                     handle.seek(0)

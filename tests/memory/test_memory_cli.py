@@ -128,3 +128,16 @@ def test_retracting_a_lesson_twice_says_so_and_logs_it_once(
     assert capsys.readouterr().out.startswith("l1 was already retracted; nothing changed")
     events = EpisodeLog(tmp_path / "m" / "episodes.db", read_only=True).lesson_events("l1")
     assert [e["event"] for e in events].count("status:retracted") == 1
+
+
+def test_a_store_lock_holding_garbage_is_written_over_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lock's generation only tells a process to reload the store: unreadable, it is
+    taken as another's write, and the next write gives the file a generation again."""
+    a_store(tmp_path / "m", HashEmbedding())
+    lock = tmp_path / "m" / "lessons" / "lessons.lock"
+    lock.write_text("not a number\n")
+    assert main(["memory", "retract", "l1", "--memory", str(tmp_path / "m")]) == 0
+    assert capsys.readouterr().out.startswith("retracted l1")
+    assert lock.read_text().strip().isdecimal()
