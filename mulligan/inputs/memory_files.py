@@ -40,12 +40,13 @@ def memory_directory(location: str) -> None:
             "(it holds episodes.db and the lesson store)"
         )
     creatable(path, "--memory")
-    for store in (path / "lessons", path / "lessons" / "chroma"):
-        if store.exists() and not store.is_dir():
-            raise UserError(
-                f"{store}: is a file, but the lesson store is a directory there; "
-                "move the file away or pass another --memory"
-            )
+    lessons = path / "lessons"
+    for place, kind in ((lessons, "directory"), (lessons / "chroma", "directory"),
+                        (lessons / "lessons.lock", "file")):  # fmt: skip
+        found = "directory" if place.is_dir() else "file"
+        if place.exists() and found != kind:
+            raise UserError(f"{place}: is a {found}, but the lesson store keeps a {kind} there; "
+                            f"move the {found} away or pass another --memory")  # fmt: skip
     sqlite_file(path / "episodes.db", "the episode log", "migrations")
     sqlite_file(path / "lessons" / "chroma" / "chroma.sqlite3", "the lesson store", "collections")
 

@@ -141,6 +141,13 @@ def _chroma_is_a_file(tmp: Path) -> list[str]:
     return ["memory", "retract", "abc", "--memory", str(directory)]
 
 
+def _lock_is_a_directory(tmp: Path) -> list[str]:
+    directory = a_memory(tmp)
+    (directory / "lessons" / "lessons.lock").unlink()
+    (directory / "lessons" / "lessons.lock").mkdir()
+    return ["memory", "retract", "l1", "--memory", str(directory)]
+
+
 def _jsonl(suite: str, line: str) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         (tmp / "data.jsonl").write_text(line + "\n")
