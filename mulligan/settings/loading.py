@@ -142,7 +142,7 @@ def _line_of(text: str, key: str, section: str | None = None) -> int | str:
     """The line that sets `key`: inside `[section]` when given, else as `section.key = `,
     in `section = {...}` or as the table `[section.key]`."""
     pattern = re.compile(rf"^\s*\[*\s*[\"']?{re.escape(key)}[\"']?\s*[=\]]")
-    header = re.compile(rf"^\s*\[\s*{re.escape(section)}\s*\]") if section else None
+    header = re.compile(rf"^\s*\[\s*([\"']?){re.escape(section)}\1\s*\]") if section else None
     inside = header is None
     lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
