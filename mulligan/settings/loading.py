@@ -99,8 +99,13 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
     text = read_text(path, "settings file")
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: not valid TOML: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:  # "Cannot overwrite a value (at line 3, column 9)"
+        at = re.fullmatch(r"(.*) \(at (?:line (\d+), column \d+|end of document)\)", str(exc))
+        reason, number = (at.group(1), int(at.group(2) or 0)) if at else (str(exc), 0)
+        number = number or len(text.rstrip().split("\n"))  # at the end: the last line written
+        written = text.split("\n")[number - 1].strip()
+        fix = "write `key = value` lines, text in quotes, each key and [table] once"
+        raise UserError(f"{path}:{number}: not valid TOML ({reason}): {written!r}; {fix}") from exc
     found: dict[str, tuple[Any, int | str, str]] = {}
 
     def keep(setting: str, value: Any, line: int | str, written: str) -> None:

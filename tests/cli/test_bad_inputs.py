@@ -189,7 +189,7 @@ CASES = [
     ),
     Case("attempt unknown tool", _flags("attempt", "q", "--tools", "teleport"), ["teleport"]),
     # mulligan.toml and the environment
-    Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml", "line 2"], "a = 1\nb = \n"),
+    Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml:2", "'b ='"], "a = 1\nb = \n"),
     Case(
         "toml unknown key",
         _flags("tasks", "examples"),

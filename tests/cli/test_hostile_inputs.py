@@ -68,7 +68,10 @@ TOML_CASES = {
     "trials = true": ("[loop]\ntrials = true\n", ["mulligan.toml:2", "trials"]),
     "max_steps = false": ("[budget]\nmax_steps = false\n", ["mulligan.toml:2", "max_steps"]),
     "one setting twice": ('model = "a"\n[endpoint]\nmodel = "b"\n', [":1", ":3", "model"]),
-    "duplicate key (held)": ("[budget]\nmax_steps = 3\nmax_steps = 4\n", ["line 3"]),
+    "duplicate key": (
+        "[budget]\nmax_steps = 3\nmax_steps = 4\n",
+        ["mulligan.toml:3", "'max_steps = 4'", "each key and [table] once"],
+    ),
     "bad stop (held)": ('[loop]\nstop = "oracle "\n', ["mulligan.toml:2", "stop"]),
 }
 

@@ -102,6 +102,7 @@ def test_flags_over_environment_over_the_file_in_every_section(
         ("[nowhere]\nx = 1\n", r":1: unknown key 'nowhere'"),
         ('["budget"]\nmax_steps = 0\n', r":2: key 'max_steps'"),  # a quoted table name
         ("[ 'budget' ]\nmax_steps = 0\n", r":2: key 'max_steps'"),
+        ("[budget]\nmax_steps = 1\n[budget]\n", r":3: not valid TOML.*'\[budget\]'.*once"),
     ],
 )
 def test_a_bad_setting_in_a_section_names_file_line_and_key(
