@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.memory.reading import MemoryReader, RunRow
+from mulligan.memory.reading import MemoryReader, RunRow, readable
 
 if TYPE_CHECKING:
     from mulligan.view.app import Viewer
@@ -47,7 +47,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.bundle and not args.run_id:
         raise UserError("--bundle: name the run to write (mulligan view RUN_ID --bundle DIR)")
     viewer, path = app.Viewer(reader), "/"
-    with reader.readable():
+    with readable(reader.directory):
         if args.bundle:
             from mulligan.view.bundle import write_bundle
 

@@ -29,6 +29,17 @@ class UnreadableLog(UserError):
     """The episode log is damaged: SQLite cannot read it, or a part of it."""
 
 
+@contextmanager
+def readable(directory: Path) -> Iterator[None]:
+    """SQLite's complaint about the log in `directory`, inside, as an `UnreadableLog`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise UnreadableLog(f"--memory {directory}: episodes.db is unreadable ({exc}); restore "
+                            "it from a copy, or save what is left: "
+                            "`sqlite3 episodes.db .recover`") from None  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One run as the list of runs shows it."""
@@ -63,7 +74,7 @@ class MemoryReader:
         path = self.directory / "episodes.db"
         if not path.is_file():
             raise UserError(f"--memory {directory}: no episode log (episodes.db); {HOW_TO_FIX}")
-        with self.readable():
+        with readable(self.directory):
             self.log = EpisodeLog(path, read_only=True)
             done = {r["name"] for r in self._query("select name from migrations")}
         refuse_newer(done, f"--memory {directory}")
@@ -74,16 +85,6 @@ class MemoryReader:
                             "only reads leaves it as it is; the next run, bench or solve with "
                             "this --memory, or `mulligan memory retract` or `import`, brings it "
                             "up to date")  # fmt: skip
-
-    @contextmanager
-    def readable(self) -> Iterator[None]:
-        """SQLite's complaint about a damaged log, inside, as an `UnreadableLog` naming it."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            raise UnreadableLog(f"--memory {self.directory}: episodes.db is unreadable ({exc}); "
-                                "restore it from a copy, or save what is left: "
-                                "`sqlite3 episodes.db .recover`") from None  # fmt: skip
 
     def _query(self, sql: str, args: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self.log._lock:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mulligan.errors import UserError
-from mulligan.memory.reading import MemoryReader, UnreadableLog
+from mulligan.memory.reading import MemoryReader, UnreadableLog, readable
 from mulligan.report.cells import Grid
 from mulligan.report.stats import RunStats
 from mulligan.view import pages
@@ -57,7 +57,7 @@ class Viewer:
     def answer(self, target: str) -> Answer:
         parts = urlsplit(target)
         try:
-            with self.reader.readable():
+            with readable(self.reader.directory):
                 found = self._page(parts.path, parse_qs(parts.query))
         except UnreadableLog as exc:
             return _refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))

@@ -200,8 +200,9 @@ def test_a_log_from_a_newer_version_is_refused_by_a_read_and_a_write(memory: Pat
 def test_a_damaged_log_is_named_on_the_page_and_on_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The log opens (its header and migrations whole) but the attempts' pages are garbage:
-    the server answers with a page naming the file, and `mulligan view` says so in one line."""
+    """The log opens (its header and migrations whole) but the pages of attempts and lesson
+    events are garbage: the server answers with a page naming the file, and `mulligan view`
+    and the commands that read the memory say so in one line."""
     import sqlite3
 
     from mulligan.cli import main
@@ -210,18 +211,21 @@ def test_a_damaged_log_is_named_on_the_page_and_on_the_command_line(
     make_logged_run(memory).db.conn.close()
     path = memory / "episodes.db"
     with sqlite3.connect(path) as db:
-        page = db.execute("select rootpage from sqlite_master where name = 'attempts'").fetchone()
         size = db.execute("pragma page_size").fetchone()[0]
+        pages = db.execute("select rootpage from sqlite_master where name in "
+                           "('attempts', 'lesson_events')").fetchall()  # fmt: skip
     with path.open("r+b") as file:
-        file.seek((page[0] - 1) * size)
-        file.write(b"\xff" * size)
+        for (page,) in pages:
+            file.seek((page - 1) * size)
+            file.write(b"\xff" * size)
     viewer = Viewer(MemoryReader(memory))
     status, _, body = viewer.answer(viewer.links.episode(f"{RUN}:reflexion:t2"))
     assert status == 500 and "episodes.db is unreadable" in body.decode()
-    for argv in ([RUN, "--no-open"], [RUN, "--bundle", str(tmp_path / "bundle")]):
-        assert main(["view", *argv, "--memory", str(memory)]) == 2
+    for argv in (["view", RUN, "--no-open"], ["view", RUN, "--bundle", str(tmp_path / "b")],
+                 ["memory", "show", LESSON.id], ["episodes", "show", f"{RUN}:reflexion:t2"]):  # fmt: skip
+        assert main([*argv, "--memory", str(memory)]) == 2, argv
         err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1 and "episodes.db is unreadable" in err
+        assert len(err.strip().splitlines()) == 1 and "episodes.db is unreadable" in err, argv
 
 
 def test_a_select_episode_says_which_candidate_was_submitted_and_why(tmp_path: Path) -> None:
