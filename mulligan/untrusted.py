@@ -16,6 +16,9 @@ look-alike (`｜` for `|`) would change what a human reads.
 
 Only markers are touched: `a < b | c`, `x[i]` and `<b>` pass unchanged. The function is
 idempotent. Logs keep the raw text; neutralise where text enters a prompt.
+
+`encodable` is for text as it comes in (a model's reply, a tool's output): a lone surrogate
+can be neither sent nor logged as UTF-8.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 from typing import Any
 
 JOINER = "\u2060"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _MARKERS = re.compile(
     r"<(?=\|[^\s|<>]{1,64}\|>)"  # <|im_start|>, <|eot_id|>, <|endoftext|>, every <|...|>
@@ -50,3 +54,9 @@ def neutralise_all(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(neutralise_all(v) for v in value)
     return value
+
+
+def encodable(text: str) -> str:
+    """`text` with every lone surrogate (a JSON `\\ud800` escape a model wrote, a file name
+    `os.fsdecode` kept as bytes) made U+FFFD, the replacement character."""
+    return _LONE_SURROGATE.sub("\ufffd", text)

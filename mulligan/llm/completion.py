@@ -1,5 +1,7 @@
 """A chat completion's body as the endpoint sent it, read strictly: what is malformed is
-named (and becomes feedback to the model or a retry), never guessed at."""
+named (and becomes feedback to the model or a retry), never guessed at. A JSON `\ud800`
+escape is valid but no character: its text keeps U+FFFD there (`encodable`), else it could
+be neither sent back nor logged."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mulligan.schema import ToolCall
+from mulligan.untrusted import encodable
 
 
 class MalformedReply(Exception):
@@ -65,7 +68,7 @@ def read_completion(body: str | bytes) -> Completion:
     if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 for n in tokens):
         raise bad("usage token counts are not numbers")
     return Completion(
-        text=content or "",
+        text=encodable(content or ""),
         tool_calls=_tool_calls(message.get("tool_calls"), bad),
         finish_reason=finish_reason or "stop",
         prompt_tokens=int(tokens[0]),
@@ -105,8 +108,8 @@ def _tool_calls(calls: Any, bad: Callable[[str], MalformedReply]) -> list[ToolCa
         found.append(
             ToolCall(
                 id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-                name=function["name"],
-                arguments=_arguments_text(function.get("arguments")),
+                name=encodable(function["name"]),
+                arguments=encodable(_arguments_text(function.get("arguments"))),
             )
         )
     return found

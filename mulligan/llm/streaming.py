@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mulligan.llm.completion import Completion, MalformedReply, fingerprint_of
+from mulligan.untrusted import encodable
 
 Until = Callable[[str], bool]
 """True once the text so far is all the caller needs (the stream is then closed)."""
@@ -63,7 +64,7 @@ def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
     if not read:
         raise MalformedReply("the stream sent no chunk", "")
     prompt, completion = counts or (0, 0)
-    text = "".join(parts)
+    text = encodable("".join(parts))
     completed = Completion(text, [], finish, prompt, completion, fingerprint)
     return StreamRead(completed, stopped, metered=counts is not None)
 

@@ -14,6 +14,7 @@ from mulligan.actor import Actor
 from mulligan.errors import ModelError
 from mulligan.llm.completion import MalformedReply, read_completion
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.streaming import read_stream
 from mulligan.memory import Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
@@ -174,3 +175,22 @@ def test_an_endpoint_fault_outside_an_attempt_ends_the_run_in_the_log(tmp_path: 
         assert done.returncode == 1, done.stderr
         assert "malformed reply" in done.stderr
         assert [r["status"] for r in Memory(memory).log.runs()] == ["failed"]
+
+
+def test_a_reply_holding_lone_surrogates_is_sent_back_and_logged_as_text() -> None:
+    """`\\ud800` is valid JSON but no character: the model's text and its call come back with
+    U+FFFD in its place, so the next request and the attempt's record can be written."""
+    lone = "\ud800"
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "echo" + lone, "arguments": json.dumps({"text": lone})}
+    message = {"role": "assistant", "content": f"Thinking {lone}", "tool_calls": [call]}
+    first = body(choices=[{"message": message, "finish_reason": "tool_calls"}])
+    with FakeOpenAIServer([FakeReply(raw_body=first), FakeReply("done")]) as server:
+        attempt = Actor(client(server)).run("t", "Say hi.", [])
+        sent = server.requests[-1]["messages"]
+    assert attempt.stop_reason == "answered" and len(sent) == 4
+    assert attempt.steps[0].text == "Thinking \ufffd"
+    assert attempt.steps[0].tool_calls[0].name == "echo\ufffd"
+    assert json.loads(attempt.model_dump_json())["answer"] == "done"
+    streamed = read_stream([{"choices": [{"delta": {"content": lone}}]}], lambda text: False)
+    assert streamed.completion.text == "\ufffd"
