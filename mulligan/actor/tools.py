@@ -16,7 +16,7 @@ import pydantic
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.schema import ToolCall, ToolResult, ToolStatus
 from mulligan.text_cut import head, head_and_tail
-from mulligan.untrusted import neutralise, neutralise_all
+from mulligan.untrusted import encodable, neutralise, neutralise_all
 
 DEFAULT_TOOL_TIMEOUT = 60.0
 
@@ -173,7 +173,7 @@ class ToolRegistry:
             call_id=call.id,
             name=call.name,
             status=status,
-            output=cut_output(output, self.max_output_chars),
+            output=cut_output(encodable(output), self.max_output_chars),
             seconds=time.perf_counter() - started,
         )
 

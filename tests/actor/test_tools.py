@@ -199,3 +199,20 @@ def test_a_tool_thread_is_kept_between_calls_but_never_given_to_a_call_after_a_t
         assert after.status == "ok" and after.output != first.output
     finally:
         release.set()
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_with_a_replacement_character(
+    tmp_path: Path,
+) -> None:
+    """os.fsdecode keeps such a name's bytes as lone surrogates, which no request or log can
+    carry as UTF-8: the output shows U+FFFD there, as a tool's error does."""
+    (tmp_path / os.fsdecode(b"odd\xff.txt")).write_text("x")
+
+    @tool
+    def complain() -> str:
+        """Use to fail."""
+        raise ValueError(os.fsdecode(b"no \xfe here"))
+
+    registry = ToolRegistry.of([*Workspace(tmp_path).tools(), complain])
+    assert call(registry, "list_files", "{}") == ("ok", "odd\ufffd.txt")
+    assert call(registry, "complain", "{}") == ("error", "Error: ValueError: no \ufffd here")
