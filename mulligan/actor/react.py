@@ -164,7 +164,8 @@ class Actor:
             spend.format_errors = spend.format_errors + 1 if step.kind == "format_error" else 0
             if on_step and step.tool_calls:
                 on_step(step)  # logged before the tools run: a crash leaves calls to repair
-            step.results = self._run_calls(step.tool_calls, registry, seen)
+            deadline = spend.started + spend.budget.max_seconds  # time.monotonic()'s
+            step.results = self._run_calls(step.tool_calls, registry, seen, deadline)
             spend.count_repeats(step)
             attempt.steps.append(step)
             if on_step:
@@ -261,7 +262,7 @@ class Actor:
         )
 
     def _run_calls(
-        self, calls: list[ToolCall], registry: ToolRegistry, seen: set[str]
+        self, calls: list[ToolCall], registry: ToolRegistry, seen: set[str], deadline: float
     ) -> list[ToolResult]:
         """Exactly one result per call, in call order; repeats get a nudge instead of a rerun."""
         if not calls:
@@ -278,7 +279,7 @@ class Actor:
             else:
                 seen.add(key)
                 fresh.append(call)
-        ran = {r.call_id: r for r in registry.run_all(fresh)}
+        ran = {r.call_id: r for r in registry.run_all(fresh, deadline)}
         for call in fresh:  # after a write, what was seen before may be stale
             made = registry.tools.get(call.name)
             if made and made.changes_state and ran[call.id].status == "ok":

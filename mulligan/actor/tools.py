@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import inspect
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -156,19 +158,21 @@ class ToolRegistry:
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
 
-    def run_all(self, calls: list[ToolCall]) -> list[ToolResult]:
+    def run_all(self, calls: list[ToolCall], deadline: float = math.inf) -> list[ToolResult]:
         """Run one turn's calls, exactly one result per call, in call order: concurrently when
         every call only reads, else one after another in the model's order (a model that
-        writes a file and runs the tests in one turn means that order)."""
+        writes a file and runs the tests in one turn means that order). None runs past
+        `deadline` (`time.monotonic`'s: where the attempt's time runs out)."""
         chosen = [self.tools.get(call.name) for call in calls]
+        run = functools.partial(self.run, deadline=deadline)
         if len(calls) <= 1 or not all(t is None or t.read_only for t in chosen):
-            return [self.run(call) for call in calls]
+            return [run(call) for call in calls]
         with concurrent.futures.ThreadPoolExecutor(min(self.workers, len(calls))) as pool:
-            return list(pool.map(self.run, calls))
+            return list(pool.map(run, calls))
 
-    def run(self, call: ToolCall) -> ToolResult:
+    def run(self, call: ToolCall, deadline: float = math.inf) -> ToolResult:
         started = time.perf_counter()
-        status, output = self._execute(call)
+        status, output = self._execute(call, deadline)
         return ToolResult(
             call_id=call.id,
             name=call.name,
@@ -177,7 +181,7 @@ class ToolRegistry:
             seconds=time.perf_counter() - started,
         )
 
-    def _execute(self, call: ToolCall) -> tuple[ToolStatus, str]:
+    def _execute(self, call: ToolCall, deadline: float) -> tuple[ToolStatus, str]:
         chosen = self.tools.get(call.name)
         if chosen is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -196,10 +200,15 @@ class ToolRegistry:
             return "error", f"Error: invalid arguments for {call.name}: {_brief(exc)}"
         if chosen.needs_approval and not (self.approve and self.approve(call)):
             return "denied", f"Denied: {call.name} needs approval and it was not given."
+        left = deadline - time.monotonic()
+        ran_out = " (the attempt's time ran out)" if left < chosen.timeout else ""
+        if left <= 0:
+            return "timeout", f"Error: {call.name} was not run{ran_out}."
         try:
-            value = self.threads.call(chosen.function, dict(arguments), chosen.timeout)
+            value = self.threads.call(chosen.function, dict(arguments), min(chosen.timeout, left))
         except concurrent.futures.TimeoutError:
-            return "timeout", f"Error: {call.name} timed out after {chosen.timeout:g}s."
+            limit = min(chosen.timeout, left)
+            return "timeout", f"Error: {call.name} timed out after {limit:.3g}s{ran_out}."
         except Exception as exc:  # a tool's failure is an observation for the model
             return "error", f"Error: {type(exc).__name__}: {exc}"
         if isinstance(value, str):

@@ -4,6 +4,7 @@ compression and usage counting. Each test asserts what the design promises."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -284,3 +285,23 @@ def test_an_interrupted_call_made_again_runs_instead_of_being_called_a_repeat() 
         attempt = run(model, resume=resumed)
     again = attempt.steps[1].results[0]
     assert again.status == "ok" and again.output == "5", again
+
+
+def test_a_tool_is_cut_off_where_the_attempts_time_runs_out() -> None:
+    """A tool's own timeout (60 s) is no licence to outlast the attempt's time budget."""
+    release = threading.Event()
+
+    @tool
+    def stall() -> str:
+        """Use to wait."""
+        release.wait(30)
+        return "finished"
+
+    try:
+        with ScriptedModel([reply("", tool_call("stall"))]) as model:
+            attempt = run(model, [stall], budget=BudgetSection(max_seconds=0.5))
+    finally:
+        release.set()
+    result = attempt.steps[0].results[0]
+    assert attempt.stop_reason == "max_seconds" and result.status == "timeout"
+    assert "the attempt's time ran out" in result.output

@@ -84,9 +84,9 @@ class Points:
             self.reached(f"{role}-reply")
             return response
 
-        def running(registry: ToolRegistry, call: Any) -> Any:
+        def running(registry: ToolRegistry, call: Any, **kwargs: Any) -> Any:
             self.reached("tool-call")
-            return run(registry, call)
+            return run(registry, call, **kwargs)
 
         def kept(lessons: list[Any]) -> None:
             for lesson in lessons:
