@@ -215,8 +215,10 @@ def _unfence(text: str) -> str:
 
 
 def _as_arguments(raw: str) -> str:
-    """JSON text for the registry: the raw input if it is JSON, else a JSON string of it.
-    Lenient where small models are: Python triple-quoted strings, a final brace a stop took."""
+    """JSON text for the registry: the raw input if it is JSON, else a JSON string of it;
+    an object that cannot be read stays as written (the registry's error quotes it, where a
+    one-parameter tool would have been run on its text). Lenient where small models are:
+    Python triple-quoted strings, a final brace a stop took."""
     raw = raw.strip()
     if raw.startswith("{"):
         as_json = _TRIPLE_QUOTED.sub(lambda quoted: json.dumps(quoted.group(1)), raw)
@@ -226,8 +228,7 @@ def _as_arguments(raw: str) -> str:
             if obj is not None:
                 return json.dumps(obj)
         obj = first_json_object(raw)
-        if obj is not None:
-            return json.dumps(obj)
+        return raw if obj is None else json.dumps(obj)
     try:
         json.loads(raw)
         return raw

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from mulligan.actor import Actor, ActorSettings, tool
 from mulligan.actor.text_protocol import (
     STOP_SEQUENCES,
     Action,
@@ -17,6 +18,7 @@ from mulligan.actor.text_protocol import (
     parse_text_turn,
     recover_text_tool_calls,
 )
+from mulligan.testing import ScriptedModel
 
 TOOLS = ["calculator", "search", "lookup", "python"]
 
@@ -173,9 +175,10 @@ def test_an_input_missing_only_its_last_brace_is_read_whole_and_nothing_else_is_
     assert parse_text_turn('Action: python\nAction Input: {"code": "1"', TOOLS) == Action(
         "python", '{"code": "1"}'
     )
-    # an input cut inside a string is not repaired into something the model did not write
+    # an input cut inside a string is not repaired into something the model did not write,
+    # nor made the code to run: it stays as written, for the registry's error to quote
     cut = parse_text_turn('Action: python\nAction Input: {"code": "pri', TOOLS)
-    assert cut == Action("python", json.dumps('{"code": "pri'))
+    assert cut == Action("python", '{"code": "pri')
 
 
 def test_an_actions_input_is_never_taken_from_the_action_after_it() -> None:
@@ -270,3 +273,28 @@ def test_what_is_acted_on_ends_where_the_inputs_json_ends() -> None:
         "\nReview: ok",
     ):
         assert acted_on(reply + after) == (reply, after)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ['{"code": "print(1)",}', '{"code": "print(1)", "timeout": ', "{'code': 'print(1)'}"],
+)
+def test_an_input_object_that_is_not_json_is_an_error_not_the_tools_one_argument(
+    written: str,
+) -> None:
+    """A one-parameter tool given a broken object was run on its text: python ran
+    `{"code": "print(1)",}` and answered "(no output)"."""
+    ran: list[str] = []
+
+    @tool
+    def python(code: str) -> str:
+        """Use to run Python code."""
+        ran.append(code)
+        return "(ran)"
+
+    reply = f"Action: python\nAction Input: {written}"
+    with ScriptedModel([reply, "Final Answer: done"]) as model:
+        attempt = Actor(model, ActorSettings(protocol="text")).run("t", "Run it.", [python])
+    result = attempt.steps[0].results[0]
+    assert ran == [] and result.status == "error"
+    assert "not valid JSON" in result.output and written.strip() in result.output
