@@ -74,15 +74,20 @@ _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
 
 
 def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
-    """Read one model turn written in the text protocol."""
-    text = _cut_hallucinated_observation(text)
+    """Read one model turn written in the text protocol; an empty answer is none, however
+    it was given (`Final Answer:`, `finish[]`, a JSON final answer)."""
+    parsed = _parse_turn(_cut_hallucinated_observation(text), tool_names)
+    empty = isinstance(parsed, FinalAnswer) and not parsed.text.strip()
+    return ParseFailure("the final answer was empty") if empty else parsed
+
+
+def _parse_turn(text: str, tool_names: list[str]) -> Parsed:
     final = _FINAL.search(text)
     action = _ACTION.search(text)
     if final and (not action or final.start() < action.start()):
         rest = text[final.end() :]
         after = _NEXT_LABEL.search(rest)  # an action or thought it went on to write
-        answer = (rest[: after.start()] if after else rest).strip()
-        return FinalAnswer(answer) if answer else ParseFailure("`Final Answer:` was empty")
+        return FinalAnswer((rest[: after.start()] if after else rest).strip())
     if action:
         return _parse_action(text, action, tool_names)
     obj = first_json_object(text)

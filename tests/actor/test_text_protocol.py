@@ -80,7 +80,9 @@ def test_messy_outputs_parse(text: str, expected: object) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["I think the answer might be Paris.", "", "Thought: hmm", "Final Answer:   "]
+    "text",
+    ["I think the answer might be Paris.", "", "Thought: hmm", "Final Answer:   "]
+    + ["Action: Finish[ ]", '{"action": "Final Answer", "action_input": ""}'],  # empty answers
 )
 def test_unreadable_outputs_fail_with_a_reason(text: str) -> None:
     parsed = parse_text_turn(text, TOOLS)
