@@ -10,15 +10,32 @@ UNREADABLE_JSON = (ValueError, RecursionError)
 """What reading JSON a model wrote can raise: not JSON (JSONDecodeError, a ValueError), a
 number too long for an int (ValueError), nesting too deep (RecursionError)."""
 
+_OBJECT_START = re.compile(r'\{\s*["}]')
+"""Where an object can start: a brace, then a key or the closing brace."""
+WINDOW = 8192
+"""Characters an object is first read from (see `first_json_object`)."""
+
 
 def first_json_object(text: str) -> dict[str, Any] | None:
-    """The first `{...}` in the text that parses as a JSON object, or None."""
+    """The first `{...}` in the text that parses as a JSON object, or None.
+
+    Each try reads a window from its brace, and the whole text only when the window cut the
+    object short: an error's position is counted in lines from the start of what was read,
+    so a long reply of braces, read whole at each, took minutes."""
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
+    for match in _OBJECT_START.finditer(text):
+        start = match.start()
+        window = text[start : start + WINDOW]
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            return dict(decoder.raw_decode(window)[0])
+        except json.JSONDecodeError as exc:  # read on only where the window's end was reached
+            ran_out = exc.pos >= len(window) - 10 or exc.msg.startswith("Unterminated")
+            if not ran_out or len(window) == len(text) - start:
+                continue
         except UNREADABLE_JSON:
             continue
-        if isinstance(value, dict):
-            return value
+        try:
+            return dict(decoder.raw_decode(text, start)[0])
+        except UNREADABLE_JSON:
+            continue
     return None

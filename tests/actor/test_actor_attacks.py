@@ -305,3 +305,14 @@ def test_a_tool_is_cut_off_where_the_attempts_time_runs_out() -> None:
     result = attempt.steps[0].results[0]
     assert attempt.stop_reason == "max_seconds" and result.status == "timeout"
     assert "the attempt's time ran out" in result.output
+
+
+@pytest.mark.timeout(60)  # a hang guard: each read its whole reply at every brace, for minutes
+@pytest.mark.parametrize("flood", ["{", '{"', '{"a"\n'])
+def test_a_megabyte_of_braces_is_read_as_a_format_error_not_a_hang(flood: str) -> None:
+    text = flood * (1_000_000 // len(flood))
+    budget = BudgetSection(max_reply_tokens=10**6, max_tokens=10**7)  # a cap ignored
+    with ScriptedModel([text, "Final Answer: 5"]) as model:
+        attempt = run(model, protocol="text", budget=budget)
+    assert [s.kind for s in attempt.steps] == ["format_error", "final"]
+    assert attempt.answer == "5"
