@@ -154,9 +154,13 @@ class Actor:
             spend.record(response.usage)
             context.estimator.calibrate(messages, offered, response.usage.prompt_tokens)
             step = self._read_turn(response, len(attempt.steps), registry, forced=bool(last))
-            if response.finish_reason == "length" and not step.tool_calls:
-                cut = f"it was cut off at the {spend.budget.max_reply_tokens}-token reply limit"
-                self._format_error(step, f"{cut}; reply more briefly", list(registry.tools))
+            if response.finish_reason == "length":  # told so, whatever of it could be run
+                limit = spend.budget.max_reply_tokens
+                cut = f"it was cut off at the {limit}-token reply limit; reply more briefly"
+                if step.tool_calls:
+                    step.feedback = prompts.render("reply_cut", limit=limit)
+                else:
+                    self._format_error(step, cut, list(registry.tools))
             step.fold_usage = folded[1] if folded else step.fold_usage
             acted = any(st.tool_calls or st.feedback == use_tools for st in attempt.steps)
             if use_tools and step.kind == "final" and not last and not acted:

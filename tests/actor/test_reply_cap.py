@@ -14,7 +14,9 @@ import pytest
 from mulligan.actor import Actor, ActorSettings, BudgetSection, tool
 from mulligan.cli import main
 from mulligan.errors import ModelError
+from mulligan.llm.base import ChatResponse
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.schema import ToolCall
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel, reply, tool_call
 
 RUNAWAY = "Let me think about this. " * 400  # about 2,400 tokens
@@ -61,6 +63,16 @@ def test_a_cut_reply_that_calls_a_tool_still_runs_it() -> None:
         attempt = _run(model)
     assert attempt.steps[0].kind == "act"
     assert attempt.steps[0].results[0].output == "5"
+
+
+def test_a_call_cut_off_at_the_cap_is_answered_and_the_model_told_why() -> None:
+    """Its arguments end mid-way: the model saw only "not valid JSON", and wrote it as long
+    again."""
+    cut = ChatResponse("", [ToolCall(id="c", name="add", arguments='{"a": 2, "b')], "length")
+    with ScriptedModel([cut, "5"]) as model:
+        attempt = _run(model)
+    assert attempt.steps[0].kind == "act" and attempt.steps[0].results[0].status == "error"
+    assert "cut off at the 50-token reply limit" in json.dumps(model.calls[1].messages)
 
 
 def test_replies_under_the_cap_are_untouched() -> None:
