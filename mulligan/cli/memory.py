@@ -32,7 +32,7 @@ from mulligan.inputs.paths import output_file
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
-from mulligan.memory.reading import MemoryReader, readable
+from mulligan.memory.reading import MemoryReader
 from mulligan.memory.store_reading import refuse_another, search_lessons, stored_embedding
 from mulligan.memory.validity import ValiditySection, evidence_phrase, online_phrase
 from mulligan.schema import Lesson
@@ -182,9 +182,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if action == "export" and args.out:
         output_file(Path(args.out), "--out", EXPORT_REPLACES)
     if action in READING_ACTIONS:
-        reading = ReadMemory(args)
-        with readable(reading.directory):
-            return _read(args, reading)
+        return _read(args, ReadMemory(args))
     if action == "import":  # every line checked before the memory is even opened
         lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
@@ -270,12 +268,7 @@ def _need(value: str | None, usage: str) -> str:
 
 
 def cmd_episodes(args: argparse.Namespace) -> int:
-    memory = ReadMemory(args)
-    with readable(memory.directory):
-        return _episodes(args, memory.reader)
-
-
-def _episodes(args: argparse.Namespace, reader: MemoryReader) -> int:
+    reader = ReadMemory(args).reader
     if args.action == "list":
         found = list(reader.log.episodes(args.run))
         if getattr(args, "json", False):

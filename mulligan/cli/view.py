@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.memory.reading import MemoryReader, RunRow, readable
+from mulligan.memory.reading import MemoryReader, RunRow
 
 if TYPE_CHECKING:
     from mulligan.view.app import Viewer
@@ -47,19 +47,18 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.bundle and not args.run_id:
         raise UserError("--bundle: name the run to write (mulligan view RUN_ID --bundle DIR)")
     viewer, path = app.Viewer(reader), "/"
-    with readable(reader.directory):
-        if args.bundle:
-            from mulligan.view.bundle import write_bundle
+    if args.bundle:
+        from mulligan.view.bundle import write_bundle
 
-            written = write_bundle(reader, args.run_id, Path(args.bundle))
-            print(f"wrote {len(written)} files; open {written[0]}")
-            return 0
-        if args.run_id:  # its grid is built (an unknown run refused) before the URL is printed
-            viewer.made(args.run_id)
-            path = viewer.links.run(args.run_id)
-        else:  # the newest run's grid is built while the runs page is read
-            newest = reader.runs()[:1]
-            threading.Thread(target=_warm, args=(viewer, newest), daemon=True).start()
+        written = write_bundle(reader, args.run_id, Path(args.bundle))
+        print(f"wrote {len(written)} files; open {written[0]}")
+        return 0
+    if args.run_id:  # its grid is built (an unknown run refused) before the URL is printed
+        viewer.made(args.run_id)
+        path = viewer.links.run(args.run_id)
+    else:  # the newest run's grid is built while the runs page is read
+        newest = reader.runs()[:1]
+        threading.Thread(target=_warm, args=(viewer, newest), daemon=True).start()
     server = app.make_server(viewer, args.port or 0)
     url = app.url_of(server, path)
     print(f"mulligan view: {reader.directory} at {url} (read-only; Ctrl-C stops)", flush=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -70,7 +69,7 @@ def serialized(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class LessonLog:
-    _lock: threading.RLock
+    _lock: contextlib.AbstractContextManager[None]
 
     if TYPE_CHECKING:  # EpisodeLog's
 

@@ -14,12 +14,36 @@ from typing import Any
 
 import sqlite_utils
 
+from mulligan.errors import UserError
 from mulligan.memory.assignment import AssignmentLog
 from mulligan.memory.lesson_log import LessonChange, LessonChanges, LessonLog, serialized
 from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
-__all__ = ["EpisodeLog", "LessonChange", "LessonChanges"]
+__all__ = ["EpisodeLog", "LessonChange", "LessonChanges", "UnreadableLog"]
+
+
+class UnreadableLog(UserError):
+    """The episode log is damaged: SQLite cannot read it, or a part of it."""
+
+
+class LogLock:
+    """One thread at a time on the log's connection (bench runs tasks on threads); SQLite's
+    complaint that the file is damaged, raised inside, as an `UnreadableLog` naming it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self._lock = path, threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> None:
+        self._lock.release()
+        if kind is sqlite3.DatabaseError:  # (not its subclasses: a busy or locked file, a bug)
+            raise UnreadableLog(
+                f"{self.path} is unreadable ({exc}); restore it from a copy, or save what is "
+                "left: `sqlite3 episodes.db .recover`"
+            ) from None
 
 
 class EpisodeLog(AssignmentLog, LessonLog):
@@ -29,17 +53,18 @@ class EpisodeLog(AssignmentLog, LessonLog):
         file) and the file is as it was when opened, else `mode=ro`, sharing the writer's side
         files and seeing its commits (view)."""
         self.path = Path(path)
-        self._lock, self._reading, self._shared = threading.RLock(), read_only, False
+        self._lock, self._reading, self._shared = LogLock(self.path), read_only, False
         if read_only:
             self._db = self._reader()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)  # busy: 30 s
         self._db = sqlite_utils.Database(connection)
-        self.db.enable_wal()
-        # WAL + NORMAL: a commit survives a crash of mulligan; only a power cut may lose the last
-        self.db.conn.execute("PRAGMA synchronous = NORMAL")
-        migrate(self.db, str(self.path))
+        with self._lock:
+            self.db.enable_wal()
+            # WAL + NORMAL: a commit survives a crash of mulligan; a power cut may lose the last
+            self.db.conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(self.db, str(self.path))
 
     @property
     def db(self) -> sqlite_utils.Database:

@@ -10,9 +10,6 @@ opens chromadb, which would write to its directory.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,21 +20,6 @@ from mulligan.memory.migrations import MIGRATIONS, refuse_newer
 from mulligan.schema import Lesson, Verdict
 
 HOW_TO_FIX = "pass the --memory directory a run or a study made (bench: OUT/memory)"
-
-
-class UnreadableLog(UserError):
-    """The episode log is damaged: SQLite cannot read it, or a part of it."""
-
-
-@contextmanager
-def readable(directory: Path) -> Iterator[None]:
-    """SQLite's complaint about the log in `directory`, inside, as an `UnreadableLog`."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        raise UnreadableLog(f"--memory {directory}: episodes.db is unreadable ({exc}); restore "
-                            "it from a copy, or save what is left: "
-                            "`sqlite3 episodes.db .recover`") from None  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,9 +56,8 @@ class MemoryReader:
         path = self.directory / "episodes.db"
         if not path.is_file():
             raise UserError(f"--memory {directory}: no episode log (episodes.db); {HOW_TO_FIX}")
-        with readable(self.directory):
-            self.log = EpisodeLog(path, read_only=True)
-            done = {r["name"] for r in self._query("select name from migrations")}
+        self.log = EpisodeLog(path, read_only=True)
+        done = {r["name"] for r in self._query("select name from migrations")}
         refuse_newer(done, f"--memory {directory}")
         missing = [name for name, _ in MIGRATIONS if name not in done]
         if missing:

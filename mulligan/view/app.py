@@ -12,7 +12,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from mulligan.errors import UserError
-from mulligan.memory.reading import MemoryReader, UnreadableLog, readable
+from mulligan.memory.log import UnreadableLog
+from mulligan.memory.reading import MemoryReader
 from mulligan.report.cells import Grid
 from mulligan.report.stats import RunStats
 from mulligan.view import pages
@@ -57,8 +58,7 @@ class Viewer:
     def answer(self, target: str) -> Answer:
         parts = urlsplit(target)
         try:
-            with readable(self.reader.directory):
-                found = self._page(parts.path, parse_qs(parts.query))
+            found = self._page(parts.path, parse_qs(parts.query))
         except UnreadableLog as exc:
             return _refused(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
         except UserError as exc:

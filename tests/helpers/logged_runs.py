@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from mulligan.memory.log import EpisodeLog
@@ -63,3 +65,20 @@ def log_episodes(
                 log.log_attempt(episode, tried, verdict)
             episode.passed = episode.verdicts[-1].passed
             log.end_episode(episode)
+
+
+def garbage_pages(log: Path, tables: Sequence[str]) -> None:
+    """The first page of each table in the SQLite file `log` written over with garbage; the
+    file's header and the rest stay whole, so it still opens (every commit checkpointed into
+    it first, so that none is read from the -wal file instead)."""
+    with sqlite3.connect(log) as db:
+        db.execute("pragma wal_checkpoint(truncate)")
+        size = db.execute("pragma page_size").fetchone()[0]
+        marks = ",".join("?" for _ in tables)
+        query = f"select rootpage from sqlite_master where name in ({marks})"
+        pages = [page for (page,) in db.execute(query, list(tables))]
+    db.close()
+    with log.open("r+b") as file:
+        for page in pages:
+            file.seek((page - 1) * size)
+            file.write(b"\xff" * size)

@@ -141,3 +141,38 @@ def test_a_store_lock_holding_garbage_is_written_over_not_a_traceback(
     assert main(["memory", "retract", "l1", "--memory", str(tmp_path / "m")]) == 0
     assert capsys.readouterr().out.startswith("retracted l1")
     assert lock.read_text().strip().isdecimal()
+
+
+def test_a_damaged_log_stops_a_command_that_writes_in_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its pages of lessons and lesson events garbage (the file still opens): retracting,
+    running with the memory and resuming a study say which file is damaged and how to save
+    what is left, in one line, instead of SQLite's traceback."""
+    from mulligan.testing import FakeOpenAIServer, FakeReply
+    from tests.helpers.logged_runs import garbage_pages
+
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- id: t\n  family: code\n  prompt: Say yes.\n"
+                     "  checks: [{type: exact_match, answer: 'yes'}]\n")  # fmt: skip
+    with FakeOpenAIServer(policy=lambda body: FakeReply(content="no")) as server:
+        endpoint = ["--base-url", server.base_url, "--model", "m", "--embedding", "hash"]
+        study = ["bench", str(tasks), "--out", str(tmp_path / "out"), *endpoint]
+        assert main([*study, "--strategies", "reflexion-memory", "--trials", "2"]) == 0
+        run_id = capsys.readouterr().err.split("run id:")[1].split()[0]
+        a_store(tmp_path / "m", HashEmbedding())
+        for log in (tmp_path / "m" / "episodes.db", tmp_path / "out" / "memory" / "episodes.db"):
+            garbage_pages(log, ["lessons", "lesson_events", "episodes"])
+        where = ["--memory", str(tmp_path / "m")]
+        for argv, log in [
+            (["memory", "retract", "l1", *where], tmp_path / "m" / "episodes.db"),
+            (["run", str(tasks), "--strategy", "reflexion-memory", *endpoint, *where],
+             tmp_path / "m" / "episodes.db"),
+            ([*study, "--strategies", "reflexion-memory", "--trials", "2", "--resume", run_id],
+             tmp_path / "out" / "memory" / "episodes.db"),
+        ]:  # fmt: skip
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err.strip()  # (after the run id, for a run)
+            said = err.splitlines()[-1]
+            assert "Traceback" not in err and said.startswith(f"mulligan: {log} is unreadable")
+            assert said.endswith("`sqlite3 episodes.db .recover`")

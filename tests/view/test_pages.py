@@ -23,7 +23,7 @@ from mulligan.view import pages
 from mulligan.view.app import Viewer
 from mulligan.view.bundle import MARK, write_bundle
 from mulligan.view.links import ServerLinks
-from tests.helpers.logged_runs import log_run
+from tests.helpers.logged_runs import garbage_pages, log_run
 from tests.view.made import CONFIG, EXPECTED, HOSTILE, LESSON, RUN, make_logged_run, verdict
 
 
@@ -203,21 +203,11 @@ def test_a_damaged_log_is_named_on_the_page_and_on_the_command_line(
     """The log opens (its header and migrations whole) but the pages of attempts and lesson
     events are garbage: the server answers with a page naming the file, and `mulligan view`
     and the commands that read the memory say so in one line."""
-    import sqlite3
-
     from mulligan.cli import main
 
     memory = tmp_path / "memory"
     make_logged_run(memory).db.conn.close()
-    path = memory / "episodes.db"
-    with sqlite3.connect(path) as db:
-        size = db.execute("pragma page_size").fetchone()[0]
-        pages = db.execute("select rootpage from sqlite_master where name in "
-                           "('attempts', 'lesson_events')").fetchall()  # fmt: skip
-    with path.open("r+b") as file:
-        for (page,) in pages:
-            file.seek((page - 1) * size)
-            file.write(b"\xff" * size)
+    garbage_pages(memory / "episodes.db", ["attempts", "lesson_events"])
     viewer = Viewer(MemoryReader(memory))
     status, _, body = viewer.answer(viewer.links.episode(f"{RUN}:reflexion:t2"))
     assert status == 500 and "episodes.db is unreadable" in body.decode()
