@@ -128,8 +128,9 @@ class Actor:
             if s.nudge_no_tools and registry.tools
             else ""
         )
-        stop: StopReason | None
-        while (stop := spend.exhausted()) is None:
+        answered = bool(attempt.steps) and attempt.steps[-1].kind == "final"
+        stop: StopReason | None = "answered" if answered else None  # (before a crash: resumed)
+        while stop is None and (stop := spend.exhausted()) is None:
             last = spend.last_call()
             tail = self._final_request() if last else []
             offered = None if last else schemas
@@ -175,12 +176,11 @@ class Actor:
             if on_step:
                 on_step(step)
             if step.kind == "final":
-                stop, attempt.answer = "answered", strip_final_label(step.text)
-                attempt.final_forced = bool(last)
-                break
-            if last:
+                stop, attempt.final_forced = "answered", bool(last)
+            elif last:
                 stop = last
-                break
+        if stop == "answered":
+            attempt.answer = strip_final_label(attempt.steps[-1].text)
         attempt.stop_reason = stop
         attempt.usage, attempt.usage_by_role = spend.usage, dict(spend.usage_by_role)
         attempt.seconds = spend.elapsed()

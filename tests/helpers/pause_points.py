@@ -11,6 +11,8 @@ count, to SIGNAL_FILE and never stops. Nothing of this is in mulligan itself.
 The points:
 - `actor-call`, `reflector-call`, `insight-call`, `selector-call`: a request of that role
   sent, its reply not yet back (`*-reply`: the reply back, not yet used);
+- `answered`: the step with an attempt's final answer logged, the attempt not yet (its checks
+  running);
 - `tool-call`: a tool call the model asked for, logged as a step, not yet run;
 - `reflector-charged`: the reflector's tokens for an attempt (a reflection's, an insight's)
   written into the log (with the reply, where the log keeps replies);
@@ -18,11 +20,15 @@ The points:
   or an insight wrote, once per attempt, whatever else is kept after it still to come;
 - `counted`: a use of lessons (`retrieved`, `helped`, `hurt`) counted in the log, the store's
   copy of their counters not yet rewritten;
-- `selection-logged`: a selection strategy's pick written into the log.
+- `selection-logged`: a selection strategy's pick written into the log;
+- `commit`: the episode log about to commit a write (killed there, the write is lost), and
+  `committed`: the log's next statement after a commit (the write kept, and whatever was done
+  after it that is not in the log), whichever of mulligan's writes it is.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import threading
 from collections import Counter
@@ -72,6 +78,7 @@ class Points:
         chat, run = OpenAIChatModel.chat, ToolRegistry.run
         change_lessons, add = EpisodeLog.change_lessons, LessonStore.add_or_strengthen
         log_attempt, log_reply = EpisodeLog.log_attempt, EpisodeLog.log_reply
+        log_step = EpisodeLog.log_step
 
         def role_of(messages: list[dict[str, Any]]) -> str:
             first = str(messages[0].get("content", "")) if messages else ""
@@ -108,6 +115,11 @@ class Points:
             kept([lesson])
             return added
 
+        def logging_step(log: EpisodeLog, episode_id: str, trial: int, step: Any) -> None:
+            log_step(log, episode_id, trial, step)
+            if step.kind == "final":
+                self.reached("answered")
+
         def logging_attempt(log: EpisodeLog, episode: Any, attempt: Any, verdict: Any) -> Any:
             logged = log_attempt(log, episode, attempt, verdict)
             if "reflector" in attempt.usage_by_role:
@@ -122,10 +134,29 @@ class Points:
                 self.reached("reflector-charged")
             return logged
 
+        def connecting(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            connection = connect(*args, **kwargs)
+            if str(args[0] if args else kwargs["database"]).endswith("episodes.db"):
+                after = [False]
+
+                def traced(statement: str) -> None:
+                    if after[0]:
+                        after[0] = False
+                        self.reached("committed")
+                    if statement.strip().upper() == "COMMIT":
+                        self.reached("commit")
+                        after[0] = True
+
+                connection.set_trace_callback(traced)
+            return connection
+
+        connect = sqlite3.connect
+        sqlite3.connect = connecting  # type: ignore[assignment]
         OpenAIChatModel.chat = chatting  # type: ignore[method-assign]
         ToolRegistry.run = running  # type: ignore[method-assign]
         EpisodeLog.change_lessons = changing  # type: ignore[method-assign]
         LessonStore.add_or_strengthen = adding  # type: ignore[method-assign]
+        EpisodeLog.log_step = logging_step  # type: ignore[method-assign]
         EpisodeLog.log_attempt = logging_attempt  # type: ignore[method-assign]
         EpisodeLog.log_reply = logging_reply  # type: ignore[method-assign]
 

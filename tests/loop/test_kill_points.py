@@ -234,6 +234,9 @@ TOKENS = {
 KILL_POINTS = [
     ("actor-call", 5),  # reflexion-memory's trial 2 of the capital, shown the diagnosis
     ("tool-call", 2),  # reflexion-memory's tool task, after a retrieval
+    ("answered", 1),  # the shared trial 1 of the capital answered, its check running
+    ("answered", 4),  # reflexion-memory's trial 2 of the capital, before the insight
+    ("answered", 8),  # a candidate select drew for the tool task
     ("reflector-call", 1),
     ("reflector-reply", 1),
     ("reflector-charged", 1),  # the reflection's tokens logged, no lesson kept yet
