@@ -147,6 +147,7 @@ def add_memory(commands: Commands) -> None:
     verifying.add_argument("--data", help="the dataset file for mbpp or hotpotqa")
     for name in ("limit", "sample", "seed"):
         add_command_flag(verifying, name)
+    verifying.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted verify")
     add_setting_flags(memory, "memory")
     memory.add_argument("--out", help="file for export (default: standard output)")
     memory.add_argument(

@@ -32,7 +32,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
         print(f"no candidate or validated lesson in {memory.where}: nothing to verify")
         return 0
     model, reflector = connect_models(config)
-    run_id = f"verify-{new_run_id(None)}"
+    run_id = args.resume or f"verify-{new_run_id(None)}"
     wanted = manifest(
         config, command="memory verify", suite=args.query, tasks=[t.id for t in suite.tasks]
     )
@@ -44,7 +44,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             policy=policy, reflector=reflector, extra_tools=suite.tools, trials=1,
         )  # fmt: skip
 
-    with running(memory.log, run_id, wanted, resume=False):
+    with running(memory.log, run_id, wanted, resume=bool(args.resume)):
         print(f"run id: {run_id}", file=sys.stderr)
         found = verify(
             memory, lessons, suite.tasks, make_loop, run_id,

@@ -21,6 +21,8 @@ The points:
 - `counted`: a use of lessons (`retrieved`, `helped`, `hurt`) counted in the log, the store's
   copy of their counters not yet rewritten;
 - `selection-logged`: a selection strategy's pick written into the log;
+- `verified`: a verification pair's evidence written into the log (the lesson's status, once
+  its pairs are all counted, not yet);
 - `commit`: the episode log about to commit a write (killed there, the write is lost), and
   `committed`: the log's next statement after a commit (the write kept, and whatever was done
   after it that is not in the log), whichever of mulligan's writes it is.
@@ -28,9 +30,14 @@ The points:
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import sqlite3
+import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -51,6 +58,37 @@ COUNTED = ("retrieved", "helped", "hurt")
 """The events that count a lesson's use."""
 REFLECTED = ("diagnosis", "failure", "insight")
 """The kinds of lesson a reflection or an insight writes."""
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def environment() -> dict[str, str]:
+    """This process's, without an endpoint or a setting of the user's, importing this tree."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
+    return env | {"PYTHONPATH": str(ROOT), "MULLIGAN_LOCAL": "off"}
+
+
+def killed_at(point: str, occurrence: int, argv: list[str], signal_file: Path) -> str:
+    """`mulligan ARGV` killed with SIGKILL at the `occurrence`-th time it reaches `point`;
+    returns the run id."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.pause_points", point, str(occurrence),
+         str(signal_file), *argv],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not signal_file.exists():
+            assert child.poll() is None, f"the run ended before {point} {occurrence}"
+            assert time.monotonic() < deadline, f"the run never reached {point} {occurrence}"
+            time.sleep(0.01)
+    finally:
+        if child.returncode is None:  # (an assertion above may have found it ended)
+            os.kill(child.pid, signal.SIGKILL)
+        _, err = child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    return re.findall(r"run id: ([\w-]+)", err)[0]
 
 
 class Points:
@@ -108,6 +146,8 @@ class Points:
                 kept(lessons)
             if event in COUNTED:
                 self.reached("counted")
+            if event == "verified":
+                self.reached("verified")
             return changed
 
         def adding(store: LessonStore, lesson: Any) -> Any:

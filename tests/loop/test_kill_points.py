@@ -11,12 +11,9 @@ killed ones are children; each resume runs in this process."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +23,8 @@ import pytest
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.helpers.pause_points import environment, killed_at
 
-ROOT = Path(__file__).resolve().parents[2]
 TASKS = """\
 - id: capital
   family: capitals
@@ -70,11 +67,6 @@ def scripted(body: dict[str, Any]) -> FakeReply:
     return FakeReply(content="Canberra" if "Canberra" in seen else "Sydney")
 
 
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
-    return env | {"PYTHONPATH": str(ROOT), "MULLIGAN_LOCAL": "off"}
-
-
 def bench_args(server: FakeOpenAIServer, tasks: Path, out: Path) -> list[str]:
     return [
         "bench", str(tasks), "--strategies", "react,reflexion-memory,select", "--trials", "3",
@@ -104,28 +96,6 @@ def resumed_here(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 0, err
-    return run_id_of(err)
-
-
-def killed_at(point: str, occurrence: int, argv: list[str], signal_file: Path) -> str:
-    """`mulligan ARGV` killed with SIGKILL at the `occurrence`-th time it reaches `point`;
-    returns the run id."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.helpers.pause_points", point, str(occurrence),
-         str(signal_file), *argv],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment(),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not signal_file.exists():
-            assert child.poll() is None, f"the run ended before {point} {occurrence}"
-            assert time.monotonic() < deadline, f"the run never reached {point} {occurrence}"
-            time.sleep(0.01)
-    finally:
-        if child.returncode is None:  # (an assertion above may have found it ended)
-            os.kill(child.pid, signal.SIGKILL)
-        _, err = child.communicate(timeout=30)
-    assert child.returncode == -signal.SIGKILL
     return run_id_of(err)
 
 

@@ -13,6 +13,7 @@ import pytest
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.helpers.pause_points import killed_at
 from tests.memory.helpers import RIGHT, plant
 
 TASKS = "\n".join(
@@ -62,3 +63,24 @@ def test_a_lesson_retrieved_for_none_of_the_tasks_is_left_as_it_was_and_no_chanc
     out = capsys.readouterr().out
     assert "rule  candidate  pairs 0, helped 0, hurt 0 (retrieved for none of these tasks)" in out
     assert "by chance" not in out and "told anything" not in out
+
+
+@pytest.mark.parametrize("pairs_counted", [1, 2])
+def test_a_verification_killed_and_resumed_counts_each_pair_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pairs_counted: int
+) -> None:
+    """Killed (SIGKILL) once the first pair, or both (its status not yet settled), were
+    counted; resumed with its run id, it ends with the evidence of an uninterrupted one."""
+    mem = tmp_path / "mem"
+    plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(TASKS)
+    with FakeOpenAIServer(policy=metres_when_told) as server:
+        argv = ["memory", "verify", str(tasks), "--memory", str(mem), "--embedding", "hash",
+                "--base-url", server.base_url, "--min-similarity", "0", "--verify-pairs", "2"]  # fmt: skip
+        run_id = killed_at("verified", pairs_counted, argv, tmp_path / "reached")
+        assert main([*argv, "--resume", run_id]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
+    events = [e["event"] for e in Memory(mem, HashEmbedding()).log.lesson_events("rule")]
+    assert events == ["created", "helped", "helped", "verified", "verified", "status:validated"]
