@@ -31,6 +31,15 @@ def output_file(path: Path, flag: str, replace: str) -> None:
     creatable(path.parent, flag, target=path)
 
 
+def write_whole(path: Path, text: str, part: str = ".mulligan-writing-") -> None:
+    """`text` into `path` whole or not at all: written beside it under the hidden name `part`
+    + its name, then renamed over it (a process killed meanwhile leaves the part-file, and
+    `path` as it was)."""
+    writing = path.with_name(part + path.name)
+    writing.write_text(text, encoding="utf-8")
+    os.replace(writing, path)
+
+
 def creatable(path: Path, flag: str, target: Path | None = None) -> None:
     shown = target or path
     for ancestor in [path, *path.parents]:

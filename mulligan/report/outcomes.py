@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.errors import UserError
+from mulligan.inputs.paths import write_whole
 from mulligan.report.stats import RunStats, StrategyStats, unit_of
 
 FIELDS: dict[str, type] = {
@@ -39,7 +40,7 @@ def outcome_lines(stats: RunStats) -> list[str]:
 
 
 def write_outcomes(stats: RunStats, path: Path) -> None:
-    path.write_text("".join(line + "\n" for line in outcome_lines(stats)))
+    write_whole(path, "".join(line + "\n" for line in outcome_lines(stats)))
 
 
 def read_outcomes(path: Path) -> list[tuple[str, StrategyStats]]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from mulligan.inputs.paths import write_whole
 from mulligan.report import frontier
 from mulligan.report.stats import RunStats, StrategyStats, wilson
 
@@ -68,7 +69,7 @@ def y_of(value: float, top: float) -> float:
 
 
 def _write(path: Path, parts: list[str]) -> None:
-    path.write_text("\n".join([*parts, "</svg>", ""]), encoding="utf-8")
+    write_whole(path, "\n".join([*parts, "</svg>", ""]))
 
 
 def _shown(stats: RunStats) -> list[StrategyStats]:

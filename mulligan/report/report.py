@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mulligan.inputs.paths import write_whole
 from mulligan.memory.log import EpisodeLog
 from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
@@ -310,16 +311,17 @@ def write_report(log: EpisodeLog, run_id: str, out: Path) -> RunStats:
     `out`; returns the numbers."""
     stats = collect(log, run_id)
     out.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    rebuild = rebuild_command(run_id, log.path, out)
+    transfer = transfer_stats(log, stats)
+    # each file whole; report.md first, so that whatever a kill leaves is known as the run's
+    write_whole(out / "report.md", markdown(stats, now, rebuild, transfer))
+    write_whole(out / "report.html", html_page(stats, now, transfer))
+    write_outcomes(stats, out / "outcomes.jsonl")
     suffix = " (scripted model)" if stats.manifest.get("scripted") else ""
     plots.success_by_trial(stats, out / "success_by_trial.svg", suffix)
     plots.tokens_per_success(stats, out / "tokens_per_success.svg", suffix)
     plots.success_by_tokens(stats, out / "success_by_tokens.svg", suffix)
     for cost in frontier.drawn(stats):
-        (out / f"frontier_{cost}.svg").write_text(plots.frontier_svg(stats, cost, suffix), "utf-8")
-    now = time.time()
-    rebuild = rebuild_command(run_id, log.path, out)
-    transfer = transfer_stats(log, stats)
-    (out / "report.md").write_text(markdown(stats, now, rebuild, transfer))
-    (out / "report.html").write_text(html_page(stats, now, transfer))
-    write_outcomes(stats, out / "outcomes.jsonl")
+        write_whole(out / f"frontier_{cost}.svg", plots.frontier_svg(stats, cost, suffix))
     return stats

@@ -9,11 +9,10 @@ next bundle into the directory is let in and writes it over, removing the part-p
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from mulligan.errors import UserError
-from mulligan.inputs.paths import output_directory
+from mulligan.inputs.paths import output_directory, write_whole
 from mulligan.memory.reading import MemoryReader
 from mulligan.report.cells import OUTCOMES
 from mulligan.view import pages
@@ -28,13 +27,6 @@ WRITING = ".mulligan-view-writing-"
 def _ours(directory: Path) -> list[Path]:
     """What a bundle killed while writing a file left: the file's hidden part."""
     return sorted(directory.glob(f"{WRITING}*"))
-
-
-def _put(directory: Path, name: str, text: str) -> None:
-    """The file whole or not at all: written beside its place, then renamed into it."""
-    part = directory / f"{WRITING}{name}"
-    part.write_text(text, encoding="utf-8")
-    os.replace(part, directory / name)
 
 
 def _refuse_foreign(directory: Path) -> list[str]:
@@ -81,11 +73,11 @@ def write_bundle(reader: MemoryReader, run_id: str, directory: Path) -> list[Pat
     for part in _ours(directory):
         part.unlink()
     every = sorted(set(files) | {n for n in previous if "/" not in n and n != MARK})
-    _put(directory, MARK, json.dumps({"run": run_id, "files": every}, indent=1))
+    write_whole(directory / MARK, json.dumps({"run": run_id, "files": every}), WRITING)
     for name in previous:
         if name not in files and "/" not in name and name != MARK:
             (directory / name).unlink(missing_ok=True)
     for name, text in files.items():
-        _put(directory, name, text)
-    _put(directory, MARK, json.dumps({"run": run_id, "files": sorted(files)}, indent=1))
+        write_whole(directory / name, text, WRITING)
+    write_whole(directory / MARK, json.dumps({"run": run_id, "files": sorted(files)}), WRITING)
     return [directory / name for name in files]

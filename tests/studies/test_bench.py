@@ -15,9 +15,11 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.memory.log import EpisodeLog
+from mulligan.report.report import REPORT_FILES, report_in
 from mulligan.report.stats import collect, wilson
 from mulligan.studies import demo
 from mulligan.testing import FakeOpenAIServer
+from tests.helpers.killing import cli_code, killed, stopped_at
 
 
 def run_ids(text: str) -> list[str]:
@@ -150,6 +152,34 @@ def test_bench_killed_and_resumed_ends_with_the_same_counts(tmp_path: Path) -> N
         == {"react": [0, 0, 0], "retry": [0, 0, 0], "reflexion": [0, 4, 4]}
     )
     assert (tmp_path / "killed" / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("point", "written"),
+    [("mulligan.report.plots:tokens_per_success", "a plot"), ("os:replace", "a part-file")],
+)
+def test_a_bench_killed_while_writing_its_report_resumes_into_its_own_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], point: str, written: str
+) -> None:
+    """Killed (SIGKILL) with {written} of the report written, the rest not: no report file is
+    left half-written, and the resume is let into --out (the files are the run's own) and
+    writes the whole report."""
+    tasks = tmp_path / "units.yaml"
+    tasks.write_text(UNITS_TASKS.split("\n- id:")[0])
+    out = tmp_path / "out"
+    with FakeOpenAIServer(policy=demo.DemoPolicy()) as server:
+        argv = ["bench", str(tasks), "--strategies", "react", "--base-url", server.base_url,
+                "--out", str(out), "--embedding", "hash"]  # fmt: skip
+        _, err = killed(stopped_at(point, 1, cli_code(argv), tmp_path / "reached"))
+        run_id = run_ids(err)[0]
+        left = sorted(name for name in REPORT_FILES if (out / name).exists())
+        for name in left:
+            text = (out / name).read_text()
+            ending = {".svg": "</svg>\n", ".html": "</html>"}.get(Path(name).suffix, "\n")
+            assert text.endswith(ending), name
+        assert main([*argv, "--resume", run_id]) == 0, capsys.readouterr().err
+    assert report_in(out) == ([n for n in REPORT_FILES if (out / n).exists()], run_id)
+    assert {"report.html", "outcomes.jsonl", "success_by_tokens.svg"} <= set(report_in(out)[0])
 
 
 @pytest.mark.parametrize(
