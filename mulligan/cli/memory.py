@@ -12,6 +12,7 @@ import argparse
 import collections
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from mulligan.inputs.memory_files import (
     memory_directory,
     memory_to_read,
 )
-from mulligan.inputs.paths import output_file
+from mulligan.inputs.paths import output_file, write_whole
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
@@ -252,13 +253,10 @@ def export(lessons: list[Lesson], out: str | None) -> None:
         for line in lines:
             sys.stdout.write(line + "\n")
         return
-    try:
-        handle = open(out, "x", encoding="utf-8")  # noqa: SIM115 (closed below)
-    except FileExistsError as exc:  # made by someone else since it was checked
-        raise UserError(f"--out {out}: appeared while the memory opened; it is kept") from exc
-    with handle:
-        for line in lines:
-            handle.write(line + "\n")
+    text = "".join(line + "\n" for line in lines)
+    if os.path.lexists(out):  # made by someone else since it was checked
+        raise UserError(f"--out {out}: appeared while the memory opened; it is kept")
+    write_whole(Path(out), text)  # a kill leaves no part of it to be taken for the whole
 
 
 def _need(value: str | None, usage: str) -> str:

@@ -176,3 +176,19 @@ def test_a_damaged_log_stops_a_command_that_writes_in_one_line_naming_it(
             said = err.splitlines()[-1]
             assert "Traceback" not in err and said.startswith(f"mulligan: {log} is unreadable")
             assert said.endswith("`sqlite3 episodes.db .recover`")
+
+
+def test_an_export_killed_halfway_leaves_no_file_to_take_for_the_whole(tmp_path: Path) -> None:
+    """Killed (SIGKILL) with one of three lessons written: --out does not exist (an import of
+    it would have taken a part for the memory), and the next export writes it whole."""
+    from tests.helpers.killing import cli_code, killed, stopped_at
+
+    memory = Memory(tmp_path / "m", HashEmbedding())
+    for n in range(3):
+        memory.keep(Lesson(id=f"l{n}", text=f"Lesson number {n}."), persistent=True)
+    out = tmp_path / "lessons.jsonl"
+    argv = ["memory", "export", "--out", str(out), "--memory", str(tmp_path / "m")]
+    killed(stopped_at("mulligan.schema:Lesson.model_dump_json", 2, cli_code(argv), tmp_path / "r"))
+    assert not out.exists()
+    assert main(argv) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["l0", "l1", "l2"]
