@@ -282,15 +282,19 @@ class Memory(KeepsWritten):
         """Lessons from an export (`lines`, numbered from 1 as in `source`, the file). Unless
         trusted, each starts afresh as a candidate with its counters at zero: what counted for
         it elsewhere was never measured here. A lesson whose id is here already is refused,
-        and nothing is imported: the lesson here keeps its text, scope and history."""
+        and nothing is imported: the lesson here keeps its text, scope and history. An import
+        killed once the store had its lessons, the log not yet, left them in the store only:
+        the same import again takes them for its own (the same text) and finishes."""
         numbered = {
             str(json.loads(line)["id"]): number
             for number, line in enumerate(lines, start=1)
             if line.strip()
         }
-        ids = list(numbered)
+        ids, lessons = list(numbered), lessons_from_jsonl(lines, trust)  # untrusted: reset
+        given = {lesson.id: lesson for lesson in lessons}
         known = self.log.known_ids(ids)
-        known |= {lesson.id for lesson in self.store.get([i for i in ids if i not in known])}
+        stored_only = self.store.get([i for i in ids if i not in known])
+        known |= {x.id for x in stored_only if x.text != given[x.id].text}
         if known:
             lesson_id = min(known, key=numbered.__getitem__)
             line = f"{source}:{numbered[lesson_id]}" if source else f"line {numbered[lesson_id]}"
@@ -300,12 +304,11 @@ class Memory(KeepsWritten):
                 "imported: remove the lessons already here from the file, or give them new "
                 "ids to keep both"
             )
-        self.store.put(lessons := lessons_from_jsonl(lines, trust))  # untrusted: counters reset
-        self._stored_ids.update(lesson.id for lesson in lessons)
-        for lesson in lessons:
-            self.log.log_lesson(lesson, stored=True)
-            detail = "kept as exported (--trust)" if trust else "reset to a candidate"
-            self.log.lesson_event(lesson.id, "imported", detail=detail)
+        self.store.put(lessons)
+        self._stored_ids.update(ids)
+        detail = "kept as exported (--trust)" if trust else "reset to a candidate"
+        details = [detail] * len(lessons)  # one transaction: every lesson, or none
+        self.log.change_lessons(lessons, "imported", unchanged, details=details, stored=True)
         return len(lessons)
 
     def change(
