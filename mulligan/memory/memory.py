@@ -273,6 +273,7 @@ class Memory(KeepsWritten):
         already, and nothing changed); None: no such lesson."""
         found = self.log.lessons([lesson_id]) or self.store.get([lesson_id])
         if not found or found[0].validity.status == "retracted":
+            self._recache(found)  # (the store's copy, had a kill cut short its rewriting)
             return (found[0], False) if found else None
         details = ["retracted by the user"]
         change = to_status("retracted")

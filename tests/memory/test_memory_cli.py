@@ -130,6 +130,25 @@ def test_retracting_a_lesson_twice_says_so_and_logs_it_once(
     assert [e["event"] for e in events].count("status:retracted") == 1
 
 
+def test_a_retraction_killed_before_the_store_heard_of_it_reaches_the_store_when_run_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed (SIGKILL) with the retraction in the log, the store's copy not yet rewritten:
+    the same retraction again says it was done, and the store's copy says so too (else it
+    kept a place among the lessons retrieved, to be dropped there every time)."""
+    from tests.helpers.killing import cli_code, killed, stopped_at
+
+    a_store(tmp_path / "m", HashEmbedding())
+    argv = ["memory", "retract", "l1", "--memory", str(tmp_path / "m")]
+    point = "mulligan.memory.store:LessonStore.refresh"
+    killed(stopped_at(point, 1, cli_code(argv), tmp_path / "reached"))
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith("l1 was already retracted; nothing changed")
+    assert Memory(tmp_path / "m", HashEmbedding()).store.get(["l1"])[0].validity.status == (
+        "retracted"
+    )
+
+
 def test_a_store_lock_holding_garbage_is_written_over_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
