@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mulligan.memory.log import UnreadableLog
+
 T = TypeVar("T")
 
 
@@ -33,7 +35,7 @@ def read_logged(
         parser.error(f"{args.log}: no such file; pass a run's episode log, OUT/memory/episodes.db")
     try:
         runs = read()
-    except sqlite3.DatabaseError as error:
+    except (sqlite3.DatabaseError, UnreadableLog) as error:
         parser.error(f"{args.log}: not an episode log ({error}); pass OUT/memory/episodes.db")
     if not runs:
         raise SystemExit(f"{args.log}: no {strategy} episode of run {args.run_id}")
