@@ -6,6 +6,9 @@ is asynchronous: one background thread runs an event loop holding every session,
 tool call is handed to it and waited for with a timeout. A tool's error, a timeout or a
 server that died comes back as an error observation; closing stops every server.
 
+A tool whose input schema is not a schema refuses its whole server (a UserError naming the
+tool and the fault): an attempt offered a quiet subset of the tools asked for is another run.
+
 The servers are the user's own programs: they run as the user, outside the box.
 """
 
@@ -26,6 +29,7 @@ from typing import IO, Any
 
 import pydantic
 
+from mulligan.actor.tool_schemas import FIX_SCHEMA, schema_fault
 from mulligan.actor.tools import Tool
 from mulligan.errors import UserError
 from mulligan.text_cut import last_lines
@@ -169,8 +173,15 @@ class MCPServers:
                 f"{server.said()}"
             ) from None
         except Exception as exc:
-            why = f"the server did not start ({_describe(exc)})"
+            refused = _refused_listing(exc)
+            why = (
+                refused + FIX_SCHEMA if refused else f"the server did not start ({_describe(exc)})"
+            )
             raise UserError(f"--mcp {spec!r}: {why}{server.said()}") from None
+        for listed_tool in listed:  # one bad tool refuses the server: never a quiet subset
+            if fault := schema_fault(_input_schema(listed_tool)):
+                what = f"tool {listed_tool.name!r} has an input schema that {fault}"
+                raise UserError(f"--mcp {spec!r}: {what}{FIX_SCHEMA}")
         server.name = self._unique(server, server.name or safe_name(_server_name(info, argv)))
         tools: list[Tool] = [self._tool(server, t) for t in listed]
         self.tools_of[spec] = tools
@@ -234,7 +245,7 @@ class MCPServers:
     # ------------------------------------------------------------ tools
 
     def _tool(self, server: _Server, listed: Any) -> MCPTool:
-        schema = getattr(listed, "input_schema", None) or getattr(listed, "inputSchema", None)
+        schema = _input_schema(listed)
 
         def call(**arguments: Any) -> str:
             return self.call(server, listed.name, arguments)
@@ -274,6 +285,25 @@ class MCPServers:
         if getattr(result, "is_error", None) or getattr(result, "isError", False):
             raise MCPToolError(text)
         return text
+
+
+def _input_schema(listed: Any) -> Any:
+    return getattr(listed, "input_schema", None) or getattr(listed, "inputSchema", None) or {}
+
+
+def _refused_listing(exc: BaseException) -> str:
+    """The SDK's own refusal of the server's tool list, in one line ("" for other errors)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if not isinstance(exc, pydantic.ValidationError) or "ListToolsResult" not in exc.title:
+        return ""
+    first = exc.errors()[0]
+    position, *path = first["loc"][1:] or (0,)
+    where = ".".join(str(p) for p in path if p != "bool" and "[" not in str(p))  # not a branch
+    return (
+        f"the MCP client refuses the server's tool list: at {where} of the tool listed"
+        f" number {int(position) + 1}, {first['msg'].lower()} (given {first['input']!r})"
+    )
 
 
 def _wait(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], seconds: float) -> bool:
