@@ -11,21 +11,23 @@ from typing import Any
 
 import pytest
 
+from mulligan.actor import ToolRegistry
 from mulligan.actor.mcp_tools import MCPServers
 from mulligan.actor.tool_schemas import schema_fault
 from mulligan.cli import main
 from mulligan.errors import UserError
+from mulligan.schema import ToolCall
 from mulligan.testing import FakeOpenAIServer
 
 RAW = Path(__file__).parents[1] / "helpers" / "raw_mcp_server.py"
 GOOD = {"name": "add", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}}}}
 
 
-def serving(tmp_path: Path, *tools: dict[str, Any]) -> str:
+def serving(tmp_path: Path, *tools: dict[str, Any], name: str = "raw") -> str:
     """The --mcp spec of a hand-written server listing `tools` as they are."""
-    listed = tmp_path / "tools.json"
+    listed = tmp_path / f"{name}.json"
     listed.write_text(json.dumps(list(tools)))
-    return f"raw={sys.executable} {RAW} {listed}"
+    return f"{name}={sys.executable} {RAW} {listed}"
 
 
 def bad(schema: Any) -> dict[str, Any]:
@@ -93,3 +95,24 @@ def test_boolean_property_schemas_are_schemas_and_are_offered(tmp_path: Path) ->
         line = lookup.signature_line()
     assert lookup.schema()["function"]["parameters"]["properties"] == {"anything": True}
     assert '"anything": any' in line
+
+
+def named(name: str) -> dict[str, Any]:
+    return {"name": name, "description": f"The tool {name}.", "inputSchema": {"type": "object"}}
+
+
+def test_tools_whose_safe_names_meet_are_both_offered_each_calling_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`a.b` and `a_b` both become raw_a_b, as does `b` on a server named raw_a."""
+    specs = [
+        serving(tmp_path, named("a.b"), named("a_b")),
+        serving(tmp_path, named("b"), name="raw_a"),
+    ]
+    with MCPServers(specs, start_timeout=20) as servers:
+        offered = [t.name for t in servers.tools]
+        registry = ToolRegistry.of(servers.tools)
+        said = [registry.run(ToolCall(id=n, name=n, arguments="{}")).output for n in offered]
+    assert offered == ["raw_a_b", "raw_a_b_2", "raw_a_b_3"]
+    assert said == ["a.b {}", "a_b {}", "b {}"]
+    assert "'a_b' of MCP server 'raw' is offered as raw_a_b_2" in caplog.text
