@@ -1,10 +1,14 @@
 """Tools from MCP servers (stdio), as synchronous Tools: the only module that imports `mcp`.
 
 `MCPServers` starts each server once (a command line, optionally `NAME=COMMAND`), lists its
-tools and offers them as `<server>_<tool>` with the server's JSON schema. The official SDK
+tools and offers them as `<server>_<tool>` with the server's JSON schema (numbered `_2`,
+`_3`, ... where two names meet once made safe: `a.b` and `a_b`). The official SDK
 is asynchronous: one background thread runs an event loop holding every session, and each
 tool call is handed to it and waited for with a timeout. A tool's error, a timeout or a
 server that died comes back as an error observation; closing stops every server.
+
+A tool whose input schema is not a schema refuses its whole server (a UserError naming the
+tool and the fault): an attempt offered a quiet subset of the tools asked for is another run.
 
 The servers are the user's own programs: they run as the user, outside the box.
 """
@@ -26,6 +30,7 @@ from typing import IO, Any
 
 import pydantic
 
+from mulligan.actor.tool_schemas import FIX_SCHEMA, schema_fault
 from mulligan.actor.tools import Tool
 from mulligan.errors import UserError
 from mulligan.text_cut import last_lines
@@ -71,6 +76,15 @@ def _sdk() -> Any:
 
 def safe_name(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", text).strip("_") or "server"
+
+
+def distinct(name: str, taken: set[str], joiner: str = "_") -> str:
+    """`name`, or `name` numbered (2, 3, ...) until no name in `taken` is the same."""
+    candidate, n = name, 2
+    while candidate in taken:
+        suffix = f"{joiner}{n}"
+        candidate, n = name[: MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
+    return candidate
 
 
 @dataclass
@@ -169,20 +183,23 @@ class MCPServers:
                 f"{server.said()}"
             ) from None
         except Exception as exc:
-            why = f"the server did not start ({_describe(exc)})"
+            refused = _refused_listing(exc)
+            why = (
+                refused + FIX_SCHEMA if refused else f"the server did not start ({_describe(exc)})"
+            )
             raise UserError(f"--mcp {spec!r}: {why}{server.said()}") from None
-        server.name = self._unique(server, server.name or safe_name(_server_name(info, argv)))
-        tools: list[Tool] = [self._tool(server, t) for t in listed]
+        for listed_tool in listed:  # one bad tool refuses the server: never a quiet subset
+            if fault := schema_fault(_input_schema(listed_tool)):
+                what = f"tool {listed_tool.name!r} has an input schema that {fault}"
+                raise UserError(f"--mcp {spec!r}: {what}{FIX_SCHEMA}")
+        taken = {s.name for s in self.servers if s is not server}
+        server.name = distinct(server.name or safe_name(_server_name(info, argv)), taken, "")
+        tools: list[Tool] = []
+        for listed_tool in listed:  # names that meet once made safe: each its own, numbered
+            tools.append(self._tool(server, listed_tool, {t.name for t in self.tools + tools}))
         self.tools_of[spec] = tools
         self.tools += tools
         log.info("MCP server %s: %d tools", server.name, len(tools))
-
-    def _unique(self, server: _Server, name: str) -> str:
-        taken = {s.name for s in self.servers if s is not server}
-        candidate, n = name, 2
-        while candidate in taken:
-            candidate, n = f"{name}{n}", n + 1
-        return candidate
 
     async def _serve(
         self, mcp: Any, server: _Server, ready: concurrent.futures.Future[tuple[Any, list[Any]]]
@@ -233,15 +250,22 @@ class MCPServers:
 
     # ------------------------------------------------------------ tools
 
-    def _tool(self, server: _Server, listed: Any) -> MCPTool:
-        schema = getattr(listed, "input_schema", None) or getattr(listed, "inputSchema", None)
+    def _tool(self, server: _Server, listed: Any, taken: set[str]) -> MCPTool:
+        safe = safe_name(f"{server.name}_{listed.name}")[:MAX_TOOL_NAME]
+        name = distinct(safe, taken)
+        if name != safe:
+            log.warning(
+                "tool %r of MCP server %r is offered as %s: %s is another tool's name",
+                listed.name, server.name, name, safe,
+            )  # fmt: skip
+        schema = _input_schema(listed)
 
         def call(**arguments: Any) -> str:
             return self.call(server, listed.name, arguments)
 
         description = (listed.description or listed.name).strip()
         return MCPTool(
-            name=safe_name(f"{server.name}_{listed.name}")[:MAX_TOOL_NAME],
+            name=name,
             description=f"{description} (from the MCP server {server.name})",
             function=call,
             arguments=_AnyArguments,
@@ -274,6 +298,25 @@ class MCPServers:
         if getattr(result, "is_error", None) or getattr(result, "isError", False):
             raise MCPToolError(text)
         return text
+
+
+def _input_schema(listed: Any) -> Any:
+    return getattr(listed, "input_schema", None) or getattr(listed, "inputSchema", None) or {}
+
+
+def _refused_listing(exc: BaseException) -> str:
+    """The SDK's own refusal of the server's tool list, in one line ("" for other errors)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if not isinstance(exc, pydantic.ValidationError) or "ListToolsResult" not in exc.title:
+        return ""
+    first = exc.errors()[0]
+    position, *path = first["loc"][1:] or (0,)
+    where = ".".join(str(p) for p in path if p != "bool" and "[" not in str(p))  # not a branch
+    return (
+        f"the MCP client refuses the server's tool list: at {where} of the tool listed"
+        f" number {int(position) + 1}, {first['msg'].lower()} (given {first['input']!r})"
+    )
 
 
 def _wait(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], seconds: float) -> bool:

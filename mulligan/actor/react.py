@@ -130,6 +130,7 @@ class Actor:
         )
         answered = bool(attempt.steps) and attempt.steps[-1].kind == "final"
         stop: StopReason | None = "answered" if answered else None  # (before a crash: resumed)
+        attempt.final_forced = answered and attempt.steps[-1].forced
         while stop is None and (stop := spend.exhausted()) is None:
             last = spend.last_call()
             tail = self._final_request() if last else []
@@ -176,7 +177,7 @@ class Actor:
             if on_step:
                 on_step(step)
             if step.kind == "final":
-                stop, attempt.final_forced = "answered", bool(last)
+                stop, attempt.final_forced = "answered", step.forced
             elif last:
                 stop = last
         if stop == "answered":
@@ -230,6 +231,7 @@ class Actor:
             finish_reason=response.finish_reason,
             seed=response.seed,
             fingerprint=response.fingerprint,
+            forced=forced,
         )
         names = list(registry.tools)
         if self.settings.protocol == "text":

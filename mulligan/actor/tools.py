@@ -63,7 +63,10 @@ class Tool:
     def signature_line(self) -> str:
         """A compact one-line description for the text protocol's system prompt."""
         params = self.parameters().get("properties", {})
-        fields = ", ".join(f'"{name}": {spec.get("type", "any")}' for name, spec in params.items())
+        fields = ", ".join(
+            f'"{name}": {spec.get("type", "any") if isinstance(spec, dict) else "any"}'
+            for name, spec in params.items()
+        )
         return neutralise(f"{self.name}: {self.description} Input: {{{fields}}}")
 
 

@@ -109,6 +109,9 @@ class Step(Record):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     results: list[ToolResult] = Field(default_factory=list)
     kind: Literal["act", "final", "format_error", "summary"] = "act"
+    forced: bool = False
+    """The turn was the last call the budget allowed, made without tools: a final answer in
+    it was forced (kept here so that a resumed attempt knows it)."""
     feedback: str = ""
     """What the actor told the model after this turn besides tool results (format reminders)."""
     usage: Usage = Field(default_factory=Usage)

@@ -316,3 +316,20 @@ def test_a_megabyte_of_braces_is_read_as_a_format_error_not_a_hang(flood: str) -
         attempt = run(model, protocol="text", budget=budget)
     assert [s.kind for s in attempt.steps] == ["format_error", "final"]
     assert attempt.answer == "5"
+
+
+@pytest.mark.parametrize(("max_steps", "forced"), [(2, True), (5, False)])
+def test_a_resumed_answered_attempt_keeps_whether_the_budget_forced_its_answer(
+    max_steps: int, forced: bool
+) -> None:
+    """Stopped after its final step was logged, before the attempt was: resumed, it is
+    answered without a call, and its answer is as forced as it was."""
+    budget = BudgetSection(max_steps=max_steps)
+    with ScriptedModel([reply("", tool_call("add", a=2, b=3)), "5"]) as model:
+        whole = run(model, budget=budget)
+    assert (whole.answer, whole.final_forced) == ("5", forced)
+    logged = [Step.model_validate_json(step.model_dump_json()) for step in whole.steps]
+    with ScriptedModel([]) as model:
+        resumed = run(model, resume=logged, budget=budget)
+    assert model.calls == [] and resumed.stop_reason == "answered"
+    assert (resumed.answer, resumed.final_forced) == ("5", forced)

@@ -34,6 +34,7 @@ TASKS = """\
   family: capitals
   prompt: Use python to count to three, then name the capital city of Australia.
   tools: [python]
+  budget: {max_steps: 2}
   checks: [{type: exact_match, answer: Canberra, name: capital}]
 - id: double
   family: code
@@ -122,6 +123,7 @@ def held(out: Path, run_id: str) -> dict[str, Any]:
             "attempts": [
                 {
                     "trial": a.trial, "answer": a.answer, "stop": a.stop_reason,
+                    "forced": a.final_forced,
                     "passed": v.passed, "visible": v.visible_passed,
                     "usage": {r: u.model_dump() for r, u in sorted(a.usage_by_role.items())},
                     "lessons": [name[i] for i in a.lesson_ids],
@@ -189,6 +191,7 @@ def test_the_uninterrupted_study_writes_at_every_point(uninterrupted: dict[str, 
     assert kinds == ["case", "case", "case", "failure", "insight"]
     tool = uninterrupted["episodes"]["reflexion-memory tool"]["attempts"]
     assert [s[1] for s in tool[0]["steps"]][0] == ["ok"] and tool[0]["answer"] == "Canberra"
+    assert tool[0]["forced"]  # its answer was the last call its budget allowed
     double = uninterrupted["episodes"]["select double"]["attempts"][-1]
     assert double["selection"]["probes"] == 2 and double["usage"]["selector"]["prompt_tokens"]
 
@@ -206,7 +209,7 @@ KILL_POINTS = [
     ("tool-call", 2),  # reflexion-memory's tool task, after a retrieval
     ("answered", 1),  # the shared trial 1 of the capital answered, its check running
     ("answered", 4),  # reflexion-memory's trial 2 of the capital, before the insight
-    ("answered", 8),  # a candidate select drew for the tool task
+    ("answered", 8),  # a candidate select drew for the tool task, its answer forced
     ("reflector-call", 1),
     ("reflector-reply", 1),
     ("reflector-charged", 1),  # the reflection's tokens logged, no lesson kept yet
