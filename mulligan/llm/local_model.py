@@ -6,6 +6,7 @@ Nothing here starts a server (that is `local_server`) or prints (progress goes t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -251,15 +252,22 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
 
 def named_file(text: str, reporter: Reporter | None = None, flag: str = "--model") -> ModelFile:
     """`local:PATH`: a GGUF file of the user's, checked to be one (`flag`: where it was named)."""
-    path = Path(text).expanduser()
+    where, path = f"{flag} local:{text}", Path(text)
+    with contextlib.suppress(RuntimeError):  # `~user` of no such user: the path as written
+        path = path.expanduser()
     if not path.is_file():
-        raise UserError(f"{flag} local:{text}: no such file; give the path of a .gguf model")
-    with open(path, "rb") as handle:
-        magic = handle.read(4)
-    if magic != b"GGUF":
-        raise UserError(f"{flag} local:{text}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
-    what = f"checking {path.name}"
-    digest = sha256_of(path, reporter, what)
+        what = "a directory" if path.is_dir() else "no such file"
+        raise UserError(f"{where}: {what}; give the path of a .gguf model file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+        if magic != b"GGUF":
+            raise UserError(f"{where}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
+        digest = sha256_of(path, reporter, f"checking {path.name}")
+    except OSError as exc:
+        raise UserError(
+            f"{where}: cannot be read ({exc.strerror or exc}); check its permissions"
+        ) from exc
     alias = path.name.removesuffix(".gguf").lower()
     return ModelFile(path.resolve(), alias, path.stat().st_size, digest)
 

@@ -4,6 +4,7 @@ checked to be a GGUF file; the one-line errors and notice when no endpoint is se
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,32 @@ def test_local_path_must_be_a_gguf_file(tmp_path: Path, monkeypatch: pytest.Monk
         "size": 104,
         "sha256": hashlib.sha256(good.read_bytes()).hexdigest(),
     }
+
+
+def unreadable_file(tmp_path: Path) -> Path:
+    """A file whose reading fails: mode 000, or for root (who reads through any mode) a
+    file of the kernel's that refuses a read at its start."""
+    if os.geteuid() == 0:
+        return Path("/proc/self/mem")
+    locked = tmp_path / "locked.gguf"
+    locked.write_bytes(b"GGUF" + b"\0" * 8)
+    locked.chmod(0)
+    return locked
+
+
+def test_a_local_path_that_cannot_be_read_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(STANDIN))  # an xllamacpp to find
+    folder = tmp_path / "models.gguf"
+    folder.mkdir()
+    with pytest.raises(UserError, match=r"local:.*models\.gguf: a directory; give the path of"):
+        local_model.resolve(f"local:{folder}")
+    locked = unreadable_file(tmp_path)
+    with pytest.raises(UserError, match=rf"--model local:{locked}: cannot be read \("):
+        local_model.resolve(f"local:{locked}")
+    with pytest.raises(UserError, match="no such file"):
+        local_model.resolve("local:~no-such-user-here/model.gguf")
 
 
 def test_without_the_extra_the_error_gives_the_install_command(
