@@ -209,20 +209,20 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
     model = model or DEFAULT
     reporter = reporter or LogReporter()
     target = models_dir() / model.filename
-    if target.is_file():
-        if target.stat().st_size == model.size and sha256_of(target) == model.sha256:
-            return ModelFile(target, model.alias, model.size, model.sha256)
-        target.unlink()  # a damaged or foreign file: join it again from the parts
+    fits = target.is_file() and target.stat().st_size == model.size
+    if fits and sha256_of(target) == model.sha256:
+        return ModelFile(target, model.alias, model.size, model.sha256)
     paths = [model.part(i) for i in range(1, len(model.packages) + 1)]
     if not all(paths):
         raise UserError(missing_message(model))
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     started = time.perf_counter()
     what = f"joining {model.label}'s {len(paths)} parts into {target} (once)"
     digest, done = hashlib.sha256(), 0
     reporter.progress(what, 0, model.size)
     try:
+        target.unlink(missing_ok=True)  # a damaged or foreign file: joined again from the parts
+        target.parent.mkdir(parents=True, exist_ok=True)
         with open(partial, "wb") as out:
             for path in paths:
                 assert path is not None
@@ -233,8 +233,12 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
                         done += len(block)
                         reporter.progress(what, done, model.size)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise UserError(f"could not join the local model into {target}: {exc}") from exc
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise UserError(
+            f"could not join the local model into {target} ({exc.strerror or exc}): make "
+            f"{target.parent} writable, or set XDG_CACHE_HOME to a writable folder"
+        ) from exc
     if digest.hexdigest() != model.sha256:
         partial.unlink()
         raise UserError(

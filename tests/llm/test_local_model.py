@@ -14,6 +14,7 @@ from mulligan.llm import connect as connect_module
 from mulligan.llm import local_model
 from mulligan.llm.local_model import PackagedModel
 from mulligan.settings.run_config import EndpointSection
+from tests.helpers.read_only import read_only
 
 STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
 
@@ -99,6 +100,19 @@ def test_a_damaged_joined_file_is_joined_again(
     told = Lines()
     assert local_model.join_default(model, told).path.read_bytes() == b"".join(PARTS)
     assert told.lines and "joined and checked" in told.lines[0]
+
+
+def test_a_cache_that_cannot_be_written_is_one_line_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with read_only(cache), pytest.raises(UserError) as caught:
+        local_model.join_default(model, Lines())
+    message = str(caught.value)
+    assert f"could not join the local model into {cache}/mulligan/models/fake.gguf" in message
+    assert "XDG_CACHE_HOME" in message
 
 
 def test_a_missing_part_names_the_install_command(
