@@ -12,6 +12,7 @@ import importlib.util
 import json
 import logging
 import os
+import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,7 +168,13 @@ def _read_stamps() -> dict[str, str]:
         found = json.loads(_stamps_path().read_text())
     except (OSError, ValueError):
         return {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: value for key, value in found.items() if is_sha256(value)}  # no garbage
+
+
+def is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= set(string.hexdigits)
 
 
 def _remember(path: Path, digest: str) -> None:

@@ -4,6 +4,7 @@ checked to be a GGUF file; the one-line errors and notice when no endpoint is se
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -113,6 +114,21 @@ def test_a_cache_that_cannot_be_written_is_one_line_with_the_fix(
     message = str(caught.value)
     assert f"could not join the local model into {cache}/mulligan/models/fake.gguf" in message
     assert "XDG_CACHE_HOME" in message
+
+
+def test_a_stamps_file_of_garbage_costs_only_a_rehash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    joined = local_model.join_default(model, Lines())
+    stamps = joined.path.with_name("checked.json")
+    stamped = json.loads(stamps.read_text())
+    for garbage in (5, None, ["x"], "not a sha256"):
+        stamps.write_text(json.dumps({key: garbage for key in stamped}))
+        assert local_model.sha256_of(joined.path) == model.sha256
+    for garbage_file in ("[1, 2", "[]", '"text"'):
+        stamps.write_text(garbage_file)
+        assert local_model.join_default(model, Lines()).sha256 == model.sha256
 
 
 def test_a_missing_part_names_the_install_command(
