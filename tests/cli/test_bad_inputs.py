@@ -175,6 +175,8 @@ CASES = [
     Case("bad hash size", _run("--embedding", "hash:lots"), ["--embedding", "hash:lots"]),
     Case("minilm dir missing", _run("--embedding", "minilm:/no/such/dir"), ["/no/such/dir"]),
     Case("--base-url not a URL", _run("--base-url", "localhost:8080"), ["--base-url", "http://"]),
+    Case("--base-url bad brackets", _run("--base-url", "http://[::1"), ["--base-url", "[::1"]),
+    Case("--base-url bad port", _run("--base-url", "http://h:99999/v1"), ["--base-url", "99999"]),
     Case(
         "chroma URL with a bad port",
         _flags("memory", "list", "--memory", "http://host:port", "--embedding", "hash"),
