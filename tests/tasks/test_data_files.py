@@ -85,12 +85,42 @@ def test_humaneval_rows_need_no_canonical_solution_but_name_what_they_lack(
     assert message.startswith("FILE:1: missing field(s) 'entry_point', 'test'"), message
 
 
-@pytest.mark.parametrize("suite", ["mbpp", "humaneval"])
-@pytest.mark.parametrize("text", ["", "\n\n"])
+@pytest.mark.parametrize("suite", ["mbpp", "humaneval", "hotpotqa"])
+@pytest.mark.parametrize("text", ["", "\n\n", "[]\n"])
 def test_a_data_file_without_tasks_is_refused(tmp_path: Path, suite: str, text: str) -> None:
     message = refused(tmp_path, suite, text)
     assert message.startswith("FILE"), message
     assert "no " in message or "expected" in message or "not valid JSON" in message
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ({k: v for k, v in HOTPOT.items() if k != "answer"}, "answer"),
+        ({**HOTPOT, "answer": 5}, "answer"),
+        ({**HOTPOT, "_id": None}, "_id"),
+        ({**HOTPOT, "question": None}, "question"),
+        ({**HOTPOT, "context": 5}, "context"),
+        ({**HOTPOT, "context": [["Title", "a string, not sentences"]]}, "context"),
+        ({**HOTPOT, "context": [["Title"]]}, "context"),
+        ({**HOTPOT, "context": [[1, ["s"]]]}, "context"),
+        (5, "question"),
+    ],
+)
+def test_a_hotpotqa_question_out_of_format_names_its_line_and_field(
+    tmp_path: Path, row: object, field: str
+) -> None:
+    message = refused(tmp_path, "hotpotqa", hotpot_file([HOTPOT | {"_id": "q0"}, row]))
+    assert message.startswith("FILE:3: "), message
+    assert f"'{field}'" in message and "HotpotQA" in message, message
+
+
+def test_hotpotqa_ids_used_twice_and_bad_json_name_the_line(tmp_path: Path) -> None:
+    message = refused(tmp_path, "hotpotqa", hotpot_file([HOTPOT, HOTPOT]))
+    assert message.startswith("FILE:3: field '_id': id 'q1' is on line 2 too"), message
+    broken = hotpot_file([HOTPOT]).replace('"yes"', "yes")
+    assert refused(tmp_path, "hotpotqa", broken).startswith("FILE:2: not valid JSON")
+    assert "a JSON list" in refused(tmp_path, "hotpotqa", json_lines([HOTPOT]))
 
 
 def test_good_data_files_load_with_a_ten_megabyte_line(tmp_path: Path) -> None:
@@ -99,3 +129,8 @@ def test_good_data_files_load_with_a_ten_megabyte_line(tmp_path: Path) -> None:
     path.write_text(json_lines([{**MBPP, "prompt": f"def f(x):\n    '''{long}'''\n"}]))
     (task,) = load_suite("mbpp", data=str(path)).tasks
     assert long in task.prompt
+    path = tmp_path / "hotpot.json"
+    path.write_text(hotpot_file([HOTPOT, {**HOTPOT, "_id": "q2", "question": long}]))
+    first, second = load_suite("hotpotqa", data=str(path)).tasks
+    assert first.documents == {"Title": "One sentence. Two."}
+    assert (first.id, second.id) == ("hotpotqa/q1", "hotpotqa/q2") and long in second.prompt
