@@ -34,8 +34,8 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not valid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise UserError(f"{path}:{number}: not valid JSON: {_why(exc)}") from exc
         if not isinstance(row, dict):
             raise UserError(f"{path}:{number}: expected a JSON object per line")
         rows.append((number, row))
@@ -64,11 +64,19 @@ def read_json_list(path: Path, what: str) -> Rows:
             at = _skip(text, at)
         if text[at + 1 :].strip():
             raise json.JSONDecodeError("Extra data", text, at + 1)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    except (ValueError, RecursionError) as exc:
+        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else line
+        raise UserError(f"{path}:{line}: not valid JSON: {_why(exc)}") from exc
     if not items:
         raise UserError(f"{path}: no {what}s in it")
     return items
+
+
+def _why(exc: ValueError | RecursionError) -> str:
+    """What the JSON reader found wrong, in one line."""
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
 
 
 def _skip(text: str, at: int) -> int:

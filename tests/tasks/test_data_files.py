@@ -123,6 +123,26 @@ def test_hotpotqa_ids_used_twice_and_bad_json_name_the_line(tmp_path: Path) -> N
     assert "a JSON list" in refused(tmp_path, "hotpotqa", json_lines([HOTPOT]))
 
 
+@pytest.mark.parametrize("suite", ["mbpp", "humaneval", "hotpotqa"])
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("[" * 100_000, "nested"), ("1" * 5000, "digits")],
+)
+def test_json_too_deep_or_a_number_too_long_names_its_line(
+    tmp_path: Path, suite: str, value: str, said: str
+) -> None:
+    good = LINES.get(suite, HOTPOT)
+    line = json.dumps(good)[:-1] + f', "extra": {value}}}'
+    text = (
+        hotpot_file([good]).replace("\n]", f",\n{line}\n]")
+        if suite == "hotpotqa"
+        else json_lines([good]) + line + "\n"
+    )
+    message = refused(tmp_path, suite, text)
+    assert message.startswith(f"FILE:{3 if suite == 'hotpotqa' else 2}: not valid JSON"), message
+    assert said in message
+
+
 def test_good_data_files_load_with_a_ten_megabyte_line(tmp_path: Path) -> None:
     long = "x" * (10 << 20)
     path = tmp_path / "mbpp.jsonl"
