@@ -29,7 +29,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     else:
         text = read_text(path, "JSON-lines data file")
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # U+2028 may be in a string
         if not line.strip():
             continue
         try:

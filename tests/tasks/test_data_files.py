@@ -143,6 +143,17 @@ def test_json_too_deep_or_a_number_too_long_names_its_line(
     assert said in message
 
 
+@pytest.mark.parametrize("suite", ["mbpp", "humaneval"])
+def test_a_line_separator_inside_a_json_string_is_no_line_break(tmp_path: Path, suite: str) -> None:
+    """JSON writes U+2028, U+2029 and U+0085 raw in a string; only a newline ends a line."""
+    prompt = 'def f(x):\n    """Say \u2028, \u2029 and \x85."""\n'
+    path = tmp_path / "data.jsonl"
+    row = {**LINES[suite], "prompt": prompt}
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    (task,) = load_suite(suite, data=str(path)).tasks
+    assert task.metadata["signature_prompt"] == prompt
+
+
 def test_good_data_files_load_with_a_ten_megabyte_line(tmp_path: Path) -> None:
     long = "x" * (10 << 20)
     path = tmp_path / "mbpp.jsonl"
