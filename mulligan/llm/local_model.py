@@ -166,7 +166,7 @@ def _stamp_key(path: Path) -> str:
 def _read_stamps() -> dict[str, str]:
     try:
         found = json.loads(_stamps_path().read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # garbage: the files are hashed again
         return {}
     if not isinstance(found, dict):
         return {}

@@ -126,7 +126,7 @@ def test_a_stamps_file_of_garbage_costs_only_a_rehash(
     for garbage in (5, None, ["x"], "not a sha256"):
         stamps.write_text(json.dumps({key: garbage for key in stamped}))
         assert local_model.sha256_of(joined.path) == model.sha256
-    for garbage_file in ("[1, 2", "[]", '"text"'):
+    for garbage_file in ("[1, 2", "[]", '"text"', "[" * 100_000, "1" * 5000):
         stamps.write_text(garbage_file)
         assert local_model.join_default(model, Lines()).sha256 == model.sha256
 
