@@ -193,6 +193,18 @@ CASES = [
     # mulligan.toml and the environment
     Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml:2", "'b ='"], "a = 1\nb = \n"),
     Case(
+        "toml too deep",
+        _flags("tasks", "examples"),
+        ["mulligan.toml", "deep"],
+        "a = " + "[" * 10**5,
+    ),
+    Case(
+        "toml long number",
+        _flags("tasks", "examples"),
+        ["mulligan.toml", "digits"],
+        "a = " + "1" * 5000,
+    ),
+    Case(
         "toml unknown key",
         _flags("tasks", "examples"),
         ["mulligan.toml:2", "modle", "model"],
