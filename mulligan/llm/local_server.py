@@ -273,8 +273,9 @@ def served_facts(base_url: str) -> dict[str, object] | None:
     if not isinstance(slots, int) or isinstance(slots, bool):
         return None
     model: dict[str, object] = {"file": path.name}
-    if path.is_file():
-        model |= {"size": path.stat().st_size, "sha256": sha256_of(path)}
+    with contextlib.suppress(OSError):  # a file this user cannot read is named only
+        if path.is_file():
+            model |= {"size": path.stat().st_size, "sha256": sha256_of(path)}
     return {"slots": slots, "build": str(props.get("build_info") or "unknown"), "model": model}
 
 

@@ -92,7 +92,7 @@ def read_prices_file(path: str) -> dict[str, Price]:
         data = json.loads(Path(path).expanduser().read_text())
     except OSError as exc:
         raise UserError(f"MULLIGAN_PRICES={path}: cannot read it ({exc.strerror})") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise UserError(f"MULLIGAN_PRICES={path}: not JSON ({exc})") from exc
     return parse_prices(data, f"MULLIGAN_PRICES={path}")
 

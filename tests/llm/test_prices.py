@@ -251,6 +251,7 @@ def test_a_log_from_before_the_split_migrates_and_reports_its_tokens_as_unsplit(
         ("[prices]\nm = {input = 1}\n", None, "price of 'm'"),
         ("", "missing.json", "MULLIGAN_PRICES="),
         ("", "{not json", "MULLIGAN_PRICES="),
+        ("", "[" * 100_000, "MULLIGAN_PRICES="),
     ],
 )
 def test_bad_configured_prices_are_one_clear_line(
@@ -262,7 +263,7 @@ def test_bad_configured_prices_are_one_clear_line(
     named: str,
 ) -> None:
     (tmp_path / "mulligan.toml").write_text(toml)
-    if prices_file == "{not json":
+    if prices_file and prices_file.startswith(("{", "[")):
         (tmp_path / "bad.json").write_text(prices_file)
         monkeypatch.setenv("MULLIGAN_PRICES", str(tmp_path / "bad.json"))
     elif prices_file:

@@ -93,6 +93,11 @@ def test_a_llama_cpp_server_of_another_process_is_recorded_with_slots_build_and_
     }
     with FakeOpenAIServer() as other:  # no /props: not a llama.cpp server
         assert local_fields(OpenAIChatModel("m", base_url=other.base_url)) == {}
+    unreadable = Path("/proc/self/mem")  # a file whose reading fails, even for root
+    props["model_path"] = str(unreadable)
+    with FakeOpenAIServer(route_bodies={"/props": json.dumps(props)}) as server:
+        fields = local_fields(OpenAIChatModel("m", base_url=server.base_url))
+    assert fields["local_slots"] == 4 and fields["local_model"] == {"file": "mem"}  # no checksum
 
 
 @pytest.mark.parametrize(("slots", "said"), [(4, True), (1, False), (None, False)])

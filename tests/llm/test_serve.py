@@ -97,3 +97,14 @@ def test_serve_says_so_when_the_server_stops_on_its_own(
             process.kill()
     assert process.returncode == 1
     assert "the local server stopped on its own" in err
+
+
+def test_serve_says_so_in_one_line_when_the_server_dies_while_loading(
+    standin: dict[str, str],
+) -> None:
+    done = serve({**standin, "STANDIN_LOAD_ERROR": "tensor data is not within the file"})
+    out, err = done.communicate(timeout=WAIT)
+    assert done.returncode == 2 and out == "" and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert "standin.gguf: it stopped while loading the model (exit status 1)" in line
+    assert "tensor data is not within the file" in line  # the log's last words

@@ -154,12 +154,13 @@ def test_a_store_lock_holding_garbage_is_written_over_not_a_traceback(
 ) -> None:
     """The lock's generation only tells a process to reload the store: unreadable, it is
     taken as another's write, and the next write gives the file a generation again."""
-    a_store(tmp_path / "m", HashEmbedding())
-    lock = tmp_path / "m" / "lessons" / "lessons.lock"
-    lock.write_text("not a number\n")
-    assert main(["memory", "retract", "l1", "--memory", str(tmp_path / "m")]) == 0
-    assert capsys.readouterr().out.startswith("retracted l1")
-    assert lock.read_text().strip().isdecimal()
+    for n, garbage in enumerate([b"not a number\n", b"\xaf\xff\x00 not even text"]):
+        a_store(tmp_path / f"m{n}", HashEmbedding())
+        lock = tmp_path / f"m{n}" / "lessons" / "lessons.lock"
+        lock.write_bytes(garbage)
+        assert main(["memory", "retract", "l1", "--memory", str(tmp_path / f"m{n}")]) == 0
+        assert capsys.readouterr().out.startswith("retracted l1")
+        assert lock.read_text().strip().isdecimal()
 
 
 def test_a_damaged_log_stops_a_command_that_writes_in_one_line_naming_it(

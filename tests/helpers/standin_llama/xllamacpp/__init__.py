@@ -5,7 +5,8 @@ the server (it loads no model); tests/llm/test_local_slots.py runs the real one.
 
 STANDIN_PIDFILE: append this process's pid there. STANDIN_DELAY: seconds each chat reply
 waits (a model that is thinking). STANDIN_STATUS: the HTTP status of every chat reply
-(an endpoint that fails)."""
+(an endpoint that fails). STANDIN_LOAD_ERROR: exit with this message instead of listening
+(a model that does not load)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ def _handler(alias: str) -> type[BaseHTTPRequestHandler]:
 
 class Server:
     def __init__(self, params: CommonParams) -> None:
+        if os.environ.get("STANDIN_LOAD_ERROR"):  # a model llama.cpp cannot load: it exits
+            raise SystemExit(f"llama_model_load: error: {os.environ['STANDIN_LOAD_ERROR']}")
         if os.environ.get("STANDIN_PIDFILE"):
             with open(os.environ["STANDIN_PIDFILE"], "a") as pids:
                 pids.write(f"{os.getpid()}\n")
