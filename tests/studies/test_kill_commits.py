@@ -129,8 +129,9 @@ def test_the_uninterrupted_study_draws_checks_and_picks_in_every_repeat(
     assert whole["episodes"][":reflexion:capital"][-1][1] == "Canberra"
 
 
-@pytest.mark.parametrize("point", ["commit", "committed"])
-@pytest.mark.parametrize("share", [0.3, 0.55, 0.8])
+@pytest.mark.parametrize(
+    ("share", "point"), [(0.3, "commit"), (0.55, "committed"), (0.8, "committed")]
+)  # just after a commit is where an answer logged before its checks ran is found
 def test_a_repeated_study_killed_at_a_commit_and_resumed_ends_as_one_never_interrupted(
     study: tuple[FakeOpenAIServer, Path],
     uninterrupted: tuple[dict[str, Any], int],
