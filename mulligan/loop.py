@@ -33,6 +33,10 @@ from mulligan.strategies.cases import case_of
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
+Drawn = dict[int, tuple[Attempt, Verdict]]
+"""Attempts already made of a task from its bare prompt, by trial (a paired study's): an
+attempt the loop would make from the bare prompt at such a trial, at its strategy's plain
+draw, reuses that one instead."""
 
 
 class LoopSettings(LoopSection, MemorySection):
@@ -96,14 +100,14 @@ class Loop:
         task: Task,
         episode_id: str | None = None,
         position: int = 0,
-        first: tuple[Attempt, Verdict] | None = None,
+        drawn: Drawn | None = None,
     ) -> Episode:
         """One task under the strategy; an episode id already in the log is resumed.
 
-        `first`: a trial 1 already made without lessons (a paired study shares it); a
-        strategy that draws its trial 1 otherwise (another temperature) makes its own."""
+        `drawn`: attempts already made from the bare prompt (a paired study shares them); a
+        trial its strategy draws otherwise (another temperature) is made afresh."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
-        first = first if strategy.draw(1, self.settings).plain else None
+        drawn = {t: d for t, d in (drawn or {}).items() if strategy.draw(t, self.settings).plain}
         episode = self._resumed(task, episode_id, position)
         pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))
@@ -111,7 +115,7 @@ class Loop:
             given = self.memory.lessons(episode.attempts[-1].lesson_ids)
             reflections += self._after(task, episode, given, len(episode.attempts) >= trials)
         if strategy.draws_candidates:  # all at once, then one is submitted by selection
-            return self._draw_and_select(task, episode, trials, first)
+            return self._draw_and_select(task, episode, trials, drawn)
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
@@ -122,8 +126,8 @@ class Loop:
                 trial,
             )
             texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
-            if first and trial == 1 and not lessons:
-                attempt, verdict = first[0].shared(), first[1].model_copy(deep=True)
+            if trial in drawn and not lessons and not carried:  # the bare prompt
+                attempt, verdict = drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
             else:
                 attempt, verdict = self._attempt(task, episode, trial, lessons, texts, carried)
             episode.attempts.append(attempt)
@@ -159,10 +163,8 @@ class Loop:
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 
-    def _draw_and_select(
-        self, task: Task, episode: Episode, trials: int, first: tuple[Attempt, Verdict] | None
-    ) -> Episode:
-        """Independent candidates (trial 1 may be the shared one), drawn in waves at once until
+    def _draw_and_select(self, task: Task, episode: Episode, trials: int, drawn: Drawn) -> Episode:
+        """Independent candidates (some may be shared ones), drawn in waves at once until
         one passes every visible check or no further one could change the pick (all N with
         `draw_all`), then the selector's pick: the episode's score is that candidate's hidden
         verdict."""
@@ -172,9 +174,9 @@ class Loop:
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             lessons = self.strategy.lessons_for([], 0, self._retriever(task, episode, trial), trial)
-            if first and trial == 1 and not lessons:
-                return first[0].shared(), first[1].model_copy(deep=True)
             texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
+            if trial in drawn and not lessons and not carried:  # the bare prompt
+                return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
             return self._attempt(task, episode, trial, lessons, texts, carried)
 
         selector = self.selector or Selector(self.actor.model, self.settings)
@@ -187,9 +189,9 @@ class Loop:
                 wave = selector.to_draw(found, episode.verdicts, left)
             if not wave:
                 break  # decided: the rest could not change the pick
-            drawn = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
+            trials_now = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
             with ThreadPoolExecutor(max(1, min(self.settings.concurrency, wave))) as pool:
-                for attempt, verdict in pool.map(draw, drawn):
+                for attempt, verdict in pool.map(draw, trials_now):
                     episode.attempts.append(attempt)
                     episode.verdicts.append(verdict)
                     found.append(selector.evidence(attempt, verdict, probes, self.policy))
