@@ -43,6 +43,8 @@ def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
     """Each task's attempts the one run logged in `directory` made from its bare prompt, by
     trial; refused unless that run can stand in for this one's draws (`mine`: its manifest)."""
     flag = f"--draws-from {directory}"
+    if not (Path(directory).expanduser() / "episodes.db").is_file():
+        raise UserError(f"{flag}: no episode log there; pass the --memory of the baseline's run")
     reader = MemoryReader(directory)
     runs = reader.runs()
     if len(runs) != 1:

@@ -130,3 +130,6 @@ def test_a_baseline_that_cannot_stand_in_is_refused(
             == 2
         )
         assert "holds 2 runs" in capsys.readouterr().err
+        missing = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "nowhere")]
+        assert run(fake, tasks, tmp_path / "d", *missing) == 2
+        assert "--draws-from" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
