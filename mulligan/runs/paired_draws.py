@@ -74,11 +74,16 @@ def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
             f"{flag}: its prompts differ from this mulligan's ({', '.join(changed)}); reuse "
             "draws only from a baseline run with the same prompts"
         )
-    digests = theirs.get("task_digests") or {}
+    digests, wanted = theirs.get("task_digests") or {}, mine.get("task_digests") or {}
+    unpaired = sorted(t for t in wanted if digests.get(t) != wanted[t])
+    if unpaired:
+        raise UserError(
+            f"{flag}: its run did not attempt task {unpaired[0]!r} as this run states it"
+            f"{'' if digests else ' (it recorded no task digests: an older mulligan)'}; a "
+            "baseline's draws stand in only for the same tasks"
+        )
 
     def drawn(task: Task) -> Drawn:
-        if digests.get(task.id) != (mine.get("task_digests") or {}).get(task.id):
-            return {}  # not run there, or another task under the same id
         made = reader.log.episode(episode_id(run.id, names[0], task.id))
         if made is None:
             return {}

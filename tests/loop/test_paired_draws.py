@@ -100,6 +100,11 @@ def test_a_baseline_that_cannot_stand_in_is_refused(
             == 2
         )
         assert "config.endpoint.model" in capsys.readouterr().err
+        other = tasks.with_name("other.yaml")
+        other.write_text(tasks.read_text().replace("(t2)", "(t2) Really,"))
+        arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
+        assert run(fake, other, tmp_path / "e", *arm) == 2
+        assert "did not attempt task 't2'" in capsys.readouterr().err
         assert run(fake, tasks, tmp_path / "r", "--strategy", "reflexion") == 1
         capsys.readouterr()
         assert (
