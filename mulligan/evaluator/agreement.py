@@ -116,19 +116,17 @@ def choose(
         rank = (members[0].given, score, len(members), -members[0].trial)
         scored.append((rank, [m.trial for m in members]))
     scored.sort(reverse=True)
-    clusters = [s[1] for s in scored]
-    scores, given = [s[0][1] for s in scored], [s[0][0] for s in scored]
     rule = "dual agreement" if tests else ("output agreement" if code else "majority")
     told_apart = tests or any(c.behaviour for c in running)
     if not told_apart or not any(c.runs for c in candidates):
         rule = "first"  # no evidence, or none runs: nothing to go by
     full = {c.trial for c in candidates if passes_all(c, tests)} if at_pass else set()
     if full:  # the best-ranked cluster of full passes goes first
-        top = next(n for n, members in enumerate(clusters) if members[0] in full)
-        order = [top] + [n for n in range(len(clusters)) if n != top]
-        clusters = [clusters[n] for n in order]
-        scores, given = [scores[n] for n in order], [given[n] for n in order]
+        top = next(n for n, (_, members) in enumerate(scored) if members[0] in full)
+        scored.insert(0, scored.pop(top))
         rule = FULL_PASS
+    clusters = [members for _, members in scored]
+    scores, given = [rank[1] for rank, _ in scored], [rank[0] for rank, _ in scored]
     return Choice(clusters[0][0], rule, clusters, scores, crashed, given)
 
 

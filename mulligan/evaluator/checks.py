@@ -128,33 +128,22 @@ def numbers_in(text: str) -> list[float]:
 
 def check_numeric(check: NumericCheck, ctx: CheckContext) -> CheckResult:
     found = numbers_in(ctx.answer)
-    if check.pick == "last":
-        found = found[-1:]
-    elif check.pick == "first":
-        found = found[:1]
-    close = [
-        n
-        for n in found
-        if math.isclose(n, check.value, rel_tol=check.rel_tol, abs_tol=check.abs_tol)
-    ]
+    found = {"any": found, "first": found[:1], "last": found[-1:]}[check.pick]
+    tolerance = {"rel_tol": check.rel_tol, "abs_tol": check.abs_tol}
+    close = [n for n in found if math.isclose(n, check.value, **tolerance)]
     if close:
         return result(check, True, f"found {close[0]:g}, expected {check.value:g}")
     seen = ", ".join(f"{n:g}" for n in found) or "no number"
+    near = "within tolerance of the expected value"
     if check.reveal:
-        return result(
-            check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
-        )
-    if not found:
-        return result(check, False, "answer has no number; the expected value is a number")
-    if check.pick == "any":
-        return result(
-            check, False, f"answer has {seen}: none is within tolerance of the expected value"
-        )
-    return result(
-        check,
-        False,
-        f"answer's {check.pick} number is {seen}: not within tolerance of the expected value",
-    )
+        detail = f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
+    elif not found:
+        detail = "answer has no number; the expected value is a number"
+    elif check.pick == "any":
+        detail = f"answer has {seen}: none is {near}"
+    else:
+        detail = f"answer's {check.pick} number is {seen}: not {near}"
+    return result(check, False, detail)
 
 
 def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckResult:
@@ -274,11 +263,8 @@ def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
                 return result(check, False, f"{check.path} does not match{shown}")
         except re.error as exc:
             return result(check, False, f"cannot run: bad regex {check.matches!r}: {exc}")
-    return result(
-        check,
-        True,
-        f"{check.path} exists" + (" and matches" if check.contains or check.matches else ""),
-    )
+    matched = " and matches" if check.contains or check.matches else ""
+    return result(check, True, f"{check.path} exists{matched}")
 
 
 def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
@@ -297,12 +283,8 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
     reason = str(verdict.get("reason", ""))[:500]
     if verdict["pass"] or check.reveal:
         return result(check, verdict["pass"], reason)
-    return result(
-        check,
-        False,
-        "the judge found the rubric not met (its reason may name the "
-        "expected answer, so it is shown only with reveal: true)",
-    )
+    withheld = "its reason may name the expected answer, so it is shown only with reveal: true"
+    return result(check, False, f"the judge found the rubric not met ({withheld})")
 
 
 def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:
