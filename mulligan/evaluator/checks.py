@@ -150,7 +150,10 @@ def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckRes
     if check.file:
         if ctx.workspace is None:
             return result(check, False, f"cannot run: no workspace to read {check.file} from")
-        return read_workspace_file(ctx.workspace, check.file)
+        try:
+            return read_workspace_file(ctx.workspace, check.file)
+        except Unreadable as exc:  # the attempt's doing, as for a file check
+            return result(check, False, str(exc))
     if not ctx.answer.strip():
         return result(check, False, "no code: the attempt gave no answer")
     return last_code_block(ctx.answer)
