@@ -38,7 +38,7 @@ Nothing here sees a hidden check: `evidence` keeps the feedback-visible results 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mulligan.schema import Verdict
 
@@ -181,7 +181,7 @@ def decided(
     ranks = [rank(members, passed, len(members)) for passed, members in groups]
     best = max(range(len(groups)), key=lambda i: (ranks[i], len(groups[i][1])))
     reach = [rank(m, p, len(m) + remaining) for i, (p, m) in enumerate(groups) if i != best]
-    reach.append((given, (tests if tests else 1) * remaining))
+    reach.append((given, (tests or 1) * remaining))
     return ranks[best] > max(reach)
 
 
@@ -195,19 +195,15 @@ def to_draw(
     tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
     if decided(candidates, tests, remaining, given, at_pass=at_pass):
         return 0
-    running = [c for c in candidates if c.runs]
-    if not running and not candidates:
+    if not candidates:
         return 1 if at_pass else remaining // 2 + 1
-    if not running:
+    if not any(c.runs for c in candidates):
         return remaining
     best = choose(candidates, tests).clusters[0][0]
     like = next(c for c in candidates if c.trial == best)
     last = max(c.trial for c in candidates)
     for wave in range(1, remaining):
-        more = [
-            Evidence(last + k, like.passed, like.behaviour, True, like.given)
-            for k in range(1, wave + 1)
-        ]
+        more = [replace(like, trial=last + k) for k in range(1, wave + 1)]  # `like` runs
         if decided(candidates + more, tests, remaining - wave, given, at_pass=at_pass):
             return wave
     return remaining

@@ -91,8 +91,7 @@ def check_contains(check: ContainsCheck, ctx: CheckContext) -> CheckResult:
     haystack, needle = ctx.answer, check.text
     if not check.case_sensitive:
         haystack, needle = haystack.lower(), needle.lower()
-    found = needle in haystack
-    if found:
+    if needle in haystack:
         return result(check, True, f"answer contains {check.text!r}")
     expected = repr(check.text) if check.reveal else "the expected text"
     return result(check, False, f"answer does not contain {expected}")
