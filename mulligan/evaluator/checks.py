@@ -195,8 +195,7 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         return result(check, True, summary, score)
     if not total and not failures:
         failures = ["the tests ran no test"]
-    output = _candidate_output(run)
-    return result(check, False, "\n".join([*failures, *output, summary]), score)
+    return result(check, False, "\n".join([*failures, *_candidate_output(run), summary]), score)
 
 
 def _no_report(run: sandbox.RunResult) -> str:
@@ -214,17 +213,11 @@ def _candidate_output(run: sandbox.RunResult) -> list[str]:
     lines = []
     if run.stdout.strip():
         lines.append("[candidate's stdout]\n" + head_and_tail(run.stdout.strip(), 1000))
-    if run.stderr.strip():
-        lines.append(_traceback_tail(run.stderr))
+    if run.stderr.strip():  # the end of a traceback, the box's script path removed
+        tail = last_lines(run.stderr, 8)
+        script = re.compile(r'File "[^"]*(main|harness)\.py"')
+        lines.append("\n".join(script.sub('File "<candidate>"', line) for line in tail))
     return lines
-
-
-def _traceback_tail(stderr: str, keep: int = 8) -> str:
-    """The end of a traceback, with the sandbox's script path removed."""
-    return "\n".join(
-        re.sub(r'File "[^"]*(main|harness)\.py"', 'File "<candidate>"', line)
-        for line in last_lines(stderr, keep)
-    )
 
 
 def run_command(

@@ -143,11 +143,10 @@ class Strategy:
     def draw(self, trial: int, loop: LoopSection) -> Draw:
         """How trial `trial` (from 1) is drawn under the loop's settings."""
         temperature = approach = None
-        temperatures = loop.temperatures
-        if self.ladder and temperatures:
-            top = len(temperatures) - 1
+        if self.ladder and loop.temperatures:
+            top = len(loop.temperatures) - 1
             rung = min(trial - 1, top) if self.ladder == "climb" else (trial - 1) % (top + 1)
-            temperature = temperatures[rung]
+            temperature = loop.temperatures[rung]
         if self.approaches:
             approach = self.approaches[(trial - 1) % len(self.approaches)]
         return Draw(temperature, approach, self.escalates and trial > loop.escalate_after)

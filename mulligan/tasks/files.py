@@ -139,12 +139,8 @@ class _ValueMarkingLoader(yaml.SafeLoader):
             return super().construct_object(node, deep)
         except ValueError as exc:
             why = str(exc).split("; use sys.")[0]  # not advice for a task file's author
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"cannot read {node.value!r:.40}: {why}; quote it to keep it as text",
-                node.start_mark,
-            ) from exc
+            said = f"cannot read {node.value!r:.40}: {why}; quote it to keep it as text"
+            raise yaml.constructor.ConstructorError(None, None, said, node.start_mark) from exc
 
 
 def _noting_duplicates(found: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
