@@ -62,12 +62,6 @@ def write_inputs(model: ChatModel, task: Task, target: CodeTarget) -> tuple[Inpu
     return inputs[:MAX_INPUTS], usage
 
 
-def call_line(entry_point: str, args: list[Any]) -> str:
-    """One probe; JSON values are written as Python literals (true -> True): JSON gives None,
-    bools, numbers, strings, lists and dicts, whose repr is Python."""
-    return f"assert {entry_point}(*{args!r}) == object()"
-
-
 def outputs(
     answer: str, target: CodeTarget, inputs: Inputs, policy: sandbox.Policy | None = None
 ) -> list[str]:
@@ -88,7 +82,9 @@ def outputs(
 def _run(
     code: str, target: CodeTarget, inputs: Inputs, seconds: float, policy: sandbox.Policy | None
 ) -> list[str] | None:
-    tests = "\n".join(call_line(target.entry_point, args) for args in inputs)
+    # JSON values written as Python literals (true -> True): JSON gives None, bools, numbers,
+    # strings, lists and dicts, whose repr is Python
+    tests = "\n".join(f"assert {target.entry_point}(*{args!r}) == object()" for args in inputs)
     run = sandbox.run_tests(
         keep_definitions(code), tests, target.entry_point, target.prelude,
         sandbox.Limits(timeout=seconds), reveal=False, policy=policy,

@@ -53,10 +53,13 @@ class Selector:
     def evidence(
         self, attempt: Attempt, verdict: Verdict, probes: Probes, policy: sandbox.Policy | None
     ) -> Evidence:
-        """One candidate's evidence: its visible results and what it did on the probes."""
+        """One candidate's evidence: its visible results and what it did on the probes (for
+        a task that is not code, its final answer, normalised)."""
+        answer = attempt.answer or ""
         if probes.target is None:
-            return evidence(attempt.trial, verdict, [answer_of(attempt)])
-        behaviour = outputs(attempt.answer or "", probes.target, probes.inputs, policy)
+            said = "=" + normalize_answer(answer.strip()) if answer.strip() else CRASH
+            return evidence(attempt.trial, verdict, [said])
+        behaviour = outputs(answer, probes.target, probes.inputs, policy)
         return evidence(attempt.trial, verdict, behaviour)
 
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
@@ -98,12 +101,6 @@ class Selector:
             separation=separation,
         )  # fmt: skip
         return selection, usage
-
-
-def answer_of(attempt: Attempt) -> str:
-    """A final answer that is not code, as agreement compares it (normalised)."""
-    text = (attempt.answer or "").strip()
-    return "=" + normalize_answer(text) if text else CRASH
 
 
 def separate(
