@@ -26,7 +26,7 @@ from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
+from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
 from mulligan.settings.run_config import LoopSection, MemorySection
 from mulligan.strategies.carry import unseen
 from mulligan.strategies.cases import case_of
@@ -119,17 +119,9 @@ class Loop:
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
-            lessons = strategy.lessons_for(
-                reflections,
-                self.settings.carried_reflections,
-                self._retriever(task, episode),
-                trial,
-            )
-            texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
-            if trial in drawn and not lessons and not carried:  # the bare prompt
-                attempt, verdict = drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
-            else:
-                attempt, verdict = self._attempt(task, episode, trial, lessons, texts, carried)
+            retrieve, carried = self._retriever(task, episode), self.settings.carried_reflections
+            lessons = strategy.lessons_for(reflections, carried, retrieve, trial)
+            attempt, verdict = self._attempt(task, episode, trial, lessons, drawn)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = verdict.passed  # the hidden verdict of the answer it ends with
@@ -146,20 +138,29 @@ class Loop:
         episode: Episode,
         trial: int,
         lessons: list[Lesson],
-        texts: list[str],
-        carried: str,
+        drawn: Drawn,
     ) -> tuple[Attempt, Verdict]:
-        drawn = self.strategy.draw(trial, self.settings)
-        actor = self.escalation if drawn.escalated and self.escalation else self.actor
+        """Trial `trial` made and judged, or the one already `drawn` at that trial when it
+        would be made from the bare prompt; steps are logged as they come, and those logged
+        before a crash resumed."""
+        texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
+        if trial in drawn and not lessons and not carried:
+            return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
+        draw = self.strategy.draw(trial, self.settings)
+        actor = self.escalation if draw.escalated and self.escalation else self.actor
+        memory = self.memory
         with self._workspace(task) as workspace:
+            tools = build_tools(
+                task.tools, workspace=workspace, scratch_workspace=True, documents=task.documents,
+                extra=self.settings.extra_tools, network=task.network, policy=self.policy,
+            )  # fmt: skip
             attempt = actor.run(
-                task.id, task.prompt, self._tools(task, workspace),
-                lessons=texts, carried=carried,
+                task.id, task.prompt, tools, lessons=texts, carried=carried,
                 lesson_ids=[lesson.id for lesson in lessons], trial=trial,
                 budget=self.actor.settings.budget_for(task.budget),
-                on_step=self._step_logger(episode.id, trial),
-                resume=self._unfinished(episode.id, trial),
-                temperature=drawn.temperature, approach=drawn.approach,
+                on_step=partial(memory.log.log_step, episode.id, trial) if memory else None,
+                resume=memory.log.unfinished_steps(episode.id, trial) if memory else None,
+                temperature=draw.temperature, approach=draw.approach,
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 
@@ -174,19 +175,15 @@ class Loop:
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             lessons = self.strategy.lessons_for([], 0, self._retriever(task, episode, trial), trial)
-            texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
-            if trial in drawn and not lessons and not carried:  # the bare prompt
-                return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
-            return self._attempt(task, episode, trial, lessons, texts, carried)
+            return self._attempt(task, episode, trial, lessons, drawn)
 
         selector = self.selector or Selector(self.actor.model, self.settings)
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
         found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
         while (left := trials - len(episode.attempts)) > 0:
-            if self.settings.draw_all:
-                wave = left
-            else:
-                wave = selector.to_draw(found, episode.verdicts, left)
+            wave = (
+                left if self.settings.draw_all else selector.to_draw(found, episode.verdicts, left)
+            )
             if not wave:
                 break  # decided: the rest could not change the pick
             trials_now = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
@@ -302,30 +299,12 @@ class Loop:
         eid = episode_id or uuid.uuid4().hex[:12]
         return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
-    def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
-        return partial(self.memory.log.log_step, episode_id, trial) if self.memory else None
-
-    def _unfinished(self, episode_id: str, trial: int) -> list[Step] | None:
-        """Steps of this trial logged before a crash, with orphan calls closed."""
-        return self.memory.log.unfinished_steps(episode_id, trial) if self.memory else None
-
     def _workspace(self, task: Task) -> AbstractContextManager[Path | None]:
         if self.settings.workspace_for:
             return self.settings.workspace_for(task)
         needed = task.workspace is not None or bool(WORKSPACE_TOOLS & set(task.tools))
         needed = needed or any(check.in_workspace for check in task.checks)  # an empty one
         return sandbox.ScratchWorkspace(task.workspace if needed else None, enabled=needed)
-
-    def _tools(self, task: Task, workspace: Path | None) -> list[Tool]:
-        return build_tools(
-            task.tools,
-            workspace=workspace,
-            scratch_workspace=True,
-            documents=task.documents,
-            extra=self.settings.extra_tools,
-            network=task.network,
-            policy=self.policy,
-        )
 
 
 def episode_reflections(episode: Episode, memory: Memory | None) -> list[Lesson]:
