@@ -1,13 +1,17 @@
 """A lesson export (JSON lines) to import: every line a lesson record the store can hold,
-or one error naming file:line."""
+or one error naming file:line; then the lessons it holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pydantic
 
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
 from mulligan.jsontext import UNREADABLE_JSON
+from mulligan.schema import Lesson, LessonValidity
 
 COUNTERS = ("retrieved", "helped", "hurt", "reinforced")
 
@@ -18,12 +22,6 @@ def lesson_lines(path: Path) -> list[str]:
 
     Lines end at "\n" only: a lesson's text may hold U+2028 or U+0085, which JSON does not
     escape and `str.splitlines` would split at."""
-    import json
-
-    import pydantic
-
-    from mulligan.schema import Lesson
-
     text = read_text(path, "lesson file (JSON lines)")
     lines = text.split("\n")
     seen: dict[str, int] = {}
@@ -61,3 +59,12 @@ def _not_a_lesson(where: str, problem: str) -> UserError:
         f"{where}: not a lesson record: {problem}; nothing was imported "
         "(use a file from `mulligan memory export`)"
     )
+
+
+def lessons_from_jsonl(lines: list[str], trust: bool) -> list[Lesson]:
+    """Exported lessons; untrusted ones as fresh candidates (counters reset)."""
+    lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+    if not trust:
+        for lesson in lessons:
+            lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)
+    return lessons

@@ -16,7 +16,7 @@ import sqlite_utils
 
 from mulligan.errors import UserError
 from mulligan.memory.assignment import AssignmentLog
-from mulligan.memory.lesson_log import LessonChange, LessonChanges, LessonLog, serialized
+from mulligan.memory.lesson_log import LessonChange, LessonChanges, serialized
 from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
@@ -46,7 +46,7 @@ class LogLock:
             ) from None
 
 
-class EpisodeLog(AssignmentLog, LessonLog):
+class EpisodeLog(AssignmentLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
         made: `immutable` while no writer has it open (no -wal file: every commit is in the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -12,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.memory.assignment import Assignment
+from mulligan.memory.assignment import Assignment, InWorkVerification
 from mulligan.memory.embeddings import Embedder
-from mulligan.memory.in_work import InWorkVerification
+from mulligan.memory.lesson_file import lessons_from_jsonl
 from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChange
-from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValiditySection, apply_outcome
 from mulligan.memory.written import KeepsWritten
@@ -130,14 +130,9 @@ class Memory(KeepsWritten):
         assignment's half of a pair (mulligan/memory/assignment.py). Once per attempt,
         however often a resumed run gets here; the hidden checks decide nothing."""
         if passed is not None:
-
-            def count(lesson: Lesson) -> list[str]:
-                apply_outcome(lesson, passed)
-                return []  # the status stays: no further event
-
-            event = "helped" if passed else "hurt"
+            count = functools.partial(apply_outcome, passed=passed)
             where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
-            self.change(shown, event, count, **where)
+            self.change(shown, "helped" if passed else "hurt", count, **where)
         if not self.frozen:  # (a frozen store's lessons keep their evidence as it is)
             self.in_work.judged(episode_id, trial, passed, self.rules)
 
@@ -160,18 +155,16 @@ class Memory(KeepsWritten):
         if self.rules.ttl_days and lesson.validity.expires_at is None:
             lesson.validity.expires_at = lesson.source.created_at + self.rules.ttl_days * 86400
         kept, new = lesson, True
-        if persistent and self.frozen:
-            raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
         if persistent:
+            if self.frozen:
+                raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
             kept, new = self.store.add_or_strengthen(lesson)
             self._stored_ids.add(kept.id)
-        where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
+        source = lesson.source
+        where = {"episode_id": source.episode_id, "trial": source.trial, "stored": persistent}
         if new:
-            created = self.log.change_lessons(
-                [kept], "created", unchanged, stored=persistent, **where
-            )
-            return created[0]
-        return self.change([kept], "reinforced", reinforced, stored=True, **where)[0]
+            return self.log.change_lessons([kept], "created", unchanged, **where)[0]
+        return self.change([kept], "reinforced", reinforced, **where)[0]
 
     def retrieve(
         self,

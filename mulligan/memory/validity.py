@@ -22,14 +22,12 @@ GENERAL = ("failure", "insight")
 """The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
-def apply_outcome(lesson: Lesson, passed: bool) -> None:
+def apply_outcome(lesson: Lesson, passed: bool) -> list[str]:
     """Count one use of the lesson online (`helped`: the attempt that saw it passed its
-    visible checks, `hurt`: it failed them). The status stays."""
+    visible checks, `hurt`: it failed them). The status stays: no further event."""
     v = lesson.validity
-    if passed:
-        v.helped += 1
-    else:
-        v.hurt += 1
+    v.helped, v.hurt = v.helped + passed, v.hurt + (not passed)
+    return []
 
 
 def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> None:
