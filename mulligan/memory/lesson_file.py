@@ -1,5 +1,5 @@
 """A lesson export (JSON lines) to import: every line a lesson record the store can hold,
-or one error naming file:line; then the lessons it holds."""
+or one error naming file:line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pydantic
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
 from mulligan.jsontext import UNREADABLE_JSON
-from mulligan.schema import Lesson, LessonValidity
+from mulligan.schema import Lesson
 
 COUNTERS = ("retrieved", "helped", "hurt", "reinforced")
 
@@ -59,12 +59,3 @@ def _not_a_lesson(where: str, problem: str) -> UserError:
         f"{where}: not a lesson record: {problem}; nothing was imported "
         "(use a file from `mulligan memory export`)"
     )
-
-
-def lessons_from_jsonl(lines: list[str], trust: bool) -> list[Lesson]:
-    """Exported lessons; untrusted ones as fresh candidates (counters reset)."""
-    lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
-    if not trust:
-        for lesson in lessons:
-            lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)
-    return lessons

@@ -15,6 +15,7 @@ from typing import Any
 import sqlite_utils
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import read_only
 from mulligan.memory.assignment import AssignmentLog
 from mulligan.memory.lesson_log import LessonChange, LessonChanges, serialized
 from mulligan.memory.migrations import migrate
@@ -85,8 +86,7 @@ class EpisodeLog(AssignmentLog):
     def _reader(self) -> sqlite_utils.Database:
         self._opened = self._state()
         self._shared = self._opened[0]
-        uri = f"{self.path.resolve().as_uri()}?{'mode=ro' if self._shared else 'immutable=1'}"
-        return sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
+        return sqlite_utils.Database(read_only(self.path, self._shared))
 
     # ------------------------------------------------------------ self-tests
 

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
 from mulligan.memory.assignment import Assignment, InWorkVerification
-from mulligan.memory.embeddings import Embedder
-from mulligan.memory.lesson_file import lessons_from_jsonl
+from mulligan.memory.embeddings import Embedder, HashEmbedding
 from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChange
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValiditySection, apply_outcome
 from mulligan.memory.written import KeepsWritten
-from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
+from mulligan.schema import Attempt, Episode, Lesson, LessonValidity, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
@@ -69,8 +68,6 @@ class Memory(KeepsWritten):
         with self._opening:  # once, whichever of a run's threads comes first
             if self._store is None:
                 if self._embedder is None:
-                    from mulligan.memory.embeddings import HashEmbedding
-
                     self._embedder = HashEmbedding()
                 from mulligan.memory.store import LessonStore
 
@@ -284,8 +281,11 @@ class Memory(KeepsWritten):
             for number, line in enumerate(lines, start=1)
             if line.strip()
         }
-        ids, lessons = list(numbered), lessons_from_jsonl(lines, trust)  # untrusted: reset
-        given = {lesson.id: lesson for lesson in lessons}
+        lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+        if not trust:  # each afresh: its counters reset
+            for lesson in lessons:
+                lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)
+        ids, given = list(numbered), {lesson.id: lesson for lesson in lessons}
         known = self.log.known_ids(ids)
         stored_only = self.store.get([i for i in ids if i not in known])
         known |= {x.id for x in stored_only if x.text != given[x.id].text}
@@ -323,21 +323,6 @@ class Memory(KeepsWritten):
             mine.validity = fresh.validity.model_copy()
         self._recache(now)
         return now
-
-    def _recache(self, now: list[Lesson]) -> None:
-        """The store's cached copy of lessons the log changed, rewritten from the log."""
-        ids = list(dict.fromkeys(lesson.id for lesson in now))
-        stored = self._stored(ids)
-        if stored:
-            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
-
-    def _stored(self, ids: list[str]) -> set[str]:
-        """Which of these lessons are in the store."""
-        stored = self._stored_ids & set(ids)
-        stored |= self.log.stored_ids([i for i in ids if i not in stored])
-        if self._store is not None:
-            stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
-        return stored
 
 
 def told(attempt: Attempt, verdict: Verdict) -> bool | None:

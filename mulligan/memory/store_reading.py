@@ -13,12 +13,14 @@ format (its collections' names, each lesson's metadata) is written here too, for
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sqlite3
 import time
 from pathlib import Path
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import read_only
 from mulligan.memory.embeddings import Embedder, spec_for
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable
 from mulligan.schema import Lesson
@@ -58,17 +60,13 @@ def stored_embedding(store: Path) -> str | None:
     if not path.is_file():
         return None
     busy = any(Path(f"{path}-{side}").exists() for side in ("wal", "journal"))
-    uri = f"{path.resolve().as_uri()}?{'mode=ro' if busy else 'immutable=1'}"
     query = (
         "select m.str_value from collection_metadata m join collections c"
         " on c.id = m.collection_id where m.key = 'embedder' and c.name like ? limit 1"
     )
     try:
-        connection = sqlite3.connect(uri, uri=True)
-        try:
+        with contextlib.closing(read_only(path, busy)) as connection:
             row = connection.execute(query, [f"{FAMILY_PREFIX}%"]).fetchone()
-        finally:
-            connection.close()
     except sqlite3.Error:
         return None
     return str(row[0]) if row and row[0] else None

@@ -96,8 +96,7 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
     status reached stops the count: a validated lesson is shown to every attempt and makes
     no more pairs, a refuted one none. The lesson changes nothing: shown, an attempt passes
     as often as without it."""
-    shown = pass_rate
-    helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
+    helps = hurts = pass_rate * (1 - pass_rate)
     open_counts, settled = {(0, 0): 1.0}, {"validated": 0.0, "refuted": 0.0}
     for _ in range(pairs):
         after: dict[tuple[int, int], float] = {}
@@ -106,13 +105,13 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
                 key = (helped + step[0], hurt + step[1])
                 after[key] = after.get(key, 0.0) + chance * weight
         open_counts = {}
-        for (helped, hurt), chance in after.items():
-            status = status_of(helped, hurt, rules)
+        for counts, chance in after.items():
+            status = status_of(*counts, rules)
             if status == "candidate":
-                open_counts[(helped, hurt)] = chance
+                open_counts[counts] = chance
             else:
                 settled[status] += chance
-    return Luck(pairs, pass_rate, shown, settled["validated"], settled["refuted"])
+    return Luck(pairs, pass_rate, pass_rate, settled["validated"], settled["refuted"])
 
 
 def is_usable(
