@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -24,8 +23,6 @@ from mulligan.schema import Attempt, Episode, Lesson, LessonValidity, Task, Verd
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
-
-log = logging.getLogger("mulligan")
 
 
 class Memory(KeepsWritten):
