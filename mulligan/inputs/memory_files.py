@@ -27,10 +27,7 @@ def log_directory(location: str, default: str) -> str:
 
 
 def memory_directory(location: str) -> None:
-    """A memory directory that can be used: not a file, creatable, its databases intact.
-
-    Nothing is created or written here; damaged files are reported, never repaired.
-    """
+    """A memory directory that can be used: not a file, creatable, its databases intact."""
     if is_server(location):
         chroma_url(location)
         return
