@@ -230,10 +230,9 @@ class EpisodeLog(AssignmentLog):
 
     @serialized
     def episode(self, episode_id: str) -> Episode | None:
-        rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
-        if not rows:
+        row = next(self.db.table("episodes").rows_where("id = ?", [episode_id]), None)
+        if row is None:
             return None
-        row = rows[0]
         attempts = list(
             self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
         )
