@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mulligan import strategies
-from mulligan.report.paired import mcnemar_exact, pair_table
+from mulligan.report.paired import difference_interval, p_text, pair_table
 from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule
-from mulligan.report.tables import difference_interval, p_text, submitted_passed
+from mulligan.report.tables import submitted_passed
 from mulligan.runs.lifecycle import configured
 
 CLEAR = 0.05
@@ -64,10 +64,7 @@ def compare(a: StrategyStats, b: StrategyStats, seed: int) -> Comparison | None:
     if not table.n:
         return None
     low, high = difference_interval(xs, ys, seed, {**a.units, **b.units})
-    return Comparison(
-        b.label, a.label, table.n, table.only_a, table.only_b,
-        mcnemar_exact(table.only_a, table.only_b), low, high,
-    )  # fmt: skip
+    return Comparison(b.label, a.label, table.n, table.only_a, table.only_b, table.p, low, high)
 
 
 def setup_line(stats: RunStats) -> str:
@@ -104,7 +101,6 @@ def score_line(stats: RunStats) -> str:
 
 def comparison_lines(stats: RunStats) -> list[str]:
     """Each strategy against each baseline (react, retry) that ran beside it."""
-    seed = int(stats.manifest.get("seed") or 0)
     baselines = [
         s for s in stats.strategies if s.strategy in strategies.BASELINES and s.run_pass == 1
     ]
@@ -114,7 +110,7 @@ def comparison_lines(stats: RunStats) -> list[str]:
             c
             for a in baselines
             if a is not b and not _said(a, b, baselines, stats)
-            if (c := compare(a, b, seed))
+            if (c := compare(a, b, stats.seed))
         ]
         if found:
             lines.append("; ".join(c.sentence(first=i == 0) for i, c in enumerate(found)) + ".")

@@ -172,7 +172,7 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
         y = y_of(value or 0.0, top)
         text, tip = "no success", f"{s.label}: no success in {s.tasks} tasks"
         if value is not None:
-            tokens = s.prompt_tokens + s.completion_tokens
+            tokens = s.tokens
             text = f"{value:,.0f}"
             tip = f"{s.label}: {value:,.1f} tokens per solved task ({tokens:,} / {s.solved})"
         parts.append(

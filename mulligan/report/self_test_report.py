@@ -3,6 +3,7 @@ kept and dropped, and how often the tests agreed with the hidden ones."""
 
 from __future__ import annotations
 
+from mulligan.report.repeats import Table
 from mulligan.report.stats import RunStats, logged_stop_rule
 from mulligan.report.tables import pct
 
@@ -50,7 +51,7 @@ def self_test_lines(stats: RunStats) -> list[str]:
     ]
 
 
-def self_test_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def self_test_rows(stats: RunStats) -> Table:
     header = ["strategy", "attempts with self-tests", "false pass (hidden failed)"]
     header += ["false alarm (a self-test failed)"]
     rows = [
