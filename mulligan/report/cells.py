@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mulligan.report.paired import discordant, pair_table
-from mulligan.report.stats import RunStats, StrategyStats, repeat_of, run_pass_of, unit_of
+from mulligan.report.stats import RunStats, StrategyStats, pass_and_repeat, unit_of
 from mulligan.report.tables import submitted_passed
 
 OUTCOMES: dict[str, str] = {
@@ -76,8 +76,8 @@ def episode_ids(rows: list[dict[str, object]]) -> dict[tuple[str, int, str], str
     found = {}
     for row in rows:
         eid, task_id = str(row["id"]), str(row["task_id"])
-        unit = unit_of(task_id, repeat_of(eid, task_id))
-        found[(str(row["strategy"]), run_pass_of(eid, task_id), unit)] = eid
+        run_pass, repeat = pass_and_repeat(eid, task_id)
+        found[(str(row["strategy"]), run_pass, unit_of(task_id, repeat))] = eid
     return found
 
 

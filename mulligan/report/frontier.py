@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass
 
 from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import Piece, priced
+from mulligan.report.tables import Piece, images, priced
 
 COSTS: dict[str, str] = {
     "tokens": "tokens per task",
@@ -124,12 +124,8 @@ def section(stats: RunStats) -> Piece:
     lines = frontier_lines(stats)
     if not lines:
         return [], []
-    plotted = [f"![success against {c}](frontier_{c}.svg)" for c in drawn(stats)]
-    md = [f"## {TITLE}", "", NOTE, "", *(f"- {line}" for line in lines), ""]
-    images = "".join(
-        f"<img src='frontier_{c}.svg' alt='success against {c}'>" for c in drawn(stats)
-    )
-    page = [f"<h2>{TITLE}</h2>", f"<p>{html.escape(NOTE)}</p>", "<ul>"]
-    page += [f"<li>{html.escape(line)}</li>" for line in lines]
-    md += [line for image in plotted for line in (image, "")]
-    return md, page + ["</ul>", f"<div class='plots'>{images}</div>"]
+    md, page = images({f"frontier_{c}.svg": f"success against {c}" for c in drawn(stats)})
+    said = [f"## {TITLE}", "", NOTE, "", *(f"- {line}" for line in lines), ""]
+    listed = [f"<h2>{TITLE}</h2>", f"<p>{html.escape(NOTE)}</p>", "<ul>"]
+    listed += [f"<li>{html.escape(line)}</li>" for line in lines]
+    return said + md, [*listed, "</ul>", *page]

@@ -82,7 +82,7 @@ def setup_line(stats: RunStats) -> str:
     unfinished = [f"{s.label} {s.tasks} of {runs}" for s in stats.strategies if s.tasks < runs]
     tasks = f"{n} tasks" + (f" × {stats.repeats} repeats" if stats.repeats > 1 else "")
     finished = f" (finished: {', '.join(unfinished)})" if unfinished else ""
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    trials = stats.trials
     rule = logged_stop_rule(stats.manifest).description.split(":")[0]
     names = ", ".join(s.label for s in stats.strategies)
     return (
@@ -92,11 +92,9 @@ def setup_line(stats: RunStats) -> str:
 
 
 def score_line(stats: RunStats) -> str:
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
     scores = ", ".join(f"{s.label} {s.solved}/{s.tasks}" for s in stats.strategies if s.tasks)
-    return (
-        f"Solved (the submitted answer passed, up to {trials} trials): {scores or 'nothing yet'}."
-    )
+    solved = f"Solved (the submitted answer passed, up to {stats.trials} trials)"
+    return f"{solved}: {scores or 'nothing yet'}."
 
 
 def comparison_lines(stats: RunStats) -> list[str]:

@@ -29,6 +29,7 @@ from mulligan.report.tables import (
     cost_note,
     cost_rows,
     first_trial_rows,
+    images,
     inline,
     later_trial_rows,
     lesson_rows,
@@ -176,7 +177,7 @@ def _pieces(stats: RunStats, transfer: TransferStats | None) -> list[Piece]:
     """The report between its title and its last line, in markdown and in HTML (which shows
     the plots beside the success table)."""
     setup, score, compared = headline(stats)
-    images = "".join(f"<img src='{name}' alt='{alt}'>" for name, alt in PLOTS.items())
+    plots_md, plots_html = images(PLOTS)
     *sections, lessons = _sections(stats)
     manifest, cost = _manifest_lines(stats), cost_note(stats)
     by_model, money = model_rows(stats), role_cost_rows(stats)
@@ -190,13 +191,13 @@ def _pieces(stats: RunStats, transfer: TransferStats | None) -> list[Piece]:
         ([*setting_lines(stats), ""], [f"<p>{inline(line)}</p>" for line in setting_lines(stats)]),
         section(transfer_report.title(stats), transfer_report.blocks(stats, transfer)),
         section("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
-        ([], [f"<div class='plots'>{images}</div>"]),
+        ([], plots_html),
         section("Repeats", repeats.blocks(stats)),
         section("Cost per strategy", [cost_rows(stats), *([cost] if cost else [])]),
         BY_ROLE,
         blocks([role_rows(stats), *(table for table in (by_model, money) if table[1])]),
         *(([note, ""], [f"<p>{html.escape(note)}</p>"]) for note in notes(stats)),
-        ([line for name, alt in PLOTS.items() for line in (f"![{alt}]({name})", "")], []),
+        (plots_md, []),
         frontier.section(stats),
         *(section(*found) for found in sections),
         selection_section(stats),
@@ -248,8 +249,7 @@ def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | No
 
 
 REPORT_FILES = (
-    "report.md", "report.html", "outcomes.jsonl",
-    "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+    "report.md", "report.html", "outcomes.jsonl", *PLOTS,
     *(f"frontier_{cost}.svg" for cost in frontier.COSTS),
 )  # fmt: skip
 """What `write_report` writes into its directory."""

@@ -175,30 +175,28 @@ class RunStats:
         """The run's seed, which also seeds the report's bootstrap."""
         return int(self.manifest.get("seed") or 0)
 
+    @property
+    def trials(self) -> int:
+        """The most trials any strategy's budgets go up to."""
+        return max((len(s.solved_by_trial) for s in self.strategies), default=1)
+
 
 SUFFIX = re.compile(r"(?::pass(\d+))?(?::repeat(\d+))?$")
 """The end of an episode id of a later pass or repeat (runner.episode_id)."""
 
 
-def _suffix(episode_id: str, task_id: str | None) -> re.Match[str] | None:
-    """What follows the task's id in its episode's id (`run:strategy:task`, then the suffix):
-    a task id may itself end like a later pass or repeat."""
+def pass_and_repeat(episode_id: str, task_id: str | None = None) -> tuple[int, int]:
+    """Which pass over the suite (`bench --passes`) and which repeat of the study (`bench
+    --repeats`) an episode belongs to, from what follows its task's id in its id
+    (`run:strategy:task`, then the suffix): a task id may itself end like a later pass or
+    repeat."""
     rest = episode_id.split(":", 2)[-1]
     if task_id is not None and rest.startswith(task_id):
-        return SUFFIX.fullmatch(rest[len(task_id) :])
-    return SUFFIX.search(episode_id)
-
-
-def run_pass_of(episode_id: str, task_id: str | None = None) -> int:
-    """Which pass over the suite an episode belongs to (`bench --passes`)."""
-    found = _suffix(episode_id, task_id)
-    return int(found.group(1)) if found and found.group(1) else 1
-
-
-def repeat_of(episode_id: str, task_id: str | None = None) -> int:
-    """Which repeat of the study an episode belongs to (`bench --repeats`)."""
-    found = _suffix(episode_id, task_id)
-    return int(found.group(2)) if found and found.group(2) else 1
+        found = SUFFIX.fullmatch(rest[len(task_id) :])
+    else:
+        found = SUFFIX.search(episode_id)
+    run_pass, repeat = found.groups() if found else (None, None)
+    return int(run_pass or 1), int(repeat or 1)
 
 
 def unit_of(task_id: str, repeat: int) -> str:
@@ -238,8 +236,7 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         (t["task_id"], r): Usage.model_validate(t["usage"]) for r in repeats for t in kept[r]
     }
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
-        run_pass = run_pass_of(row["id"], row["task_id"])
-        repeat = repeat_of(row["id"], row["task_id"])
+        run_pass, repeat = pass_and_repeat(row["id"], row["task_id"])
         key = (row["strategy"], run_pass)
         stats = groups.setdefault(key, StrategyStats(*key))
         episode = log.episode(row["id"])

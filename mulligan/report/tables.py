@@ -98,6 +98,13 @@ def section(title: str, items: list[Block]) -> Piece:
     return [f"## {title}", "", *md], [f"<h2>{html.escape(title)}</h2>", *page]
 
 
+def images(files: dict[str, str]) -> Piece:
+    """Plots (file: alt text), a paragraph each in markdown, side by side in HTML."""
+    tags = "".join(f"<img src='{name}' alt='{alt}'>" for name, alt in files.items())
+    md = [line for name, alt in files.items() for line in (f"![{alt}]({name})", "")]
+    return md, [f"<div class='plots'>{tags}</div>"]
+
+
 def pct(k: int, n: int) -> str:
     if not n:
         return "-"
@@ -133,7 +140,7 @@ def budgets_shown(trials: int) -> list[int]:
 
 def success_rows(stats: RunStats) -> Table:
     """The honest score at each trial budget, and the oracle's pick beside it."""
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    trials = stats.trials
     shown = budgets_shown(trials)
     header = ["strategy", "n"]
     header += [f"submitted answer passed, {t} trial{'s' * (t > 1)} (95% CI)" for t in shown]
