@@ -33,8 +33,9 @@ from pathlib import Path
 from mulligan.errors import UserError
 from mulligan.memory.log import EpisodeLog
 from mulligan.report.outcomes import read_outcomes
+from mulligan.report.paired import PAIRED_HEADER, paired_cells
 from mulligan.report.stats import StrategyStats, collect
-from mulligan.report.tables import PAIRED_HEADER, paired_cells, submitted_passed
+from mulligan.report.tables import submitted_passed
 
 
 def strategies(spec: str) -> list[tuple[str, StrategyStats]]:
@@ -91,7 +92,7 @@ def check_budget(found: list[tuple[str, StrategyStats]], budget: int | None) -> 
 def row(
     a: StrategyStats, b: StrategyStats, by_trial: int | None, labels: tuple[str, str], seed: int
 ) -> str:
-    cells, _, _ = paired_cells(submitted_passed(a, by_trial), submitted_passed(b, by_trial), seed)
+    cells = paired_cells(submitted_passed(a, by_trial), submitted_passed(b, by_trial), seed)
     when = {None: "last trial", 1: "trial 1"}.get(by_trial, f"{by_trial} trials")
     return f"| {labels[0]} | {labels[1]} | {when} | {' | '.join(cells)} |"
 

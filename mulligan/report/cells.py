@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mulligan.report.paired import discordant, mcnemar_exact, pair_table
-from mulligan.report.stats import RunStats, StrategyStats, repeat_of, run_pass_of, unit_of
+from mulligan.report.paired import discordant, pair_table
+from mulligan.report.stats import RunStats, StrategyStats, pass_and_repeat, unit_of
 from mulligan.report.tables import submitted_passed
 
 OUTCOMES: dict[str, str] = {
@@ -76,8 +76,8 @@ def episode_ids(rows: list[dict[str, object]]) -> dict[tuple[str, int, str], str
     found = {}
     for row in rows:
         eid, task_id = str(row["id"]), str(row["task_id"])
-        unit = unit_of(task_id, repeat_of(eid, task_id))
-        found[(str(row["strategy"]), run_pass_of(eid, task_id), unit)] = eid
+        run_pass, repeat = pass_and_repeat(eid, task_id)
+        found[(str(row["strategy"]), run_pass, unit_of(task_id, repeat))] = eid
     return found
 
 
@@ -96,9 +96,8 @@ def build_grid(stats: RunStats, ids: dict[tuple[str, int, str], str]) -> Grid:
         passed = submitted_passed(s)
         only_base, only_this = discordant(base_passed, passed)
         table = pair_table(base_passed, passed)
-        p = mcnemar_exact(table.only_a, table.only_b)
         grid.discordances.append(
-            Discordance(s.label, only_base, only_this, table.both, table.neither, p)
+            Discordance(s.label, only_base, only_this, table.both, table.neither, table.p)
         )
         lost[s.label], won[s.label] = set(only_base), set(only_this)
     tasks = list(dict.fromkeys(stats.task_ids + [t for s in stats.strategies for t in s.solved_at]))

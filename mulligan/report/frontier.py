@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass
 
 from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import priced
+from mulligan.report.tables import Piece, images, priced
 
 COSTS: dict[str, str] = {
     "tokens": "tokens per task",
@@ -67,7 +67,7 @@ def dominators(points: list[Point]) -> dict[str, list[str]]:
 def cost_of(s: StrategyStats, cost: str) -> float | None:
     """Mean cost a task (None: dollars with no known price)."""
     if cost == "tokens":
-        return s.per_task(s.prompt_tokens + s.completion_tokens)
+        return s.per_task(s.tokens)
     if cost == "seconds":
         return s.per_task(s.seconds)
     return None if s.cost is None else s.per_task(s.cost)
@@ -119,23 +119,13 @@ def frontier_lines(stats: RunStats) -> list[str]:
     return [frontier_line(stats, cost) + "." for cost in COSTS]
 
 
-def section_markdown(stats: RunStats) -> list[str]:
+def section(stats: RunStats) -> Piece:
     """The report's section: the note, a line a cost, the plots."""
     lines = frontier_lines(stats)
     if not lines:
-        return []
-    plotted = [f"![success against {c}](frontier_{c}.svg)" for c in drawn(stats)]
-    parts = [f"## {TITLE}", "", NOTE, "", *(f"- {line}" for line in lines), ""]
-    return parts + [line for image in plotted for line in (image, "")]
-
-
-def section_html(stats: RunStats) -> list[str]:
-    lines = frontier_lines(stats)
-    if not lines:
-        return []
-    images = "".join(
-        f"<img src='frontier_{c}.svg' alt='success against {c}'>" for c in drawn(stats)
-    )
-    parts = [f"<h2>{TITLE}</h2>", f"<p>{html.escape(NOTE)}</p>", "<ul>"]
-    parts += [f"<li>{html.escape(line)}</li>" for line in lines]
-    return parts + ["</ul>", f"<div class='plots'>{images}</div>"]
+        return [], []
+    md, page = images({f"frontier_{c}.svg": f"success against {c}" for c in drawn(stats)})
+    said = [f"## {TITLE}", "", NOTE, "", *(f"- {line}" for line in lines), ""]
+    listed = [f"<h2>{TITLE}</h2>", f"<p>{html.escape(NOTE)}</p>", "<ul>"]
+    listed += [f"<li>{html.escape(line)}</li>" for line in lines]
+    return said + md, [*listed, "</ul>", *page]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mulligan import strategies
-from mulligan.report.paired import mcnemar_exact, pair_table
+from mulligan.report.paired import difference_interval, p_text, pair_table
 from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule
-from mulligan.report.tables import difference_interval, p_text, submitted_passed
+from mulligan.report.tables import submitted_passed
 from mulligan.runs.lifecycle import configured
 
 CLEAR = 0.05
@@ -64,10 +64,7 @@ def compare(a: StrategyStats, b: StrategyStats, seed: int) -> Comparison | None:
     if not table.n:
         return None
     low, high = difference_interval(xs, ys, seed, {**a.units, **b.units})
-    return Comparison(
-        b.label, a.label, table.n, table.only_a, table.only_b,
-        mcnemar_exact(table.only_a, table.only_b), low, high,
-    )  # fmt: skip
+    return Comparison(b.label, a.label, table.n, table.only_a, table.only_b, table.p, low, high)
 
 
 def setup_line(stats: RunStats) -> str:
@@ -85,7 +82,7 @@ def setup_line(stats: RunStats) -> str:
     unfinished = [f"{s.label} {s.tasks} of {runs}" for s in stats.strategies if s.tasks < runs]
     tasks = f"{n} tasks" + (f" × {stats.repeats} repeats" if stats.repeats > 1 else "")
     finished = f" (finished: {', '.join(unfinished)})" if unfinished else ""
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    trials = stats.trials
     rule = logged_stop_rule(stats.manifest).description.split(":")[0]
     names = ", ".join(s.label for s in stats.strategies)
     return (
@@ -95,16 +92,13 @@ def setup_line(stats: RunStats) -> str:
 
 
 def score_line(stats: RunStats) -> str:
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
     scores = ", ".join(f"{s.label} {s.solved}/{s.tasks}" for s in stats.strategies if s.tasks)
-    return (
-        f"Solved (the submitted answer passed, up to {trials} trials): {scores or 'nothing yet'}."
-    )
+    solved = f"Solved (the submitted answer passed, up to {stats.trials} trials)"
+    return f"{solved}: {scores or 'nothing yet'}."
 
 
 def comparison_lines(stats: RunStats) -> list[str]:
     """Each strategy against each baseline (react, retry) that ran beside it."""
-    seed = int(stats.manifest.get("seed") or 0)
     baselines = [
         s for s in stats.strategies if s.strategy in strategies.BASELINES and s.run_pass == 1
     ]
@@ -114,7 +108,7 @@ def comparison_lines(stats: RunStats) -> list[str]:
             c
             for a in baselines
             if a is not b and not _said(a, b, baselines, stats)
-            if (c := compare(a, b, seed))
+            if (c := compare(a, b, stats.seed))
         ]
         if found:
             lines.append("; ".join(c.sentence(first=i == 0) for i, c in enumerate(found)) + ".")

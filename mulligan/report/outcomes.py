@@ -60,10 +60,7 @@ def read_outcomes(path: Path) -> list[tuple[str, StrategyStats]]:
             s.any_passed[task] = [bool(x) for x in line["any_passed"]]
             s.spent[task] = [int(x) for x in line["tokens"]]
     for s in found.values():
-        budgets = range(max((len(v) for v in s.submitted.values()), default=0))
-        s.solved_by_trial = [sum(v[t] for v in s.submitted.values()) for t in budgets]
-        s.any_by_trial = [sum(v[t] for v in s.any_passed.values()) for t in budgets]
-        s.tokens_by_trial = [sum(v[t] for v in s.spent.values()) for t in budgets]
+        s.total(max((len(v) for v in s.submitted.values()), default=0))
     return [(run, s) for (run, _, _), s in found.items()]
 
 

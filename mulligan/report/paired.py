@@ -23,6 +23,16 @@ class PairTable:
     def n(self) -> int:
         return self.both + self.only_a + self.only_b + self.neither
 
+    @property
+    def p(self) -> float:
+        """The exact McNemar p of the tasks only one solved."""
+        return mcnemar_exact(self.only_a, self.only_b)
+
+    @property
+    def difference(self) -> float:
+        """B's success rate less A's (0 with no task)."""
+        return (self.only_b - self.only_a) / self.n if self.n else 0.0
+
 
 def discordant(a: dict[str, bool], b: dict[str, bool]) -> tuple[list[str], list[str]]:
     """The tasks both ran that only A solved, and those only B solved, in A's order."""
@@ -102,3 +112,43 @@ def tokens_per_extra_success(
     if extra <= 0:
         return None
     return (tokens_b - tokens_a) / extra
+
+
+PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar p"]
+PAIRED_HEADER += ["B − A (95% bootstrap)"]
+
+
+def p_text(p: float) -> str:
+    """A p-value as the paired tables print it."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def difference_interval(
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
+) -> tuple[float, float]:
+    """The paired bootstrap interval of B − A over the tasks both ran (in a repeated study,
+    whole tasks resampled with their repeats: `units` gives each one's task)."""
+    common = [task for task in a if task in b]
+    units = units or {}
+    repeated = any(repeat > 1 for _, repeat in units.values())
+    clusters = [units.get(t, (t, 1))[0] for t in common] if repeated else None
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    return bootstrap_difference(xs, ys, seed=seed, clusters=clusters)
+
+
+def paired_cells(
+    a: dict[str, bool],
+    b: dict[str, bool],
+    seed: int,
+    units: dict[str, tuple[str, int]] | None = None,
+) -> list[str]:
+    """The cells of PAIRED_HEADER after A and B."""
+    table = pair_table(a, b)
+    low, high = difference_interval(a, b, seed, units)
+    counts = [table.n, table.both, table.only_a, table.only_b, table.neither]
+    return [*map(str, counts), p_text(table.p)] + [
+        f"{100 * table.difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]"
+    ]

@@ -100,20 +100,6 @@ def _marked_line(
     return [*parts, "</g>"]
 
 
-def _series(index: int, s: StrategyStats, x_of: Callable[[int], float], nudge: float) -> list[str]:
-    """Success by trial with Wilson error bars; `nudge` moves it sideways so that equal
-    rates' error bars stay apart."""
-    solved = list(enumerate(s.solved_by_trial, 1))
-    points = [(x_of(t) + nudge, y_of(k / s.tasks, 1.05)) for t, k in solved]
-    intervals = [wilson(k, s.tasks) for _, k in solved]
-    bars = [(y_of(lo, 1.05), y_of(hi, 1.05)) for lo, hi in intervals]
-    tips = [
-        f"{s.label}, trial {t}: {k}/{s.tasks} = {k / s.tasks:.0%} [{lo:.0%}–{hi:.0%}]"
-        for (t, k), (lo, hi) in zip(solved, intervals, strict=True)
-    ]
-    return _marked_line(index, s.label, points, tips, bars)
-
-
 def _legend(labels: list[str]) -> list[str]:
     """Right of the axes, so that it hides no point."""
     parts: list[str] = []
@@ -128,7 +114,7 @@ def _legend(labels: list[str]) -> list[str]:
 
 def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> None:
     shown = _shown(stats)
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1) or 1
+    trials = stats.trials or 1
     step = (RIGHT - LEFT - 60) / max(trials - 1, 1)
 
     def x_of(trial: float) -> float:
@@ -137,9 +123,18 @@ def success_by_trial(stats: RunStats, path: Path, title_suffix: str = "") -> Non
     title = f"Success by trial, Wilson 95% intervals{title_suffix}"
     labels, budgets = [s.label for s in shown], range(1, trials + 1)
     parts = _success_frame(title, labels, budgets, x_of, "trial", "tasks solved (cumulative)", str)
-    for i, s in enumerate(shown):
-        parts += _series(i, s, x_of, 5 * (i - (len(shown) - 1) / 2))
-    _write(path, parts + _legend([s.label for s in shown]))
+    for i, s in enumerate(shown):  # Wilson error bars, nudged apart where rates are equal
+        nudge = 5 * (i - (len(shown) - 1) / 2)
+        solved = list(enumerate(s.solved_by_trial, 1))
+        points = [(x_of(t) + nudge, y_of(k / s.tasks, 1.05)) for t, k in solved]
+        intervals = [wilson(k, s.tasks) for _, k in solved]
+        bars = [(y_of(lo, 1.05), y_of(hi, 1.05)) for lo, hi in intervals]
+        tips = [
+            f"{s.label}, trial {t}: {k}/{s.tasks} = {k / s.tasks:.0%} [{lo:.0%}–{hi:.0%}]"
+            for (t, k), (lo, hi) in zip(solved, intervals, strict=True)
+        ]
+        parts += _marked_line(i, s.label, points, tips, bars)
+    _write(path, parts + _legend(labels))
 
 
 def nice_ticks(highest: float, count: int = 5) -> list[float]:
@@ -172,7 +167,7 @@ def tokens_per_success(stats: RunStats, path: Path, title_suffix: str = "") -> N
         y = y_of(value or 0.0, top)
         text, tip = "no success", f"{s.label}: no success in {s.tasks} tasks"
         if value is not None:
-            tokens = s.prompt_tokens + s.completion_tokens
+            tokens = s.tokens
             text = f"{value:,.0f}"
             tip = f"{s.label}: {value:,.1f} tokens per solved task ({tokens:,} / {s.solved})"
         parts.append(
@@ -231,7 +226,7 @@ def success_by_tokens(stats: RunStats, path: Path, title_suffix: str = "") -> No
             for trial, (t, k) in enumerate(budgets, 1)
         ]
         parts += _marked_line(i, s.label, points, tips)
-    _write(path, parts + _legend([s.label for s in shown]))
+    _write(path, parts + _legend(labels))
 
 
 def frontier_svg(stats: RunStats, cost: str, title_suffix: str = "") -> str:

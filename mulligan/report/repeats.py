@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from mulligan.report.stats import RunStats, StrategyStats
 
-Block = str | tuple[list[str], list[list[str]]]
-"""A paragraph, or a table (header, rows)."""
+Table = tuple[list[str], list[list[str]]]
+"""A table's header and rows."""
+Block = str | Table
+"""A paragraph, or a table."""
 
 NOTE = (
     "The whole study ran {k} times over, each repeat drawing its own attempts (trial 1 and any "
@@ -112,7 +114,7 @@ def _percent(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
-def repeat_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def repeat_rows(stats: RunStats) -> Table:
     k = stats.repeats
     header = ["strategy", "tasks", "solved in each repeat", "mean ± sd"]
     header += [f"pass@{n}" for n in range(1, k + 1)] + [f"pass^{n}" for n in range(1, k + 1)]

@@ -15,8 +15,8 @@ from mulligan.memory.log import EpisodeLog
 from mulligan.report import frontier, plots, repeats, transfer_report
 from mulligan.report.headline import headline
 from mulligan.report.outcomes import write_outcomes
-from mulligan.report.repeats import Block
-from mulligan.report.selection_report import selection_html, selection_markdown
+from mulligan.report.repeats import Block, Table
+from mulligan.report.selection_report import selection_section
 from mulligan.report.self_test_report import self_test_lines, self_test_note, self_test_rows
 from mulligan.report.stats import RunStats, StrategyStats, collect
 from mulligan.report.tables import (
@@ -24,18 +24,21 @@ from mulligan.report.tables import (
     LATER_NOTE,
     PAIRED_NOTE,
     SUCCESS_NOTE,
+    Piece,
+    blocks,
     cost_note,
     cost_rows,
     first_trial_rows,
-    html_table,
+    images,
+    inline,
     later_trial_rows,
     lesson_rows,
-    markdown_table,
     model_rows,
     moment,
     paired_rows,
     role_cost_rows,
     role_rows,
+    section,
     setting_lines,
     success_rows,
     task_rows,
@@ -128,29 +131,10 @@ def notes(stats: RunStats) -> list[str]:
     return [note for note in found if note]
 
 
-def _blocks_markdown(title: str, blocks: list[Block]) -> list[str]:
-    """A section of paragraphs and tables (none without blocks)."""
-    if not blocks:
-        return []
-    parts = [f"## {title}", ""]
-    for item in blocks:
-        parts += [item if isinstance(item, str) else markdown_table(*item), ""]
-    return parts
-
-
-def _blocks_html(title: str, blocks: list[Block]) -> list[str]:
-    if not blocks:
-        return []
-    parts = [f"<h2>{html.escape(title)}</h2>"]
-    for item in blocks:
-        parts.append(f"<p>{_inline(item)}</p>" if isinstance(item, str) else html_table(*item))
-    return parts
-
-
 def _sections(stats: RunStats) -> list[tuple[str, list[Block]]]:
     """The tables after the costs, each after what explains it (a section without rows is
     empty); the selection's section goes before the last, the lessons."""
-    found: list[tuple[str, list[Block], tuple[list[str], list[list[str]]]]] = [
+    found: list[tuple[str, list[Block], Table]] = [
         ("Paired comparison", [PAIRED_NOTE], paired_rows(stats)),
         ("After a failed first trial", [LATER_NOTE], later_trial_rows(stats)),
         ("Trial 1 with and without memory", [FIRST_NOTE], first_trial_rows(stats)),
@@ -160,57 +144,82 @@ def _sections(stats: RunStats) -> list[tuple[str, list[Block]]]:
     return [(title, [*said, table] if table[1] else []) for title, said, table in found]
 
 
+SCRIPTED: Piece = (
+    [
+        "> **The model in this run is scripted, not a language model.** It answers "
+        "correctly only in the ways its script allows; the numbers show that mulligan's "
+        "strategies, evaluation and report work, not how any model performs.",
+        "",
+    ],
+    [
+        "<p class='scripted'><strong>The model in this run is scripted, not a language "
+        "model.</strong> The numbers show that the strategies, evaluation and report work, "
+        "not how any model performs.</p>"
+    ],
+)
+BY_ROLE: Piece = (
+    [
+        "Tokens and cost count every model call an episode caused: the actor's turns, "
+        "context compression (summariser), reflections and insights (reflector) and "
+        "llm_judge checks (judge). By role:",
+        "",
+    ],
+    ["<p>Tokens and cost count every model call an episode caused; by role:</p>"],
+)
+PLOTS = {
+    "success_by_trial.svg": "success by trial",
+    "tokens_per_success.svg": "tokens per success",
+    "success_by_tokens.svg": "success against tokens",
+}
+
+
+def _pieces(stats: RunStats, transfer: TransferStats | None) -> list[Piece]:
+    """The report between its title and its last line, in markdown and in HTML (which shows
+    the plots beside the success table)."""
+    setup, score, compared = headline(stats)
+    plots_md, plots_html = images(PLOTS)
+    *sections, lessons = _sections(stats)
+    manifest, cost = _manifest_lines(stats), cost_note(stats)
+    by_model, money = model_rows(stats), role_cost_rows(stats)
+    return [
+        SCRIPTED if stats.manifest.get("scripted") else ([], []),
+        (
+            [setup, "", score, "", *(f"- {line}" for line in compared), ""],
+            ["<div class='headline'>", f"<p>{inline(setup)}</p>", f"<p>{inline(score)}</p>"]
+            + ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in compared), "</ul></div>"],
+        ),
+        ([*setting_lines(stats), ""], [f"<p>{inline(line)}</p>" for line in setting_lines(stats)]),
+        section(transfer_report.title(stats), transfer_report.blocks(stats, transfer)),
+        section("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
+        ([], plots_html),
+        section("Repeats", repeats.blocks(stats)),
+        section("Cost per strategy", [cost_rows(stats), *([cost] if cost else [])]),
+        BY_ROLE,
+        blocks([role_rows(stats), *(table for table in (by_model, money) if table[1])]),
+        *(([note, ""], [f"<p>{html.escape(note)}</p>"]) for note in notes(stats)),
+        (plots_md, []),
+        frontier.section(stats),
+        *(section(*found) for found in sections),
+        selection_section(stats),
+        section(*lessons),
+        section("Per task", [task_rows(stats)]),
+        (
+            ["## Manifest", "", *manifest, ""],
+            ["<h2>Manifest</h2><ul>", *(f"<li>{inline(line[2:])}</li>" for line in manifest)]
+            + ["</ul>"],
+        ),
+    ]
+
+
 def markdown(
     stats: RunStats,
     generated_at: float,
     rebuild: str | None = None,
     transfer: TransferStats | None = None,
 ) -> str:
-    parts = [f"# {title(stats)}", ""]
-    if stats.manifest.get("scripted"):
-        parts += [
-            "> **The model in this run is scripted, not a language model.** It answers "
-            "correctly only in the ways its script allows; the numbers show that mulligan's "
-            "strategies, evaluation and report work, not how any model performs.",
-            "",
-        ]
-    setup, score, compared = headline(stats)
-    parts += [setup, "", score, "", *(f"- {line}" for line in compared), ""]
-    parts += [*setting_lines(stats), ""]
-    parts += _blocks_markdown(transfer_report.title(stats), transfer_report.blocks(stats, transfer))
-    money, by_model = role_cost_rows(stats), model_rows(stats)
-    parts += _blocks_markdown("Success per strategy", [SUCCESS_NOTE, success_rows(stats)])
-    parts += _blocks_markdown("Repeats", repeats.blocks(stats))
-    parts += ["## Cost per strategy", "", markdown_table(*cost_rows(stats)), ""]
-    parts += [cost_note(stats), ""] if cost_note(stats) else []
-    parts += [
-        "Tokens and cost count every model call an episode caused: the actor's turns, "
-        "context compression (summariser), reflections and insights (reflector) and "
-        "llm_judge checks (judge). By role:",
-        "",
-        markdown_table(*role_rows(stats)),
-        "",
-        *([markdown_table(*by_model), ""] if by_model[1] else []),
-        *([markdown_table(*money), ""] if money[1] else []),
-        *[line for note in notes(stats) for line in (note, "")],
-        "![success by trial](success_by_trial.svg)",
-        "",
-        "![tokens per success](tokens_per_success.svg)",
-        "",
-        "![success against tokens](success_by_tokens.svg)",
-        "",
-    ]
-    parts += frontier.section_markdown(stats)
-    *sections, lessons = _sections(stats)
-    for section in sections:
-        parts += _blocks_markdown(*section)
-    parts += selection_markdown(stats)
-    parts += _blocks_markdown(*lessons)
-    parts += ["## Per task", "", markdown_table(*task_rows(stats)), ""]
-    parts += ["## Manifest", "", *_manifest_lines(stats), ""]
     command = rebuild or f"mulligan report {stats.run_id}"
-    parts += [f"{GENERATED}{moment(generated_at)} by `{command}`.", ""]
-    return "\n".join(parts)
+    parts = [f"# {title(stats)}", "", *(line for md, _ in _pieces(stats, transfer) for line in md)]
+    return "\n".join([*parts, f"{GENERATED}{moment(generated_at)} by `{command}`.", ""])
 
 
 STYLE = """
@@ -229,62 +238,18 @@ code { font-size: 0.85rem; }
 """
 
 
-def _inline(markdown_line: str) -> str:
-    """**bold** and `code` of a markdown line as HTML, the rest escaped."""
-    escaped = html.escape(markdown_line)
-    escaped = re.sub(r"\*\*([^*]*)\*\*", r"<strong>\1</strong>", escaped)
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped)
-
-
 def html_page(stats: RunStats, generated_at: float, transfer: TransferStats | None = None) -> str:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title(stats))}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title(stats))}</h1>",
+        *(line for _, page in _pieces(stats, transfer) for line in page),
     ]
-    if stats.manifest.get("scripted"):
-        parts.append(
-            "<p class='scripted'><strong>The model in this run is scripted, not a language "
-            "model.</strong> The numbers show that the strategies, evaluation and report work, "
-            "not how any model performs.</p>"
-        )
-    setup, score, compared = headline(stats)
-    parts += ["<div class='headline'>", f"<p>{_inline(setup)}</p>", f"<p>{_inline(score)}</p>"]
-    parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in compared), "</ul></div>"]
-    money = role_cost_rows(stats)
-    parts += [
-        *(f"<p>{_inline(line)}</p>" for line in setting_lines(stats)),
-        *_blocks_html(transfer_report.title(stats), transfer_report.blocks(stats, transfer)),
-        *_blocks_html("Success per strategy", [SUCCESS_NOTE, success_rows(stats)]),
-        "<div class='plots'><img src='success_by_trial.svg' alt='success by trial'>"
-        "<img src='tokens_per_success.svg' alt='tokens per success'>"
-        "<img src='success_by_tokens.svg' alt='success against tokens'></div>",
-        *_blocks_html("Repeats", repeats.blocks(stats)),
-        "<h2>Cost per strategy</h2>",
-        html_table(*cost_rows(stats)),
-        *([f"<p>{_inline(cost_note(stats))}</p>"] if cost_note(stats) else []),
-        "<p>Tokens and cost count every model call an episode caused; by role:</p>",
-        html_table(*role_rows(stats)),
-        *([html_table(*model_rows(stats))] if model_rows(stats)[1] else []),
-        *([html_table(*money)] if money[1] else []),
-        *[f"<p>{html.escape(note)}</p>" for note in notes(stats)],
-        *frontier.section_html(stats),
-    ]
-    *sections, lessons = _sections(stats)
-    for section in sections:
-        parts += _blocks_html(*section)
-    parts += selection_html(stats)
-    parts += _blocks_html(*lessons)
-    parts += ["<h2>Per task</h2>", html_table(*task_rows(stats)), "<h2>Manifest</h2><ul>"]
-    for line in _manifest_lines(stats):
-        parts.append(f"<li>{_inline(line[2:])}</li>")
-    parts += ["</ul>", f"<p>{GENERATED}{moment(generated_at)}.</p></body></html>"]
-    return "\n".join(parts)
+    return "\n".join([*parts, f"<p>{GENERATED}{moment(generated_at)}.</p></body></html>"])
 
 
 REPORT_FILES = (
-    "report.md", "report.html", "outcomes.jsonl",
-    "success_by_trial.svg", "tokens_per_success.svg", "success_by_tokens.svg",
+    "report.md", "report.html", "outcomes.jsonl", *PLOTS,
     *(f"frontier_{cost}.svg" for cost in frontier.COSTS),
 )  # fmt: skip
 """What `write_report` writes into its directory."""

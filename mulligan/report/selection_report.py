@@ -13,8 +13,9 @@ from __future__ import annotations
 import html
 from collections import Counter
 
+from mulligan.report.repeats import Table
 from mulligan.report.stats import RunStats, StrategyStats
-from mulligan.report.tables import html_table, markdown_table, pct
+from mulligan.report.tables import Piece, html_table, markdown_table, pct
 from mulligan.runs.lifecycle import configured
 
 NOTE = (
@@ -29,7 +30,7 @@ NOTE = (
 )
 
 
-def accuracy_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def accuracy_rows(stats: RunStats) -> Table:
     header = ["strategy", "tasks", "coverage: some attempt passed", "submitted passed"]
     header += ["selection accuracy"]
     header += ["self-test false pass", "self-test false alarm"]
@@ -91,18 +92,12 @@ def decision_lines(stats: RunStats) -> list[str]:
     return lines
 
 
-def selection_markdown(stats: RunStats) -> list[str]:
+def selection_section(stats: RunStats) -> Piece:
     header, rows = accuracy_rows(stats)
     if not rows:
-        return []
-    lines = [f"- {line}" for line in decision_lines(stats)]
-    table = markdown_table(header, rows)
-    return ["## Selection", "", NOTE, "", table, "", *lines, *([""] if lines else [])]
-
-
-def selection_html(stats: RunStats) -> list[str]:
-    header, rows = accuracy_rows(stats)
-    if not rows:
-        return []
-    parts = ["<h2>Selection</h2>", f"<p>{html.escape(NOTE)}</p>", html_table(header, rows)]
-    return parts + [f"<p>{html.escape(line)}</p>" for line in decision_lines(stats)]
+        return [], []
+    lines = decision_lines(stats)
+    md = ["## Selection", "", NOTE, "", markdown_table(header, rows), ""]
+    md += [f"- {line}" for line in lines] + ([""] if lines else [])
+    page = ["<h2>Selection</h2>", f"<p>{html.escape(NOTE)}</p>", html_table(header, rows)]
+    return md, page + [f"<p>{html.escape(line)}</p>" for line in lines]

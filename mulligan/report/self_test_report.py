@@ -3,6 +3,9 @@ kept and dropped, and how often the tests agreed with the hidden ones."""
 
 from __future__ import annotations
 
+from collections import Counter
+
+from mulligan.report.repeats import Table
 from mulligan.report.stats import RunStats, logged_stop_rule
 from mulligan.report.tables import pct
 
@@ -34,10 +37,9 @@ def self_test_lines(stats: RunStats) -> list[str]:
     if not stats.self_tests:
         return []
     kept, times = sum(len(t["tests"]) for t in stats.self_tests), len(stats.self_tests)
-    dropped: dict[str, int] = {}
+    dropped: Counter[str] = Counter()
     for written in stats.self_tests:
-        for reason, n in written["dropped"].items():
-            dropped[reason] = dropped.get(reason, 0) + n
+        dropped.update(written["dropped"])
     none = sum(1 for t in stats.self_tests if not t["tests"])
     why = ", ".join(f"{reason} {n}" for reason, n in sorted(dropped.items())) or "none"
     tasks = len({t["task_id"] for t in stats.self_tests})
@@ -50,7 +52,7 @@ def self_test_lines(stats: RunStats) -> list[str]:
     ]
 
 
-def self_test_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def self_test_rows(stats: RunStats) -> Table:
     header = ["strategy", "attempts with self-tests", "false pass (hidden failed)"]
     header += ["false alarm (a self-test failed)"]
     rows = [

@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,7 @@ class StrategyStats:
     hidden_unrun: int = 0
     """Attempts with a hidden check that could not start (scored as failed)."""
     seconds: float = 0.0
-    lessons: dict[str, int] = field(default_factory=dict)
+    lessons: Counter[str] = field(default_factory=Counter)
     solved_at: dict[str, int | None] = field(default_factory=dict)
     """The trial of the submitted answer (whole budget) if it passed, else None."""
     submitted: dict[str, list[bool]] = field(default_factory=dict)
@@ -97,14 +98,24 @@ class StrategyStats:
         return value / self.tasks if self.tasks else 0.0
 
     @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
     def tokens_per_success(self) -> float | None:
-        total = self.prompt_tokens + self.completion_tokens
-        return total / self.solved if self.solved else None
+        return self.tokens / self.solved if self.solved else None
 
     @property
     def cost_per_success(self) -> float | None:
         """None with no success or an unknown price."""
         return self.cost / self.solved if self.solved and self.cost is not None else None
+
+    def total(self, trials: int) -> None:
+        """The by-trial sums of the per-task figures, for budgets of 1…`trials` trials."""
+        budgets = range(trials)
+        self.solved_by_trial = [sum(s[t] for s in self.submitted.values()) for t in budgets]
+        self.any_by_trial = [sum(s[t] for s in self.any_passed.values()) for t in budgets]
+        self.tokens_by_trial = [sum(s[t] for s in self.spent.values()) for t in budgets]
 
     def add(self, usage: Usage, by_role: dict[Role, Usage]) -> None:
         self.prompt_tokens += usage.prompt_tokens
@@ -159,36 +170,47 @@ class RunStats:
         """How many times the study ran over (`bench --repeats`; 1: once)."""
         return int(self.manifest.get("repeats") or 1)
 
+    @property
+    def seed(self) -> int:
+        """The run's seed, which also seeds the report's bootstrap."""
+        return int(self.manifest.get("seed") or 0)
+
+    @property
+    def trials(self) -> int:
+        """The most trials any strategy's budgets go up to."""
+        return max((len(s.solved_by_trial) for s in self.strategies), default=1)
+
 
 SUFFIX = re.compile(r"(?::pass(\d+))?(?::repeat(\d+))?$")
 """The end of an episode id of a later pass or repeat (runner.episode_id)."""
 
 
-def _suffix(episode_id: str, task_id: str | None) -> re.Match[str] | None:
-    """What follows the task's id in its episode's id (`run:strategy:task`, then the suffix):
-    a task id may itself end like a later pass or repeat."""
+def pass_and_repeat(episode_id: str, task_id: str | None = None) -> tuple[int, int]:
+    """Which pass over the suite (`bench --passes`) and which repeat of the study (`bench
+    --repeats`) an episode belongs to, from what follows its task's id in its id
+    (`run:strategy:task`, then the suffix): a task id may itself end like a later pass or
+    repeat."""
     rest = episode_id.split(":", 2)[-1]
     if task_id is not None and rest.startswith(task_id):
-        return SUFFIX.fullmatch(rest[len(task_id) :])
-    return SUFFIX.search(episode_id)
-
-
-def run_pass_of(episode_id: str, task_id: str | None = None) -> int:
-    """Which pass over the suite an episode belongs to (`bench --passes`)."""
-    found = _suffix(episode_id, task_id)
-    return int(found.group(1)) if found and found.group(1) else 1
-
-
-def repeat_of(episode_id: str, task_id: str | None = None) -> int:
-    """Which repeat of the study an episode belongs to (`bench --repeats`)."""
-    found = _suffix(episode_id, task_id)
-    return int(found.group(2)) if found and found.group(2) else 1
+        found = SUFFIX.fullmatch(rest[len(task_id) :])
+    else:
+        found = SUFFIX.search(episode_id)
+    run_pass, repeat = found.groups() if found else (None, None)
+    return int(run_pass or 1), int(repeat or 1)
 
 
 def unit_of(task_id: str, repeat: int) -> str:
     """A task of one repeat, as the report's per-task figures key it: the task's id in the
     first repeat (a study run once is keyed by its tasks), marked in a later one."""
     return task_id if repeat == 1 else f"{task_id} (repeat {repeat})"
+
+
+COUNTED_EVENTS = {
+    "retrieved": "retrieved",
+    "status:validated": "validated",
+    "status:refuted": "refuted",
+}
+"""The lesson events the report counts, under the names of its lessons table."""
 
 
 def collect(log: EpisodeLog, run_id: str) -> RunStats:
@@ -202,28 +224,21 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
     honest = stop_rule("honest", logged_stop_rule(manifest).own_checks_first)
     rows = log.episodes(run_id)
     given = manifest.get("task_order") or manifest.get("tasks")  # bench's, or run's selection
-    order = given or sorted({r["task_id"] for r in rows})
-    groups: dict[tuple[str, int], StrategyStats] = {}
-    for strategy in manifest.get("strategies", []):
-        for run_pass in range(1, int(manifest.get("passes", 1)) + 1):
-            groups[(strategy, run_pass)] = StrategyStats(strategy, run_pass)
-    events = _lesson_events_by_episode(log)
-    repeats = int(manifest.get("repeats") or 1)
-    kept = {r: log.run_self_tests(repeat_key(run_id, r)) for r in range(1, repeats + 1)}
-    tests = [t for found in kept.values() for t in found]
+    groups = {
+        (strategy, run_pass): StrategyStats(strategy, run_pass)
+        for strategy in manifest.get("strategies", [])
+        for run_pass in range(1, int(manifest.get("passes", 1)) + 1)
+    }
+    events = Counter((e["episode_id"], COUNTED_EVENTS.get(e["event"])) for e in log.lesson_events())
+    repeats = range(1, int(manifest.get("repeats") or 1) + 1)
+    kept = {r: log.run_self_tests(repeat_key(run_id, r)) for r in repeats}
     written = {
-        (t["task_id"], r): Usage.model_validate(t["usage"])
-        for r, found in kept.items()
-        for t in found
+        (t["task_id"], r): Usage.model_validate(t["usage"]) for r in repeats for t in kept[r]
     }
     for row in sorted(rows, key=lambda r: (r["position"], r["id"])):
-        run_pass, repeat = (
-            run_pass_of(row["id"], row["task_id"]),
-            repeat_of(row["id"], row["task_id"]),
-        )
-        stats = groups.setdefault(
-            (row["strategy"], run_pass), StrategyStats(row["strategy"], run_pass)
-        )
+        run_pass, repeat = pass_and_repeat(row["id"], row["task_id"])
+        key = (row["strategy"], run_pass)
+        stats = groups.setdefault(key, StrategyStats(*key))
         episode = log.episode(row["id"])
         if episode is None or not row["ended_at"]:
             continue  # unfinished: not counted until resumed
@@ -252,20 +267,11 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
             stats.seconds += attempt.seconds
         count_later_trials(stats, episode)
         stats.selections += [episode.selection] if episode.selection else []
-        stats.lessons["written"] = stats.lessons.get("written", 0) + len(episode.lessons_written)
-        for event in events.get(episode.id, []):
-            key = {
-                "retrieved": "retrieved",
-                "status:validated": "validated",
-                "status:refuted": "refuted",
-            }.get(event)
-            if key:
-                stats.lessons[key] = stats.lessons.get(key, 0) + 1
+        stats.lessons["written"] += len(episode.lessons_written)
+        for counted in COUNTED_EVENTS.values():
+            stats.lessons[counted] += events[(episode.id, counted)]
     for stats in groups.values():  # react stays flat after trial 1: it has no later trials
-        budgets = range(max(trials, 1))
-        stats.solved_by_trial = [sum(s[t] for s in stats.submitted.values()) for t in budgets]
-        stats.any_by_trial = [sum(s[t] for s in stats.any_passed.values()) for t in budgets]
-        stats.tokens_by_trial = [sum(s[t] for s in stats.spent.values()) for t in budgets]
+        stats.total(max(trials, 1))
     return RunStats(
         run_id=run_id,
         manifest=manifest,
@@ -273,8 +279,8 @@ def collect(log: EpisodeLog, run_id: str) -> RunStats:
         ended_at=run["ended_at"],
         status=run["status"],
         strategies=list(groups.values()),
-        task_ids=list(order),
-        self_tests=tests,
+        task_ids=list(given or sorted({r["task_id"] for r in rows})),
+        self_tests=[t for r in repeats for t in kept[r]],
     )
 
 
@@ -346,10 +352,3 @@ def count_later_trials(stats: StrategyStats, episode: Episode) -> None:
     for before, after in itertools.pairwise(episode.attempts):
         stats.later_trials += 1
         stats.repeated_answers += int(same_answer(before.answer, after.answer))
-
-
-def _lesson_events_by_episode(log: EpisodeLog) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for event in log.lesson_events():
-        found.setdefault(event["episode_id"], []).append(event["event"])
-    return found

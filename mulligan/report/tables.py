@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import html
+import itertools
+import re
 import time
 
 from mulligan import strategies
 from mulligan.report import repeats
-from mulligan.report.paired import (
-    bootstrap_difference,
-    mcnemar_exact,
-    pair_table,
-    tokens_per_extra_success,
-)
+from mulligan.report.paired import PAIRED_HEADER, pair_table, paired_cells, tokens_per_extra_success
+from mulligan.report.repeats import Block, Table
 from mulligan.report.stats import RunStats, StrategyStats, logged_stop_rule, wilson
 from mulligan.schema import Role, Usage
 
@@ -67,6 +65,46 @@ def html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+Piece = tuple[list[str], list[str]]
+"""A part of the report, as markdown lines and as HTML lines."""
+
+
+def inline(markdown_line: str) -> str:
+    """**bold** and `code` of a markdown line as HTML, the rest escaped."""
+    escaped = html.escape(markdown_line)
+    escaped = re.sub(r"\*\*([^*]*)\*\*", r"<strong>\1</strong>", escaped)
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped)
+
+
+def blocks(items: list[Block]) -> Piece:
+    """Paragraphs and tables."""
+    md: list[str] = []
+    page: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            md += [item, ""]
+            page.append(f"<p>{inline(item)}</p>")
+        else:
+            md += [markdown_table(*item), ""]
+            page.append(html_table(*item))
+    return md, page
+
+
+def section(title: str, items: list[Block]) -> Piece:
+    """A section of paragraphs and tables (none without any)."""
+    if not items:
+        return [], []
+    md, page = blocks(items)
+    return [f"## {title}", "", *md], [f"<h2>{html.escape(title)}</h2>", *page]
+
+
+def images(files: dict[str, str]) -> Piece:
+    """Plots (file: alt text), a paragraph each in markdown, side by side in HTML."""
+    tags = "".join(f"<img src='{name}' alt='{alt}'>" for name, alt in files.items())
+    md = [line for name, alt in files.items() for line in (f"![{alt}]({name})", "")]
+    return md, [f"<div class='plots'>{tags}</div>"]
+
+
 def pct(k: int, n: int) -> str:
     if not n:
         return "-"
@@ -100,9 +138,9 @@ def budgets_shown(trials: int) -> list[int]:
     return sorted({1, 2, (trials + 1) // 2, trials})
 
 
-def success_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def success_rows(stats: RunStats) -> Table:
     """The honest score at each trial budget, and the oracle's pick beside it."""
-    trials = max((len(s.solved_by_trial) for s in stats.strategies), default=1)
+    trials = stats.trials
     shown = budgets_shown(trials)
     header = ["strategy", "n"]
     header += [f"submitted answer passed, {t} trial{'s' * (t > 1)} (95% CI)" for t in shown]
@@ -137,7 +175,7 @@ def cost_note(stats: RunStats) -> str:
     )
 
 
-def cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def cost_rows(stats: RunStats) -> Table:
     """Per task: attempts, steps, tokens, time, and dollars where a price is known."""
     money = priced(stats)
     header = ["strategy", "attempts/task", "steps/task", "prompt tok/task", "completion tok/task"]
@@ -154,17 +192,13 @@ def cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
             f"{s.per_task(s.seconds):.2f}",
             f"{s.tokens_per_success:,.0f}" if s.tokens_per_success else "-",
         ]
-        if money:
-            row += [
-                "unknown" if s.cost is None else f"{s.per_task(s.cost):.4f}",
-                "unknown" if s.cost is None else _maybe(s.cost_per_success, "{:.4f}"),
-            ]
+        cost, success = s.cost, s.cost_per_success
+        if money and cost is None:
+            row += ["unknown", "unknown"]
+        elif money and cost is not None:
+            row += [f"{s.per_task(cost):.4f}", "-" if success is None else f"{success:.4f}"]
         rows.append(row)
     return header, rows
-
-
-def _maybe(value: float | None, form: str) -> str:
-    return "-" if value is None else form.format(value)
 
 
 def _roles(stats: RunStats) -> tuple[Role, ...]:
@@ -172,11 +206,12 @@ def _roles(stats: RunStats) -> tuple[Role, ...]:
     return ROLES + tuple(r for r in extra if any(r in s.by_role for s in stats.strategies))
 
 
-def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def role_rows(stats: RunStats) -> Table:
     """Tokens per task by role: what each strategy's extra calls cost.
     Attempts logged before the split was kept show as `unsplit`."""
     unsplit = {
-        s.label: s.prompt_tokens + s.completion_tokens - _split_tokens(s) for s in stats.strategies
+        s.label: s.tokens - sum(u.total_tokens for u in s.by_role.values())
+        for s in stats.strategies
     }
     legacy = any(unsplit.values())
     roles = _roles(stats)
@@ -191,7 +226,7 @@ def role_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def model_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def model_rows(stats: RunStats) -> Table:
     """The attempts' tokens per task by the model that made them; no rows unless some
     strategy's attempts were made by more than one model (`escalate`)."""
     models = sorted({m for s in stats.strategies for m in s.by_model})
@@ -205,7 +240,7 @@ def model_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def role_cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def role_cost_rows(stats: RunStats) -> Table:
     """Dollars per task by role; no rows when no price is known."""
     roles = _roles(stats)
     header = ["strategy"] + [f"{role} $/task" for role in roles]
@@ -221,11 +256,7 @@ def role_cost_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def _split_tokens(s: StrategyStats) -> int:
-    return sum(u.total_tokens for u in s.by_role.values())
-
-
-def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def task_rows(stats: RunStats) -> Table:
     header = ["task"] + [s.label for s in stats.strategies]
     rows = []
     for task_id in stats.task_ids:
@@ -242,7 +273,7 @@ def task_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def lesson_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def lesson_rows(stats: RunStats) -> Table:
     header = ["strategy", "lessons written", "retrieved", "validated", "refuted"]
     rows = [
         [s.label]
@@ -251,49 +282,6 @@ def lesson_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
         if (strategy := strategies.known(s.strategy)) is None or strategy.reflects
     ]
     return header, rows
-
-
-PAIRED_HEADER = ["A", "B", "n", "both", "only A", "only B", "neither", "McNemar p"]
-PAIRED_HEADER += ["B − A (95% bootstrap)"]
-
-
-def p_text(p: float) -> str:
-    """A p-value as the paired tables print it."""
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def difference_interval(
-    a: dict[str, bool],
-    b: dict[str, bool],
-    seed: int,
-    units: dict[str, tuple[str, int]] | None = None,
-) -> tuple[float, float]:
-    """The paired bootstrap interval of B − A over the tasks both ran (in a repeated study,
-    whole tasks resampled with their repeats: `units` gives each one's task)."""
-    common = [task for task in a if task in b]
-    xs, ys = [a[t] for t in common], [b[t] for t in common]
-    units = units or {}
-    repeated = any(repeat > 1 for _, repeat in units.values())
-    clusters = [units.get(t, (t, 1))[0] for t in common] if repeated else None
-    return bootstrap_difference(xs, ys, seed=seed, clusters=clusters)
-
-
-def paired_cells(
-    a: dict[str, bool],
-    b: dict[str, bool],
-    seed: int,
-    units: dict[str, tuple[str, int]] | None = None,
-) -> tuple[list[str], list[bool], list[bool]]:
-    table = pair_table(a, b)
-    common = [task for task in a if task in b]
-    xs, ys = [a[t] for t in common], [b[t] for t in common]
-    low, high = difference_interval(a, b, seed, units)
-    difference = (sum(ys) - sum(xs)) / len(common) if common else 0.0
-    cells = [str(table.n), str(table.both), str(table.only_a), str(table.only_b)]
-    p = mcnemar_exact(table.only_a, table.only_b)
-    cells += [str(table.neither), p_text(p)]
-    cells.append(f"{100 * difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]")
-    return cells, xs, ys
 
 
 def submitted_passed(s: StrategyStats, by_trial: int | None = None) -> dict[str, bool]:
@@ -306,29 +294,25 @@ def _share_tasks(a: StrategyStats, b: StrategyStats) -> bool:
     return any(task in b.solved_at for task in a.solved_at)
 
 
-def paired_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def paired_rows(stats: RunStats) -> Table:
     """Every pair of strategies that finished a task in common, task by task (the bootstrap
     seeded by the run's seed)."""
-    seed = int(stats.manifest.get("seed") or 0)
     header = PAIRED_HEADER + ["tokens per extra success (B over A)"]
     rows = []
-    for i, a in enumerate(stats.strategies):
-        for b in stats.strategies[i + 1 :]:
-            if not _share_tasks(a, b):
-                continue
-            cells, xs, ys = paired_cells(
-                submitted_passed(a), submitted_passed(b), seed, {**a.units, **b.units}
-            )
-            extra = tokens_per_extra_success(
-                a.prompt_tokens + a.completion_tokens,
-                b.prompt_tokens + b.completion_tokens,
-                sum(xs),
-                sum(ys),
-            )
-            spent = (
-                "-" if extra is None else f"{extra:,.0f}" + (" (B spent less)" if extra < 0 else "")
-            )
-            rows.append([a.label, b.label, *cells, spent])
+    for a, b in itertools.combinations(stats.strategies, 2):
+        if not _share_tasks(a, b):
+            continue
+        passed = submitted_passed(a), submitted_passed(b)
+        table = pair_table(*passed)
+        extra = tokens_per_extra_success(
+            a.tokens,
+            b.tokens,
+            table.both + table.only_a,
+            table.both + table.only_b,
+        )
+        spent = "-" if extra is None else f"{extra:,.0f}" + (" (B spent less)" if extra < 0 else "")
+        cells = paired_cells(*passed, stats.seed, {**a.units, **b.units})
+        rows.append([a.label, b.label, *cells, spent])
     return header, rows
 
 
@@ -338,20 +322,23 @@ def shown_only(passed: dict[str, bool], shown: set[str]) -> dict[str, bool]:
     return {task: value for task, value in passed.items() if task in shown}
 
 
-def first_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def shown_memory_row(plain: StrategyStats, b: StrategyStats, seed: int) -> list[str]:
+    """Trial 1 without memory against trial 1 of the arm `b` with it, on the tasks the memory
+    showed it something."""
+    mine = shown_only(submitted_passed(b, 1), b.shown_first)
+    cells = paired_cells(submitted_passed(plain, 1), mine, seed, b.units)
+    return [f"{plain.label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells]
+
+
+def first_trial_rows(stats: RunStats) -> Table:
     """Trial 1 without memory against trial 1 with it, on the tasks the memory showed
     something: where retrieved lessons hurt or help."""
-    seed = int(stats.manifest.get("seed") or 0)
-    memory = [s for s in stats.strategies if not _shares_first(s)]
     plain = next((s for s in stats.strategies if _shares_first(s)), None)
-    rows = []
-    for b in memory if plain else []:
-        assert plain is not None
-        if not _share_tasks(plain, b) or not b.shown_first:
-            continue
-        mine = shown_only(submitted_passed(b, 1), b.shown_first)
-        cells, _, _ = paired_cells(submitted_passed(plain, 1), mine, seed, b.units)
-        rows.append([f"{plain.label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
+    rows = [
+        shown_memory_row(plain, b, stats.seed)
+        for b in stats.strategies
+        if plain and not _shares_first(b) and b.shown_first and _share_tasks(plain, b)
+    ]
     return PAIRED_HEADER, rows
 
 
@@ -360,7 +347,7 @@ def _shares_first(s: StrategyStats) -> bool:
     return strategy is None or strategy.shares_first_attempt
 
 
-def later_trial_rows(stats: RunStats) -> tuple[list[str], list[list[str]]]:
+def later_trial_rows(stats: RunStats) -> Table:
     """Only when some strategy made a trial after the first."""
     header = ["strategy", "trial 1 failed", "rescued later", "later trials", "repeated answer"]
     if not any(s.later_trials for s in stats.strategies):

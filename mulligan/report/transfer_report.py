@@ -11,14 +11,15 @@ from mulligan import prompts, strategies
 from mulligan.memory.curator import Curation, curation_of, estimated_tokens
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import Luck, ValiditySection
+from mulligan.report.paired import PAIRED_HEADER, paired_cells
+from mulligan.report.repeats import Block, Table
 from mulligan.report.stats import RunStats, StrategyStats, collect
-from mulligan.report.tables import PAIRED_HEADER, paired_cells, pct, shown_only, submitted_passed
+from mulligan.report.tables import pct, shown_memory_row, shown_only, submitted_passed
 from mulligan.runs.lifecycle import upgraded
 from mulligan.schema import Lesson, Usage
 from mulligan.studies.transfer import curation_tag, learn_run_id
 from mulligan.studies.verify import logged_without, luck, luck_line, verify_run_id
 
-Table = tuple[list[str], list[list[str]]]
 USES = ("retrieved", "helped", "hurt")
 
 
@@ -164,24 +165,13 @@ def title(stats: RunStats) -> str:
     return f"Transfer: learned on {learned} tasks, tested on {tested} others"
 
 
-def note(stats: RunStats, transfer: TransferStats) -> str:
-    mode = LEARNING if transfer.keep_learning else FROZEN
-    return TRANSFER_NOTE.format(
-        learner=strategies.LEARNER,
-        learning=learn_run_id(stats.run_id),
-        learning_verify=verify_run_id(stats.run_id),
-        mode=mode,
-    )
-
-
 def learning_rows(transfer: TransferStats) -> Table:
     s = transfer.learning
-    trials = len(s.solved_by_trial) if s else 0
-    header = ["phase", "n"] + [
-        f"submitted answer passed, {t} trial(s)" for t in range(1, trials + 1)
-    ]
     if s is None:
-        return header + ["lessons stored"], []
+        return [], []
+    header = ["phase", "n"] + [
+        f"submitted answer passed, {t} trial(s)" for t in range(1, len(s.solved_by_trial) + 1)
+    ]
     written = len(transfer.curation.before) if transfer.curation else 0
     row = [f"learning phase ({s.label})", str(s.tasks)] + [
         pct(k, s.tasks) for k in s.solved_by_trial
@@ -192,20 +182,14 @@ def learning_rows(transfer: TransferStats) -> Table:
 def with_and_without_rows(stats: RunStats) -> Table:
     """Each arm with the memory against each without, on the submitted answer; then trial 1
     (where retrieved lessons alone make the difference)."""
-    seed = int(stats.manifest.get("seed") or 0)
     memory = [s for s in stats.strategies if _reads_memory(s)]
     plain = [s for s in stats.strategies if not _reads_memory(s)]
-    rows = []
-    for a in plain:
-        for b in memory:
-            cells, _, _ = paired_cells(submitted_passed(a), submitted_passed(b), seed)
-            rows.append([a.label, b.label, *cells])
-    for b in memory if plain else []:
-        if not b.shown_first:
-            continue  # shown nothing: its trial 1 is the one without memory
-        mine = shown_only(submitted_passed(b, 1), b.shown_first)
-        cells, _, _ = paired_cells(submitted_passed(plain[0], 1), mine, seed)
-        rows.append([f"{plain[0].label}, trial 1", f"{b.label}, trial 1 (shown memory)", *cells])
+    rows = [
+        [a.label, b.label, *paired_cells(submitted_passed(a), submitted_passed(b), stats.seed)]
+        for a in plain
+        for b in memory
+    ]  # then the arms shown something: an arm shown nothing has the trial 1 without memory
+    rows += [shown_memory_row(plain[0], b, stats.seed) for b in memory if plain and b.shown_first]
     return PAIRED_HEADER, rows
 
 
@@ -213,30 +197,25 @@ def twin_rows(stats: RunStats) -> Table:
     """The real memory (A) against each faithfulness twin (B): submitted answer, then trial 1
     on the tasks both were shown something. A twin that does as well as the real memory says
     the actor does not use what the memory holds."""
-    seed = int(stats.manifest.get("seed") or 0)
     rows = []
     for twin in stats.strategies:
         real = _twin_of(twin, stats)
         if real is None:
             continue
-        cells, _, _ = paired_cells(submitted_passed(real), submitted_passed(twin), seed)
+        cells = paired_cells(submitted_passed(real), submitted_passed(twin), stats.seed)
         rows.append([real.label, twin.label, *cells])
         shown = real.shown_first & twin.shown_first
         if shown:
             a, b = (shown_only(submitted_passed(s, 1), shown) for s in (real, twin))
-            cells, _, _ = paired_cells(a, b, seed)
-            rows.append(
-                [f"{real.label}, trial 1 (shown)", f"{twin.label}, trial 1 (shown)", *cells]
-            )
+            labels = (f"{real.label}, trial 1 (shown)", f"{twin.label}, trial 1 (shown)")
+            rows.append([*labels, *paired_cells(a, b, stats.seed)])
     return PAIRED_HEADER, rows
 
 
-def playbook_rows(transfer: TransferStats) -> Table:
-    header = ["", "lessons", "estimated tokens"]
-    c = transfer.curation
+def playbook_rows(c: Curation | None) -> Table:
     if c is None:
-        return header, []
-    return header, [
+        return [], []
+    return ["", "lessons", "estimated tokens"], [
         ["before the curator", str(len(c.before)), str(c.tokens(c.before))],
         ["playbook", str(len(c.kept)), str(c.tokens(c.kept))],
     ]
@@ -260,22 +239,17 @@ def use_rows(transfer: TransferStats) -> Table:
     return header, rows
 
 
-def dropped_rows(transfer: TransferStats) -> Table:
-    header = ["dropped lesson", "from task", "why"]
-    c = transfer.curation
-    if c is None:
-        return header, []
-    by_id = {x.id: x for x in c.before}
-    return header, [
-        [by_id[i].text, by_id[i].source.task_id, why] for i, why in c.dropped.items() if i in by_id
-    ]
+def dropped_rows(c: Curation | None) -> Table:
+    by_id = {x.id: x for x in c.before} if c else {}
+    dropped = c.dropped.items() if c else []
+    rows = [[by_id[i].text, by_id[i].source.task_id, why] for i, why in dropped if i in by_id]
+    return ["dropped lesson", "from task", "why"], rows
 
 
 def token_lines(transfer: TransferStats) -> list[str]:
     shown = sum(transfer.cases.values())
     lines = [f"Cases were shown as worked examples in {shown} attempts on the test split "
-             f"({len(transfer.cases)} distinct case(s))."]  # fmt: skip
-    lines = lines if transfer.cases else []
+             f"({len(transfer.cases)} distinct case(s))."] if transfer.cases else []  # fmt: skip
     for t in transfer.tokens:
         if not t.with_lessons:
             lines.append(f"No attempt of {t.strategy} was given a learned lesson.")
@@ -290,24 +264,26 @@ def token_lines(transfer: TransferStats) -> list[str]:
     return lines
 
 
-def blocks(stats: RunStats, transfer: TransferStats | None) -> list[str | Table]:
+def blocks(stats: RunStats, transfer: TransferStats | None) -> list[Block]:
     """The section in order: paragraphs and tables (only those with rows)."""
     if transfer is None:
         return []
-    found: list[str | Table] = [note(stats, transfer)]
-    for table in (learning_rows(transfer), with_and_without_rows(stats)):
-        found += [table] if table[1] else []
+    said = TRANSFER_NOTE.format(
+        learner=strategies.LEARNER,
+        learning=learn_run_id(stats.run_id),
+        learning_verify=verify_run_id(stats.run_id),
+        mode=LEARNING if transfer.keep_learning else FROZEN,
+    )
     twins = twin_rows(stats)
-    if twins[1]:
-        found += [TWINS_NOTE, twins]
+    found: list[Block] = [said, learning_rows(transfer), with_and_without_rows(stats)]
+    found += [TWINS_NOTE, twins] if twins[1] else []
     found += token_lines(transfer)
     found += ["The playbook the curator made, and each lesson's use on the test split:"]
-    for table in (playbook_rows(transfer), use_rows(transfer), dropped_rows(transfer)):
-        found += [table] if table[1] else []
+    found += [playbook_rows(transfer.curation), use_rows(transfer), dropped_rows(transfer.curation)]
     found += [luck_line(transfer.luck)] if transfer.luck else []
     if transfer.luck_refused:
         found += [
             f"The run's logged verification rules are ones this version refuses "
             f"({transfer.luck_refused}), so no chance is given for them."
         ]
-    return found
+    return [block for block in found if isinstance(block, str) or block[1]]

@@ -20,6 +20,7 @@ import pickle
 import threading
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import ray
@@ -57,25 +58,13 @@ def dumps(value: object, swap: Callable[[object], Any]) -> bytes:
     return buffer.getvalue()
 
 
-def _rebuild_model(fields: dict[str, Any]) -> OpenAIChatModel:
-    return OpenAIChatModel(fields.pop("name"), **fields)
-
-
 def _model_reduction(obj: object) -> Any:
     """An OpenAI client holds sockets: a worker opens its own with the same settings."""
-    if type(obj) is OpenAIChatModel:
-        fields = {
-            "name": obj.name,
-            "base_url": obj.base_url,
-            "api_key": obj._client.api_key,
-            "temperature": obj.temperature,
-            "timeout": obj.timeout,
-            "max_retries": obj.max_retries,
-            "backoff": obj.backoff,
-            "price": obj.price,
-        }
-        return _rebuild_model, (fields,)
-    return None
+    if type(obj) is not OpenAIChatModel:
+        return None
+    same = ("base_url", "temperature", "timeout", "max_retries", "backoff", "price")
+    fields = {name: getattr(obj, name) for name in same}
+    return partial(OpenAIChatModel, obj.name, api_key=obj._client.api_key, **fields), ()
 
 
 _DRIVER_MEMORIES: dict[str, Memory] = {}
@@ -283,6 +272,12 @@ class RayExecutor:
                 "MCP servers and other live connections need --executor threads"
             ) from None
         results: dict[int, Episode] = {}
+
+        def finished(index: int, task: Task, episode: Episode) -> None:
+            results[index] = episode
+            if on_episode:
+                on_episode(task, episode)
+
         stop = threading.Event()
         service = threading.Thread(target=self._serve, args=(memory, stop), daemon=True)
         service.start()
@@ -296,7 +291,7 @@ class RayExecutor:
                     if memory.log.is_finished(eid):
                         done = memory.log.episode(eid)
                         assert done is not None
-                        self._finished(results, index, task, done, on_episode)
+                        finished(index, task, done)
                         continue
                     worker = min(range(len(workers)), key=load.__getitem__)
                     load[worker] += 1
@@ -308,7 +303,11 @@ class RayExecutor:
                 ready, _ = ray.wait(list(in_flight), num_returns=1)
                 index, task, worker = in_flight.pop(ready[0])
                 load[worker] -= 1
-                self._finished(results, index, task, _result(ready[0]), on_episode)
+                try:
+                    episode = ray.get(ready[0])
+                except ray.exceptions.RayTaskError as exc:  # the worker's own, not Ray's wrapper
+                    raise exc.cause from None
+                finished(index, task, episode)
                 if self._failure is not None:
                     raise self._failure
         finally:
@@ -318,18 +317,6 @@ class RayExecutor:
             service.join()
             del _DRIVER_MEMORIES[token]
         return [results[n] for n in range(len(jobs))]
-
-    @staticmethod
-    def _finished(
-        results: dict[int, Episode],
-        index: int,
-        task: Task,
-        episode: Episode,
-        on_episode: Callable[[Task, Episode], None] | None,
-    ) -> None:
-        results[index] = episode
-        if on_episode:
-            on_episode(task, episode)
 
     def _to_worker(self, memory: Memory, token: str) -> Callable[[object], Any]:
         location = memory._store_location
@@ -366,11 +353,3 @@ class RayExecutor:
         if self._relay is not None:
             ray.kill(self._relay)
         self._workers, self._relay = [], None
-
-
-def _result(ref: Any) -> Episode:
-    try:
-        episode: Episode = ray.get(ref)
-    except ray.exceptions.RayTaskError as exc:  # the worker's own exception, not Ray's wrapper
-        raise exc.cause from None
-    return episode

@@ -6,6 +6,7 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from mulligan import strategies as registry
@@ -192,11 +193,6 @@ class Study:
             first_run, first_source = self.first_from, self._source_of(self.first_from)
         shared = source and (strategy != source or self.first_from is not None)
         label = label_of(strategy, run_pass, repeat)
-
-        def report(task: Task, episode: Episode) -> None:
-            if on_episode:
-                on_episode(label, task, episode)
-
         run_tasks(
             lambda: self._loop(strategy, run_id),
             ordered(self.tasks, self.seed),  # one order for all: what is learned early matters
@@ -207,7 +203,7 @@ class Study:
             concurrency=1 if registry.get(strategy).writes_store else self.config.run.concurrency,
             run_pass=run_pass,
             repeat=repeat,
-            on_episode=report,
+            on_episode=partial(on_episode, label) if on_episode else None,
             drawn=self._first_attempts(first_run, first_source, run_pass, repeat)
             if shared
             else None,

@@ -24,7 +24,7 @@ from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.log import EpisodeLog
 from mulligan.report.repeats import pass_at_k, pass_hat_k, repeat_summaries
 from mulligan.report.report import write_report
-from mulligan.report.stats import collect, repeat_of
+from mulligan.report.stats import collect, pass_and_repeat
 from mulligan.runs.runner import episode_id
 from mulligan.schema import CheckResult, Verdict
 from mulligan.studies import demo
@@ -169,7 +169,7 @@ def test_a_study_run_once_reports_no_repeats(tmp_path: Path) -> None:
 def test_each_repeat_has_its_own_episode_ids() -> None:
     ids = {episode_id("r", "retry", "HumanEval/0", repeat=k) for k in (1, 2, 3)}
     assert len(ids) == 3 and episode_id("r", "retry", "t") == "r:retry:t"
-    assert [repeat_of(i) for i in sorted(ids)] == [1, 2, 3]
+    assert [pass_and_repeat(i)[1] for i in sorted(ids)] == [1, 2, 3]
 
 
 # ------------------------------------------------------------ end to end, killed and resumed
@@ -217,7 +217,9 @@ def by_repeat(log: EpisodeLog, run_id: str) -> dict[tuple[str, int], list[str]]:
     found: dict[tuple[str, int], list[str]] = {}
     for row in log.episodes(run_id):
         if row["passed"]:
-            found.setdefault((row["strategy"], repeat_of(row["id"])), []).append(row["task_id"])
+            found.setdefault((row["strategy"], pass_and_repeat(row["id"])[1]), []).append(
+                row["task_id"]
+            )
     return {key: sorted(tasks) for key, tasks in sorted(found.items())}
 
 
@@ -245,7 +247,7 @@ def test_two_repeats_killed_in_the_second_and_resumed_end_as_a_whole_run(tmp_pat
         assert process.stderr is not None
         killed_id = process.stderr.readline().split("run id:")[1].strip()
         log = EpisodeLog(tmp_path / "killed" / "memory" / "episodes.db")
-        assert {repeat_of(row["id"]) for row in log.episodes(killed_id)} == {1, 2}
+        assert {pass_and_repeat(row["id"])[1] for row in log.episodes(killed_id)} == {1, 2}
         resumed = subprocess.run(
             [*argv, "--resume", killed_id],
             capture_output=True, text=True, timeout=120, env=environment(),
