@@ -133,7 +133,8 @@ class Actor:
         attempt.final_forced = answered and attempt.steps[-1].forced
         while stop is None and (stop := spend.exhausted()) is None:
             last = spend.last_call()
-            tail = self._final_request() if last else []
+            final = prompts.render("final_answer", protocol=s.protocol) if last else ""
+            tail = [{"role": "user", "content": final}] if last else []
             offered = None if last else schemas
             messages, folded = context.view(
                 attempt.steps, self.model, offered, tail, spend.seconds_left()
@@ -197,10 +198,6 @@ class Actor:
             tools=[t.signature_line() for t in registry.tools.values()],
             tool_names=", ".join(registry.tools),
         )
-
-    def _final_request(self) -> list[Message]:
-        text = prompts.render("final_answer", protocol=self.settings.protocol)
-        return [{"role": "user", "content": text}]
 
     def _chat(
         self,
@@ -271,8 +268,6 @@ class Actor:
         self, calls: list[ToolCall], registry: ToolRegistry, seen: set[str], deadline: float
     ) -> list[ToolResult]:
         """Exactly one result per call, in call order; repeats get a nudge instead of a rerun."""
-        if not calls:
-            return []
         fresh: list[ToolCall] = []
         nudges: dict[str, ToolResult] = {}
         for call in calls:
