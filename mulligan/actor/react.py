@@ -244,9 +244,8 @@ class Actor:
                 self._format_error(step, reason, names)
             return step
         calls = response.tool_calls
-        if not calls:
+        if not calls:  # the text, less what was recovered (unchanged when nothing was)
             calls, step.text = recover_text_tool_calls(response.text, index)
-            step.text = step.text if calls else response.text
         if calls and not forced:
             step.tool_calls = _unique_ids(calls, index)
         elif strip_final_label(response.text) and not calls:  # "Final Answer:" alone is none

@@ -79,7 +79,7 @@ class OpenAIChatModel:
         server stops generating when the stream is closed; a hosted API bills the whole
         reply whatever is read, so there the reply is read whole."""
         self.rejected_formats = 0
-        """How many forms of response_format this endpoint rejected (see `_structured`)."""
+        """How many forms of response_format this endpoint rejected (see `_asked`)."""
         self.reply_cap_field = "max_tokens"
         """OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`;
         servers that follow the older API take only `max_tokens`. Switched on refusal."""
