@@ -220,9 +220,8 @@ class DocumentSearch:
         close = difflib.get_close_matches(wanted, list(normal_titles), n=5, cutoff=0.6)
         partial = [t for t in titles if wanted and wanted in _normal(t)]
         similar = list(dict.fromkeys(partial + [normal_titles[c] for c in close]))[:5]
-        if similar:
-            return f"Could not find [{entity}]. Similar: {similar}."
-        return f"Could not find [{entity}]. No similar titles."
+        shown = f"Similar: {similar}." if similar else "No similar titles."
+        return f"Could not find [{entity}]. {shown}"
 
     def lookup(self, keyword: str) -> str:
         """Use after search: the next sentence in the open document containing the keyword."""
@@ -268,10 +267,8 @@ def build_tools(
     available = {t.name: t for t in [*made, *(extra or [])]}  # a later one of a name wins
     missing = [name for name in names if name not in available]
     if missing:
-        needs = {n: "a workspace" for n in BUILTIN_TOOLS[1:6]} | {
-            "search": "documents",
-            "lookup": "documents",
-        }
+        needs = dict.fromkeys(BUILTIN_TOOLS[1:6], "a workspace")
+        needs |= dict.fromkeys(BUILTIN_TOOLS[6:], "documents")
         hints = [f"{n} (needs {needs[n]})" if n in needs else f"{n} (unknown)" for n in missing]
         raise UserError(
             f"tools not available: {', '.join(hints)}; built-in tools: {', '.join(BUILTIN_TOOLS)}"
