@@ -61,18 +61,15 @@ class Spend:
 
     def exhausted(self) -> StopReason | None:
         """The budget that forbids another model call, if any."""
-        b = self.budget
-        if self.format_errors >= b.max_format_errors:
-            return "format_errors"
-        if self.calls >= b.max_steps:
-            return "max_steps"
-        if self.usage.total_tokens >= b.max_tokens:
-            return "max_tokens"
-        if self.elapsed() >= b.max_seconds:
-            return "max_seconds"
-        if self.usage.cost is not None and self.usage.cost >= b.max_cost:
-            return "max_cost"
-        return None
+        b, cost = self.budget, self.usage.cost
+        over: dict[StopReason, bool] = {
+            "format_errors": self.format_errors >= b.max_format_errors,
+            "max_steps": self.calls >= b.max_steps,
+            "max_tokens": self.usage.total_tokens >= b.max_tokens,
+            "max_seconds": self.elapsed() >= b.max_seconds,
+            "max_cost": cost is not None and cost >= b.max_cost,
+        }
+        return next((reason for reason, spent in over.items() if spent), None)
 
     def last_call(self) -> StopReason | None:
         """The budget that the next call would use up (by the average call so far), if any."""

@@ -41,19 +41,9 @@ _BINARY: dict[type, Callable[[Any, Any], Any]] = {
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": abs,
-    "round": round,
-    "min": min,
-    "max": max,
-    "sqrt": math.sqrt,
-    "log": math.log,
-    "log10": math.log10,
-    "exp": math.exp,
-    "sin": math.sin,
-    "cos": math.cos,
-    "tan": math.tan,
-    "floor": math.floor,
-    "ceil": math.ceil,
+    function.__name__: function
+    for function in (abs, round, min, max, math.sqrt, math.log, math.log10, math.exp)
+    + (math.sin, math.cos, math.tan, math.floor, math.ceil)
 }
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 MAX_EXPONENT = 10_000
@@ -66,24 +56,20 @@ def evaluate_arithmetic(expression: str) -> float | int:
 
 
 def _evaluate(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _CONSTANTS:
-        return _CONSTANTS[node.id]
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ValueError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
-        return _BINARY[type(node.op)](left, right)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        return _FUNCTIONS[node.func.id](*[_evaluate(arg) for arg in node.args])
+    match node:
+        case ast.Constant(value=int() | float() as value):
+            return value
+        case ast.Name(id=name) if name in _CONSTANTS:
+            return _CONSTANTS[name]
+        case ast.UnaryOp(op=op, operand=operand) if type(op) in _UNARY:
+            return _UNARY[type(op)](_evaluate(operand))
+        case ast.BinOp(op=op) if type(op) in _BINARY:
+            left, right = _evaluate(node.left), _evaluate(node.right)
+            if isinstance(op, ast.Pow) and abs(right) > MAX_EXPONENT:
+                raise ValueError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
+            return _BINARY[type(op)](left, right)
+        case ast.Call(func=ast.Name(id=name), args=args, keywords=[]) if name in _FUNCTIONS:
+            return _FUNCTIONS[name](*[_evaluate(arg) for arg in args])
     raise ValueError(f"not allowed in arithmetic: {ast.unparse(node)!r}")
 
 
@@ -147,60 +133,59 @@ class Workspace:
         return f"; nothing named {name} in the workspace (list_files shows what is there)"
 
     def tools(self, shell_needs_approval: bool = True) -> list[Tool]:
-        ws = self
+        return [
+            tool(self.python),
+            tool(self.shell, needs_approval=shell_needs_approval),
+            tool(self.read_file, read_only=True),
+            tool(self.write_file, changes_state=True),
+            tool(self.list_files, read_only=True),
+        ]
 
-        @tool
-        def python(code: str) -> str:
-            """Use to run Python code (print what you need to see); runs in the workspace."""
-            run = sandbox.run_python(
-                code, cwd=ws.root, writable=ws.scratch, limits=ws.limits, policy=ws.policy
-            )
-            return run.describe()
+    def python(self, code: str) -> str:
+        """Use to run Python code (print what you need to see); runs in the workspace."""
+        run = sandbox.run_python(
+            code, cwd=self.root, writable=self.scratch, limits=self.limits, policy=self.policy
+        )
+        return run.describe()
 
-        @tool(needs_approval=shell_needs_approval)
-        def shell(command: str) -> str:
-            """Use to run a shell command in the workspace (ls, grep, wc, tests...)."""
-            run = sandbox.run_shell(
-                command, cwd=ws.root, writable=ws.scratch, limits=ws.limits, policy=ws.policy
-            )
-            return run.describe()
+    def shell(self, command: str) -> str:
+        """Use to run a shell command in the workspace (ls, grep, wc, tests...)."""
+        run = sandbox.run_shell(
+            command, cwd=self.root, writable=self.scratch, limits=self.limits, policy=self.policy
+        )
+        return run.describe()
 
-        @tool(read_only=True)
-        def read_file(path: str) -> str:
-            """Use to read a text file in the workspace, by relative path."""
-            target = ws.resolve(path)  # the usual refusals first, with their messages
-            try:
-                return read_workspace_file(ws.root, path)
-            except Unreadable as exc:
-                where = "" if target.exists() else ws.paths_named(target.name)
-                raise ValueError(f"{exc}{where}") from None
+    def read_file(self, path: str) -> str:
+        """Use to read a text file in the workspace, by relative path."""
+        target = self.resolve(path)  # the usual refusals first, with their messages
+        try:
+            return read_workspace_file(self.root, path)
+        except Unreadable as exc:
+            where = "" if target.exists() else self.paths_named(target.name)
+            raise ValueError(f"{exc}{where}") from None
 
-        @tool(changes_state=True)
-        def write_file(path: str, content: str) -> str:
-            """Use to create or overwrite a text file in the workspace, by relative path."""
-            ws.resolve(path)
-            try:
-                write_workspace_file(ws.root, path, content)
-            except Unreadable as exc:
-                raise ValueError(str(exc)) from None
-            return f"wrote {len(content)} characters to {path}"
+    def write_file(self, path: str, content: str) -> str:
+        """Use to create or overwrite a text file in the workspace, by relative path."""
+        self.resolve(path)
+        try:
+            write_workspace_file(self.root, path, content)
+        except Unreadable as exc:
+            raise ValueError(str(exc)) from None
+        return f"wrote {len(content)} characters to {path}"
 
-        @tool(read_only=True)
-        def list_files(path: str = ".") -> str:
-            """Use to list the files under a workspace directory (recursively, relative paths)."""
-            base = ws.resolve(path)
-            if base.is_file():
-                return f"{path} is a file, not a directory: read it with read_file"
-            if not base.exists():
-                raise ValueError(f"{path} does not exist{ws.paths_named(base.name)}")
-            names = sorted(
-                str(p.relative_to(ws.root)) + ("/" if p.is_dir() else "")
-                for p in base.rglob("*")
-                if ws.visible(p)
-            )
-            return "\n".join(names) if names else "(empty directory)"
-
-        return [python, shell, read_file, write_file, list_files]
+    def list_files(self, path: str = ".") -> str:
+        """Use to list the files under a workspace directory (recursively, relative paths)."""
+        base = self.resolve(path)
+        if base.is_file():
+            return f"{path} is a file, not a directory: read it with read_file"
+        if not base.exists():
+            raise ValueError(f"{path} does not exist{self.paths_named(base.name)}")
+        names = sorted(
+            str(p.relative_to(self.root)) + ("/" if p.is_dir() else "")
+            for p in base.rglob("*")
+            if self.visible(p)
+        )
+        return "\n".join(names) if names else "(empty directory)"
 
 
 def _hidden(name: str) -> bool:
@@ -224,6 +209,7 @@ class DocumentSearch:
         self.lookup_index = 0
 
     def search(self, entity: str) -> str:
+        """Use to open a document by its title: shows its first paragraph, or similar titles."""
         wanted = _normal(entity)
         for title, text in self.documents.items():
             if _normal(title) == wanted:
@@ -234,11 +220,11 @@ class DocumentSearch:
         close = difflib.get_close_matches(wanted, list(normal_titles), n=5, cutoff=0.6)
         partial = [t for t in titles if wanted and wanted in _normal(t)]
         similar = list(dict.fromkeys(partial + [normal_titles[c] for c in close]))[:5]
-        if similar:
-            return f"Could not find [{entity}]. Similar: {similar}."
-        return f"Could not find [{entity}]. No similar titles."
+        shown = f"Similar: {similar}." if similar else "No similar titles."
+        return f"Could not find [{entity}]. {shown}"
 
     def lookup(self, keyword: str) -> str:
+        """Use after search: the next sentence in the open document containing the keyword."""
         if self.current is None:
             return "No document is open: search for an entity first."
         if keyword != self.lookup_keyword:
@@ -252,17 +238,7 @@ class DocumentSearch:
         return f"(Result {self.lookup_index} / {len(hits)}) {hits[self.lookup_index - 1]}"
 
     def tools(self) -> list[Tool]:
-        @tool
-        def search(entity: str) -> str:
-            """Use to open a document by its title: shows its first paragraph, or similar titles."""
-            return self.search(entity)
-
-        @tool
-        def lookup(keyword: str) -> str:
-            """Use after search: the next sentence in the open document containing the keyword."""
-            return self.lookup(keyword)
-
-        return [search, lookup]
+        return [tool(self.search), tool(self.lookup)]
 
 
 def _normal(text: str) -> str:
@@ -291,10 +267,8 @@ def build_tools(
     available = {t.name: t for t in [*made, *(extra or [])]}  # a later one of a name wins
     missing = [name for name in names if name not in available]
     if missing:
-        needs = {n: "a workspace" for n in BUILTIN_TOOLS[1:6]} | {
-            "search": "documents",
-            "lookup": "documents",
-        }
+        needs = dict.fromkeys(BUILTIN_TOOLS[1:6], "a workspace")
+        needs |= dict.fromkeys(BUILTIN_TOOLS[6:], "documents")
         hints = [f"{n} (needs {needs[n]})" if n in needs else f"{n} (unknown)" for n in missing]
         raise UserError(
             f"tools not available: {', '.join(hints)}; built-in tools: {', '.join(BUILTIN_TOOLS)}"

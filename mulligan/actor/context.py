@@ -155,11 +155,8 @@ class Context:
         """Task, approach, carried attempt, lessons and summary: rendered again only when
         one of them changed (the summary, after a fold)."""
         source = (self.task, self.approach, self.carried, tuple(self.lessons), self.summary)
-        if self._pinned is None or self._pinned[0] != source:
-            self._pinned = source, self._render_pinned()
-        return self._pinned[1]
-
-    def _render_pinned(self) -> str:
+        if self._pinned is not None and self._pinned[0] == source:
+            return self._pinned[1]
         pinned = [prompts.render("task", prompt=self.task)]
         if self.approach:
             pinned.append(self.approach)
@@ -169,7 +166,8 @@ class Context:
             pinned.append(prompts.render("lessons", lessons=self.lessons))
         if self.summary:
             pinned.append(prompts.render("summary", summary=self.summary))
-        return "\n\n".join(pinned)
+        self._pinned = source, "\n\n".join(pinned)
+        return self._pinned[1]
 
     def view(
         self,
@@ -179,42 +177,30 @@ class Context:
         tail: list[Message],
         timeout: float | None = None,
     ) -> tuple[list[Message], tuple[CompressionEvent, Usage] | None]:
-        """The messages to send, folding old steps first when they would pass the threshold;
-        `timeout` bounds the summarising call (the attempt's time left)."""
+        """The messages to send, the oldest whole steps folded into the summary first when
+        the view is over the threshold; `timeout` bounds the summarising call (the attempt's
+        time left)."""
         messages = self.messages(steps, tail)
-        folded = self._fold_if_needed(steps, model, tools, tail, messages, timeout)
-        return (self.messages(steps, tail) if folded else messages), folded
-
-    def _fold_if_needed(
-        self,
-        steps: list[Step],
-        model: ChatModel,
-        tools: list[dict[str, Any]] | None,
-        tail: list[Message],
-        messages: list[Message],
-        timeout: float | None = None,
-    ) -> tuple[CompressionEvent, Usage] | None:
-        """Fold the oldest whole steps into the summary when the view is over the threshold."""
-        if not self.settings.enabled:
-            return None
-        before = self.estimator.estimate(messages, tools)
         keep = max(1, self.settings.keep_recent)
-        if before <= self.settings.threshold() or len(steps) - self.folded <= keep:
-            return None
+        if not self.settings.enabled or len(steps) - self.folded <= keep:
+            return messages, None
+        before = self.estimator.estimate(messages, tools)
+        if before <= self.settings.threshold():
+            return messages, None
         end = self._fold_end(steps, tools, tail, keep)
         folding = steps[self.folded : end]
         summary, method, usage = self._summarise(folding, model, timeout)
         self.summary, self.folded = summary, end
-        after = self.estimator.estimate(self.messages(steps, tail), tools)
+        messages = self.messages(steps, tail)
         event = CompressionEvent(
             before_step=len(steps),
             folded_steps=[s.index for s in folding],
             tokens_before=before,
-            tokens_after=after,
+            tokens_after=self.estimator.estimate(messages, tools),
             summary=summary,
             method=method,
         )
-        return event, usage
+        return messages, (event, usage)
 
     def _fold_end(
         self,
@@ -254,18 +240,14 @@ class Context:
             response = model.chat(
                 [{"role": "user", "content": prompt}], max_tokens=cap, timeout=timeout
             )
+            text, spent = response.text.strip(), response.usage  # an empty one was served too
         except ModelError as exc:
             log.warning("summarising call failed (%s); folding extractively", exc)
-            spent = Usage(unmetered_calls=exc.unmetered_calls)
-            return self._capped(self._join(extractive_summary(folding))), "extractive", spent
-        text = response.text.strip()
-        if not text:  # an empty summary is still a call the endpoint served
-            extractive = self._capped(self._join(extractive_summary(folding)))
-            return extractive, "extractive", response.usage
-        return self._capped(text), "model", response.usage
-
-    def _join(self, addition: str) -> str:
-        return f"{self.summary}\n{addition}".strip()
+            text, spent = "", Usage(unmetered_calls=exc.unmetered_calls)
+        if text:
+            return self._capped(text), "model", spent
+        extractive = f"{self.summary}\n{extractive_summary(folding)}".strip()
+        return self._capped(extractive), "extractive", spent
 
     def _capped(self, summary: str) -> str:
         """Keep the summary under its cap: the first notes and the latest, the cut marked."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import logging
 import os
@@ -177,16 +178,13 @@ class MCPServers:
         asyncio.run_coroutine_threadsafe(self._serve(mcp, server, ready), self._loop)
         try:
             info, listed = ready.result(timeout=self.start_timeout)
-        except concurrent.futures.TimeoutError:
-            raise UserError(
-                f"--mcp {spec!r}: the server did not answer within {self.start_timeout:g}s"
-                f"{server.said()}"
-            ) from None
         except Exception as exc:
-            refused = _refused_listing(exc)
-            why = (
-                refused + FIX_SCHEMA if refused else f"the server did not start ({_describe(exc)})"
-            )
+            if isinstance(exc, concurrent.futures.TimeoutError):
+                why = f"the server did not answer within {self.start_timeout:g}s"
+            elif refused := _refused_listing(exc):
+                why = refused + FIX_SCHEMA
+            else:
+                why = f"the server did not start ({_describe(exc)})"
             raise UserError(f"--mcp {spec!r}: {why}{server.said()}") from None
         for listed_tool in listed:  # one bad tool refuses the server: never a quiet subset
             if fault := schema_fault(_input_schema(listed_tool)):
@@ -230,13 +228,10 @@ class MCPServers:
         loop = self._loop
         if loop is None:
             return
-        for server in self.servers:
-            if server.task is None:
-                continue
-            if server.session is not None and server.stop is not None:
-                loop.call_soon_threadsafe(server.stop.set)
-            else:  # still starting: nothing to ask
-                loop.call_soon_threadsafe(server.task.cancel)
+        for server in self.servers:  # one still starting has nothing to ask: cancelled
+            stop = server.stop if server.session is not None else None
+            if server.task is not None:
+                loop.call_soon_threadsafe(stop.set if stop else server.task.cancel)
         for server in self.servers:
             if server.task is not None and not _wait(loop, server.task, 8):
                 loop.call_soon_threadsafe(server.task.cancel)
@@ -258,22 +253,17 @@ class MCPServers:
                 "tool %r of MCP server %r is offered as %s: %s is another tool's name",
                 listed.name, server.name, name, safe,
             )  # fmt: skip
-        schema = _input_schema(listed)
-
-        def call(**arguments: Any) -> str:
-            return self.call(server, listed.name, arguments)
-
         description = (listed.description or listed.name).strip()
         return MCPTool(
             name=name,
             description=f"{description} (from the MCP server {server.name})",
-            function=call,
+            function=functools.partial(self.call, server, listed.name),
             arguments=_AnyArguments,
             timeout=self.call_timeout + 5,
-            input_schema=dict(schema or {}),
+            input_schema=dict(_input_schema(listed)),
         )
 
-    def call(self, server: _Server, tool_name: str, arguments: dict[str, Any]) -> str:
+    def call(self, server: _Server, tool_name: str, /, **arguments: Any) -> str:
         """The tool's text; raises MCPToolError for a tool error, a timeout or a dead server."""
         if server.gone or self._loop is None:
             raise MCPToolError(server.stopped())

@@ -133,7 +133,8 @@ class Actor:
         attempt.final_forced = answered and attempt.steps[-1].forced
         while stop is None and (stop := spend.exhausted()) is None:
             last = spend.last_call()
-            tail = self._final_request() if last else []
+            final = prompts.render("final_answer", protocol=s.protocol) if last else ""
+            tail = [{"role": "user", "content": final}] if last else []
             offered = None if last else schemas
             messages, folded = context.view(
                 attempt.steps, self.model, offered, tail, spend.seconds_left()
@@ -198,10 +199,6 @@ class Actor:
             tool_names=", ".join(registry.tools),
         )
 
-    def _final_request(self) -> list[Message]:
-        text = prompts.render("final_answer", protocol=self.settings.protocol)
-        return [{"role": "user", "content": text}]
-
     def _chat(
         self,
         messages: list[Message],
@@ -247,9 +244,8 @@ class Actor:
                 self._format_error(step, reason, names)
             return step
         calls = response.tool_calls
-        if not calls:
+        if not calls:  # the text, less what was recovered (unchanged when nothing was)
             calls, step.text = recover_text_tool_calls(response.text, index)
-            step.text = step.text if calls else response.text
         if calls and not forced:
             step.tool_calls = _unique_ids(calls, index)
         elif strip_final_label(response.text) and not calls:  # "Final Answer:" alone is none
@@ -271,8 +267,6 @@ class Actor:
         self, calls: list[ToolCall], registry: ToolRegistry, seen: set[str], deadline: float
     ) -> list[ToolResult]:
         """Exactly one result per call, in call order; repeats get a nudge instead of a rerun."""
-        if not calls:
-            return []
         fresh: list[ToolCall] = []
         nudges: dict[str, ToolResult] = {}
         for call in calls:

@@ -109,9 +109,7 @@ def acted_on(text: str) -> tuple[str, str]:
     runs, and what the model went on to write (outputs it imagined, more actions), which was
     never run. `acted + rest == text`."""
     found = _action_end(text)
-    if found is None:
-        return text, ""
-    cut = found[0]
+    cut = found[0] if found else len(text)
     return text[:cut], text[cut:]
 
 
@@ -132,10 +130,11 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
         return None
     given = _input_of(text, action)
     start = given.end() if given else action.end()
-    inline = text.find("{", action.start("value"), action.end())
-    cut = _end_of_object(text, start if given else inline)
-    complete = cut is not None
-    if cut is None:  # not a JSON input: it ends at the next label
+    at = start if given else text.find("{", action.start("value"), action.end())
+    found = _object_at(text, at) if at >= 0 else None
+    if found:  # a JSON input: it ends with its object
+        cut, complete = found[1], True
+    else:  # not a JSON input: it ends at the next label
         ends = [
             m.start()
             for m in (_NEXT_LABEL.search(text, start), _OBSERVATION.search(text, start))
@@ -145,12 +144,6 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
     while cut > start and text[cut - 1].isspace():
         cut -= 1
     return cut, complete, action.start()
-
-
-def _end_of_object(text: str, at: int) -> int | None:
-    """Where the JSON object starting at `at` (after blanks) ends, if one does."""
-    found = _object_at(text, at) if at >= 0 else None
-    return found[1] if found else None
 
 
 def _object_at(text: str, at: int = 0) -> tuple[dict[str, object], int] | None:
@@ -208,10 +201,7 @@ def _input_of(text: str, action: re.Match[str]) -> re.Match[str] | None:
 def _known_name(name: str, tool_names: list[str]) -> str:
     """Match a tool name case-insensitively; unknown names pass through (the registry says so)."""
     name = name.strip()
-    for known in tool_names:
-        if known.lower() == name.lower():
-            return known
-    return name
+    return next((known for known in tool_names if known.lower() == name.lower()), name)
 
 
 def _unfence(text: str) -> str:

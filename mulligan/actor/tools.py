@@ -110,13 +110,6 @@ def tool(
 Approver = Callable[[ToolCall], bool]
 
 
-def cut_output(text: str, limit: int) -> str:
-    """Keep head and tail of a long output, marking how much was cut; say so when empty."""
-    if not text.strip():
-        return "(no output)"
-    return head_and_tail(text, limit)
-
-
 class ToolThreads:
     """Threads that run tool functions under their timeouts, kept from one call to the next
     (starting a thread per call was the largest part of an actor step's own time). A thread
@@ -131,19 +124,13 @@ class ToolThreads:
             pool = self._idle.pop() if self._idle else concurrent.futures.ThreadPoolExecutor(1)
         future = pool.submit(function, **arguments)
         try:
-            value = future.result(timeout=timeout)
+            future.exception(timeout=timeout)  # waits; the function's own error stays in it
         except concurrent.futures.TimeoutError:
             pool.shutdown(wait=False)  # not `with`: a timeout must not wait
             raise
-        except BaseException:
-            self._give_back(pool)
-            raise
-        self._give_back(pool)
-        return value
-
-    def _give_back(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
         with self._lock:
             self._idle.append(pool)
+        return future.result()
 
 
 @dataclass
@@ -176,11 +163,13 @@ class ToolRegistry:
     def run(self, call: ToolCall, deadline: float = math.inf) -> ToolResult:
         started = time.perf_counter()
         status, output = self._execute(call, deadline)
+        output = encodable(output)  # a long one: its head and tail, the cut marked
+        output = head_and_tail(output, self.max_output_chars) if output.strip() else "(no output)"
         return ToolResult(
             call_id=call.id,
             name=call.name,
             status=status,
-            output=cut_output(encodable(output), self.max_output_chars),
+            output=output,
             seconds=time.perf_counter() - started,
         )
 

@@ -163,19 +163,17 @@ def connect_endpoint(
     configured = parse_prices(settings.prices, "[prices] in mulligan.toml")
     if settings.prices_file:
         configured |= read_prices_file(settings.prices_file)
-    if settings.model:
-        model.price = resolve_price(model.name, settings.price_in, settings.price_out, configured)
-        return model
-    if not settings.base_url:
-        raise UserError("no model name: pass --model NAME or set MULLIGAN_MODEL")
-    try:
-        served = model.list_models()
-    except (ModelError, EndpointUnreachable) as exc:
-        raise UserError(
-            f"endpoint {settings.base_url} cannot be reached ({exc}); is the server running?"
-        ) from exc
-    if not served:
-        raise UserError(f"{settings.base_url} serves no models; pass --model NAME")
-    model.name = served[0]
+    if not settings.model:
+        if not settings.base_url:
+            raise UserError("no model name: pass --model NAME or set MULLIGAN_MODEL")
+        try:
+            served = model.list_models()
+        except (ModelError, EndpointUnreachable) as exc:
+            raise UserError(
+                f"endpoint {settings.base_url} cannot be reached ({exc}); is the server running?"
+            ) from exc
+        if not served:
+            raise UserError(f"{settings.base_url} serves no models; pass --model NAME")
+        model.name = served[0]
     model.price = resolve_price(model.name, settings.price_in, settings.price_out, configured)
     return model

@@ -152,12 +152,7 @@ def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
         {
             "id": call.get("id") or f"call_{n}_{next_call_number()}",
             "type": "function",
-            "function": {
-                "name": call["name"],
-                "arguments": call["arguments"]
-                if isinstance(call["arguments"], str)
-                else json.dumps(call["arguments"]),
-            },
+            "function": {"name": call["name"], "arguments": _json_text(call["arguments"])},
         }
         for n, call in enumerate(planned.tool_calls)
     ]
@@ -169,7 +164,7 @@ def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return {
-        **({"system_fingerprint": planned.fingerprint} if planned.fingerprint else {}),
+        **_fingerprint(planned),
         "id": f"chatcmpl-{next_call_number()}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -189,6 +184,24 @@ def completion_body(body: dict[str, Any], planned: FakeReply) -> dict[str, Any]:
     }
 
 
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _fingerprint(planned: FakeReply) -> dict[str, str]:
+    return {"system_fingerprint": planned.fingerprint} if planned.fingerprint else {}
+
+
+def embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    data = [
+        {"object": "embedding", "index": i, "embedding": hash_vector(t)}
+        for i, t in enumerate(texts)
+    ]
+    usage = {"prompt_tokens": 0, "total_tokens": 0}
+    return {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+
+
 @dataclass
 class StreamRecord:
     pieces: int
@@ -198,22 +211,25 @@ class StreamRecord:
     closed_early: bool = False
 
 
-def stream_chunks(body: dict[str, Any], planned: FakeReply) -> tuple[int, list[dict[str, Any]]]:
-    """The prompt's tokens and a chunk per content piece, with llama.cpp-style per-token
-    `timings` when the request asks for them (`timings_per_token`)."""
+def stream_chunks(body: dict[str, Any], planned: FakeReply) -> tuple[list[Any], list[Any]]:
+    """A chunk per content piece, with llama.cpp-style per-token `timings` when the request
+    asks for them (`timings_per_token`); then the finish and, when asked, the usage."""
     pieces = re.findall(r"\s*\S+|\s+", planned.content or "")
     prompt = planned.usage[0] if planned.usage else round(raw_estimate(body.get("messages", [])))
+    timed = body.get("timings_per_token") and planned.counts_per_chunk
     chunks = []
     for made, piece in enumerate(pieces, start=1):
-        chunk: dict[str, Any] = {
-            "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-            **({"system_fingerprint": planned.fingerprint} if planned.fingerprint else {}),
-        }
-        if body.get("timings_per_token") and planned.counts_per_chunk:
+        choice = {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+        chunk: dict[str, Any] = {"object": "chat.completion.chunk", "choices": [choice]}
+        if timed:
             chunk["timings"] = {"cache_n": 0, "prompt_n": prompt, "predicted_n": made}
-        chunks.append(chunk)
-    return prompt, chunks
+        chunks.append(chunk | _fingerprint(planned))
+    finish = {"index": 0, "delta": {}, "finish_reason": planned.finish_reason or "stop"}
+    ending: list[Any] = [{"object": "chat.completion.chunk", "choices": [finish]}]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"prompt_tokens": prompt, "completion_tokens": len(chunks)}
+        ending.append({"object": "chat.completion.chunk", "choices": [], "usage": usage})
+    return chunks, ending
 
 
 def hash_vector(text: str, dimensions: int = 64) -> list[float]:
@@ -242,83 +258,57 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.wfile.flush()
 
-        def _scripted_body(self) -> bool:
-            for ending, text in server.route_bodies.items():
-                if self.path.rstrip("/").endswith(ending):
-                    self._send(200, text.encode())
-                    return True
-            return False
-
         def do_GET(self) -> None:
-            if self._scripted_body():
-                return
-            if self.path.rstrip("/").endswith("/models"):
-                self._send(
-                    200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
-                )
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._route(None)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            if self._scripted_body():
-                return
-            if self.path.endswith("/embeddings"):
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [
-                    {"object": "embedding", "index": i, "embedding": hash_vector(t)}
-                    for i, t in enumerate(texts)
-                ]
+            self._route(json.loads(self.rfile.read(length) or b"{}"))
+
+        def _route(self, body: dict[str, Any] | None) -> None:
+            """A scripted body for the path, else the route; `body` None for a GET."""
+            path = self.path.rstrip("/")
+            ends = (text for end, text in server.route_bodies.items() if path.endswith(end))
+            if (scripted := next(ends, None)) is not None:
+                self._send(200, scripted.encode())
+            elif body is None and path.endswith("/models"):
                 self._send(
-                    200,
-                    {
-                        "object": "list",
-                        "data": data,
-                        "model": body.get("model"),
-                        "usage": {"prompt_tokens": 0, "total_tokens": 0},
-                    },
+                    200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
                 )
-                return
-            if not self.path.endswith("/chat/completions"):
+            elif body is not None and path.endswith("/embeddings"):
+                self._send(200, embeddings_body(body))
+            elif body is not None and path.endswith("/chat/completions"):
+                self._chat(body)
+            else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
-                return
+
+        def _chat(self, body: dict[str, Any]) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
             planned = server.next_reply(body, headers)
             if planned.hang_up:
                 self.close_connection = True
                 return
-            if planned.delay:
-                time.sleep(planned.delay)
-            plain = planned.raw_body is None and planned.malformed is None
-            if body.get("stream") and planned.status == 200 and plain:
+            time.sleep(planned.delay)
+            raw, status = planned.raw_body, planned.status
+            if planned.malformed is not None:
+                raw, status = MALFORMED_BODIES[planned.malformed], 200
+            if raw is not None:
+                self._send(status, raw.encode())
+            elif status != 200:
+                error = {"message": planned.error or "scripted error", "type": "fake"}
+                self._send(status, {"error": error})
+            elif body.get("stream"):
                 self._stream(body, planned)
-            elif planned.malformed is not None:
-                self._send(200, MALFORMED_BODIES[planned.malformed].encode())
-            elif planned.raw_body is not None:
-                self._send(planned.status, planned.raw_body.encode())
-            elif planned.status != 200:
-                self._send(
-                    planned.status,
-                    {"error": {"message": planned.error or "scripted error", "type": "fake"}},
-                )
             else:
                 self._send(200, completion_body(body, planned))
 
         def _stream(self, body: dict[str, Any], planned: FakeReply) -> None:
             """Server-sent events, a chunk per piece, then the finish, the usage and [DONE];
             a client that closes the stream ends it (recorded)."""
-            prompt, chunks = stream_chunks(body, planned)
+            chunks, ending = stream_chunks(body, planned)
             record = StreamRecord(len(chunks))
             with server._lock:
                 server.streams.append(record)
-            finish = {"index": 0, "delta": {}, "finish_reason": planned.finish_reason or "stop"}
-            usage = {"prompt_tokens": prompt, "completion_tokens": len(chunks)}
-            ending: list[dict[str, Any]] = [
-                {"object": "chat.completion.chunk", "choices": [finish]}
-            ]
-            if (body.get("stream_options") or {}).get("include_usage"):
-                ending.append({"object": "chat.completion.chunk", "choices": [], "usage": usage})
             self.close_connection = True
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

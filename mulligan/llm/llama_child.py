@@ -14,6 +14,7 @@ Two guards, because either alone has a gap:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -39,11 +40,9 @@ def watch_pipe() -> None:
     """Exit as soon as the watchdog pipe on standard input is closed."""
 
     def wait() -> None:
-        try:
+        with contextlib.suppress(OSError):
             while os.read(0, 4096):
                 pass
-        except OSError:
-            pass
         os._exit(4)
 
     threading.Thread(target=wait, name="mulligan-watchdog", daemon=True).start()

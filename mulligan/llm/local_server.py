@@ -112,16 +112,13 @@ class LocalServer:
     def slots(self) -> int:
         return self.settings.slots or 1
 
-    @property
-    def context(self) -> int:
-        """Tokens of context in all; llama.cpp gives each slot an equal share."""
-        return self.slots * self.settings.context_per_slot
-
     def flags(self) -> list[str]:
-        """The server's flags but for the host and port (the kernel picks a free one)."""
+        """The server's flags but for the host and port (the kernel picks a free one); the
+        context is the slots' in all (llama.cpp gives each slot an equal share)."""
+        context = self.slots * self.settings.context_per_slot
         return [
             "--model", str(self.model.path), "--alias", self.model.alias,
-            "--parallel", str(self.slots), "--ctx-size", str(self.context),
+            "--parallel", str(self.slots), "--ctx-size", str(context),
             "--threads", str(self.threads), "--threads-batch", str(self.threads),
         ]  # fmt: skip
 
@@ -142,11 +139,8 @@ class LocalServer:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, ready_seconds: float = READY_SECONDS) -> None:
-        self._spawn()
-        self._wait_until_ready(ready_seconds)
-
-    def _spawn(self) -> None:
+    def start(self) -> None:
+        """Start the server; returns once it answers a one-token completion."""
         handle, name = tempfile.mkstemp(prefix="mulligan-llama-", suffix=".log")
         self.log_path = Path(name)
         main = threading.current_thread() is threading.main_thread()
@@ -167,17 +161,14 @@ class LocalServer:
             start_new_session=True,  # Ctrl-C reaches mulligan, which then stops the server
         )
         os.close(handle)
-
-    def _wait_until_ready(self, ready_seconds: float) -> None:
-        """Returns once it answers a one-token completion."""
-        deadline = time.monotonic() + ready_seconds
+        deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline and not self.address:
             if not self.running():
                 raise UserError(self._failure("it stopped while loading the model"))
             self.address = address_in(self._log_text())
             time.sleep(0.1)
         if not self.address:
-            raise UserError(self._failure(f"it did not load within {ready_seconds:.0f}s"))
+            raise UserError(self._failure(f"it did not load within {READY_SECONDS:.0f}s"))
         try:  # the first prompt is where a llama.cpp built for another CPU dies (SIGILL)
             _request(f"{self.base_url}/models", None, timeout=30)
             _request(f"{self.base_url}/completions", {"prompt": "Hi", "max_tokens": 1}, 120)
@@ -238,7 +229,6 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 _servers: dict[Path, LocalServer] = {}
 _lock = threading.Lock()
-_atexit: list[bool] = []
 
 
 def serve(model: ModelFile, settings: ServerSettings | None = None) -> LocalServer:
@@ -248,9 +238,6 @@ def serve(model: ModelFile, settings: ServerSettings | None = None) -> LocalServ
         if server is not None and server.running():
             return server
         server = LocalServer(model, settings or ServerSettings())
-        if not _atexit:
-            atexit.register(stop_all)
-            _atexit.append(True)
         _servers[model.path] = server  # before it starts: a Ctrl-C while it loads stops it too
         try:
             server.start()
@@ -284,6 +271,7 @@ def server_at(base_url: str) -> LocalServer | None:
     return next((s for s in _servers.values() if s.base_url == base_url.rstrip("/")), None)
 
 
+@atexit.register
 def stop_all() -> None:
     with _lock:
         for server in list(_servers.values()):

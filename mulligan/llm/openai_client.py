@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -21,6 +22,7 @@ from mulligan.llm.refusals import (
     format_forms,
     refuses_reply_cap,
     refuses_seed,
+    refuses_stream,
     rejects_format,
 )
 from mulligan.llm.streaming import STREAM_FIELDS, StreamRead, Until, read_stream
@@ -77,7 +79,7 @@ class OpenAIChatModel:
         server stops generating when the stream is closed; a hosted API bills the whole
         reply whatever is read, so there the reply is read whole."""
         self.rejected_formats = 0
-        """How many forms of response_format this endpoint rejected (see `_structured`)."""
+        """How many forms of response_format this endpoint rejected (see `_asked`)."""
         self.reply_cap_field = "max_tokens"
         """OpenAI's reasoning models refuse `max_tokens` and take `max_completion_tokens`;
         servers that follow the older API take only `max_tokens`. Switched on refusal."""
@@ -100,34 +102,40 @@ class OpenAIChatModel:
         """One completion; `timeout` bounds the whole call, retries included. With `until`
         (and `stream_until`), streamed, and read only until `until(text so far)` holds;
         `temperature` over the model's own."""
-        kwargs: dict[str, Any] = {"model": self.name, "messages": messages}
-        kwargs["temperature"] = self.temperature if temperature is None else temperature
+        body: dict[str, Any] = {"model": self.name, "messages": messages}
+        body["temperature"] = self.temperature if temperature is None else temperature
         if tools:
-            kwargs["tools"] = tools
+            body["tools"] = tools
         if stop:
-            kwargs["stop"] = stops_for(self.base_url, stop)
+            body["stop"] = stops_for(self.base_url, stop)
         if max_tokens:
-            kwargs[self.reply_cap_field] = max_tokens
+            body[self.reply_cap_field] = max_tokens
         if self.seeds is not None:
-            kwargs["seed"] = self.seeds.randrange(2**31)
+            body["seed"] = self.seeds.randrange(2**31)
         deadline = None if timeout is None else time.monotonic() + timeout
         started, tally = time.perf_counter(), Tally()
         streamed = until is not None and self.stream_until and not tools and not response_format
         try:
-            try:
-                reply = self._asked(kwargs, response_format, deadline, until, tally, streamed)
-            except ModelError as exc:
-                if "seed" not in kwargs or not refuses_seed(exc):
-                    raise
-                log.warning("endpoint refused a sampling seed (HTTP %s); sending none", exc.status)
-                self.seeds, _ = None, kwargs.pop("seed")
-                reply = self._asked(kwargs, response_format, deadline, until, tally, streamed)
+            reply = self._asked(body, response_format, deadline, until, tally, streamed)
         except (ModelError, EndpointUnreachable) as exc:
             exc.unmetered_calls = tally.timed_out
             raise
-        response = self._response(reply, time.perf_counter() - started, kwargs.get("seed"))
-        response.usage.unmetered_calls = tally.timed_out
-        return response
+        prompt, completion = reply.prompt_tokens, reply.completion_tokens
+        usage = Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost_of(self.price, prompt, completion),
+            unmetered_calls=tally.timed_out,
+        )
+        return ChatResponse(
+            text=reply.text,
+            tool_calls=reply.tool_calls,
+            finish_reason=reply.finish_reason,
+            usage=usage,
+            latency_s=time.perf_counter() - started,
+            seed=body.get("seed"),  # none once the endpoint refused it
+            fingerprint=reply.fingerprint,
+        )
 
     def _asked(
         self,
@@ -138,42 +146,72 @@ class OpenAIChatModel:
         tally: Tally,
         streamed: bool,
     ) -> Completion:
-        read = self._streamed(body, deadline, until, tally) if streamed else None
-        if read is None:
-            capped = self.reply_cap_field in body
-            return self._capped(body, response_format, deadline, tally, capped)
-        tally.timed_out += not read.metered
-        return read.completion
+        """The reply, asked again without each part of the request the endpoint refuses
+        (`refusals`), and that part never sent again: a stream (HTTP 400/422 naming it), a
+        sampling seed, `max_tokens` (then `max_completion_tokens`), a form of `response_format`.
 
-    def _streamed(
-        self, body: dict[str, Any], deadline: float | None, until: Until | None, tally: Tally
-    ) -> StreamRead | None:
-        """The streamed reply; None (and streaming off from now on) when the endpoint refuses
-        to stream (HTTP 400/422 naming the stream or its fields): the caller asks again."""
-        try:
-            read: StreamRead = self._with_retries(
-                lambda: self._stream_chat(body, deadline, until), deadline, tally
-            )
-        except ModelError as exc:
-            named = any(word in (exc.body or "") for word in ("stream", "timings"))
-            if exc.status not in (400, 422) or not named:
-                raise
-            log.warning("endpoint refused a streamed request (HTTP %s); not streaming", exc.status)
-            self.stream_until = False
-            return None
-        return read
+        OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
+        server takes `json_object` with a `schema` and answers the other with HTTP 422 or (0.3.36)
+        HTTP 500 naming `response_format`. When every form was rejected the request goes in
+        plain text.
+        """
+        while True:
+            forms = format_forms(response_format)[self.rejected_formats :]
+            request = {**body, "response_format": forms[0]} if forms else body
+            try:
+                read: StreamRead = self._with_retries(
+                    functools.partial(self._ask, request, deadline, until, streamed),
+                    deadline,
+                    tally,
+                )
+                tally.timed_out += not read.metered
+                return read.completion
+            except ModelError as exc:
+                if streamed and refuses_stream(exc):
+                    log.warning(
+                        "endpoint refused a streamed request (HTTP %s); not streaming", exc.status
+                    )
+                    self.stream_until = streamed = False
+                elif "seed" in body and refuses_seed(exc):
+                    log.warning(
+                        "endpoint refused a sampling seed (HTTP %s); sending none", exc.status
+                    )
+                    self.seeds, _ = None, body.pop("seed")
+                elif "max_tokens" in body and refuses_reply_cap(exc, self.reply_cap_field):
+                    log.warning("endpoint refused max_tokens; sending max_completion_tokens")
+                    self.reply_cap_field = "max_completion_tokens"
+                    body["max_completion_tokens"] = body.pop("max_tokens")
+                elif forms and rejects_format(exc):
+                    self.rejected_formats += 1
+                    log.warning(
+                        "endpoint rejected response_format %s (HTTP %s)",
+                        forms[0]["type"],
+                        exc.status,
+                    )
+                else:
+                    raise
 
-    def _stream_chat(
-        self, body: dict[str, Any], deadline: float | None, until: Until | None
+    def _ask(
+        self, body: dict[str, Any], deadline: float | None, until: Until | None, streamed: bool
     ) -> StreamRead:
-        """POST /chat/completions streamed, read until `until` holds, then closed: the
-        server sees the connection go and stops generating."""
-        options = self._options(deadline)
+        """POST /chat/completions through the SDK's client (auth, timeouts, errors); streamed,
+        read until `until` holds, then closed: the server sees the connection go and stops
+        generating.
+
+        `chat.completions.create` walks every message through the SDK's TypedDict
+        transform and builds its pydantic models for the reply, ~1 ms per call on a
+        long history; our messages are plain JSON already and the reply is read here,
+        from its bytes, so that a malformed body is a clear error and not a crash.
+        """
+        options = cast(Any, self._options(deadline))
+        if not streamed:
+            reply = self._client.post(self._chat_url, body=body, cast_to=bytes, options=options)
+            return StreamRead(read_completion(reply), metered=True)
         stream = self._client.post(
             self._chat_url,
             body={**body, **STREAM_FIELDS},
             cast_to=object,
-            options=cast(Any, options),
+            options=options,
             stream=True,
             stream_cls=openai.Stream[object],
         )
@@ -181,71 +219,6 @@ class OpenAIChatModel:
             return read_stream(stream, until or (lambda text: False))
         finally:
             stream.close()
-
-    def _capped(
-        self,
-        body: dict[str, Any],
-        response_format: dict[str, Any] | None,
-        deadline: float | None,
-        tally: Tally,
-        capped: bool,
-    ) -> Completion:
-        try:
-            return self._structured(body, response_format, deadline, tally)
-        except ModelError as exc:
-            if not (capped and refuses_reply_cap(exc, self.reply_cap_field)):
-                raise
-        log.warning("endpoint refused max_tokens; sending max_completion_tokens")
-        self.reply_cap_field = "max_completion_tokens"
-        body["max_completion_tokens"] = body.pop("max_tokens")
-        return self._structured(body, response_format, deadline, tally)
-
-    def _structured(
-        self,
-        body: dict[str, Any],
-        response_format: dict[str, Any] | None,
-        deadline: float | None,
-        tally: Tally,
-    ) -> Completion:
-        """Ask with `response_format` in the first form this endpoint has not rejected.
-
-        OpenAI, vLLM, Ollama and llama.cpp's server take a `json_schema`; llama-cpp-python's
-        server takes `json_object` with a `schema` and answers the other with HTTP 422 or (0.3.36)
-        HTTP 500 naming `response_format`. A form rejected (`rejects_format`) is remembered and
-        not sent again; when every form was rejected the request goes in plain text.
-        """
-
-        def ask(request: dict[str, Any]) -> Completion:
-            return self._with_retries(
-                lambda: read_completion(self._post_chat(request, deadline)), deadline, tally
-            )
-
-        for form in format_forms(response_format)[self.rejected_formats :]:
-            try:
-                return ask({**body, "response_format": form})
-            except ModelError as exc:
-                refused_other = refuses_reply_cap(exc, self.reply_cap_field) or refuses_seed(exc)
-                if not rejects_format(exc) or refused_other:
-                    raise
-                self.rejected_formats += 1
-                log.warning(
-                    "endpoint rejected response_format %s (HTTP %s)", form["type"], exc.status
-                )
-        return ask(body)
-
-    def _post_chat(self, body: dict[str, Any], deadline: float | None = None) -> bytes:
-        """POST /chat/completions through the SDK's client (auth, timeouts, errors).
-
-        `chat.completions.create` walks every message through the SDK's TypedDict
-        transform and builds its pydantic models for the reply, ~1 ms per call on a
-        long history; our messages are plain JSON already and the reply is read here,
-        from its bytes, so that a malformed body is a clear error and not a crash.
-        """
-        options = self._options(deadline)
-        reply: bytes = self._client.post(
-            self._chat_url, body=body, cast_to=bytes, options=cast(Any, options)
-        )
-        return reply
 
     def _options(self, deadline: float | None) -> dict[str, Any]:
         """One request's: no metadata headers; a timeout ending by `deadline` (if any)."""
@@ -263,12 +236,7 @@ class OpenAIChatModel:
                 raise MalformedReply("a model in `data` has no id", body)
             return [m["id"] for m in data]
 
-        served: list[str] = self._with_retries(
-            lambda: read(
-                self._client.get("/models", cast_to=str, options=cast(Any, self._options(None)))
-            )
-        )
-        return served
+        return cast(list[str], self._fetched("/models", read))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         def read(body: str) -> list[list[float]]:
@@ -281,14 +249,18 @@ class OpenAIChatModel:
             return [[float(x) for x in v or []] for v in vectors]
 
         body = {"model": self.name, "input": texts, "encoding_format": "float"}
-        embedded: list[list[float]] = self._with_retries(
-            lambda: read(
-                self._client.post(
-                    "/embeddings", body=body, cast_to=str, options=cast(Any, self._options(None))
-                )
+        return cast(list[list[float]], self._fetched("/embeddings", read, body))
+
+    def _fetched(self, path: str, read: Callable[[str], Any], body: Any = None) -> Any:
+        """`read` of what GET `path` answers (POST, with a `body`), retried as a chat call."""
+        options = cast(Any, self._options(None))
+        if body is None:
+            return self._with_retries(
+                lambda: read(self._client.get(path, cast_to=str, options=options))
             )
+        return self._with_retries(
+            lambda: read(self._client.post(path, body=body, cast_to=str, options=options))
         )
-        return embedded
 
     def _with_retries(
         self, call: Callable[[], Any], deadline: float | None = None, tally: Tally | None = None
@@ -296,18 +268,17 @@ class OpenAIChatModel:
         """Transient faults (429, 5xx, timeouts, unreachable, malformed replies) are retried
         with backoff; with a `deadline`, no try and no wait goes past it."""
         for attempt in range(self.max_retries + 1):
+            tries, last = f"after {attempt + 1} tries", attempt == self.max_retries
+            wait = self.backoff * 2**attempt
             try:
                 return call()
             except openai.APIStatusError as exc:
                 status, body = exc.status_code, _body_text(exc)
-                final = status not in RETRYABLE_STATUS or attempt == self.max_retries
+                final = last or status not in RETRYABLE_STATUS
                 if final or "response_format" in body:  # a refused form is no transient fault
-                    raise ModelError(
-                        f"endpoint answered HTTP {status} after {attempt + 1} tries: {body[:300]}",
-                        status=status,
-                        body=body,
-                    ) from exc
-                wait = _retry_after(exc) or self.backoff * 2**attempt * (1 + random.random() / 4)
+                    said = f"endpoint answered HTTP {status} {tries}: {body[:300]}"
+                    raise ModelError(said, status=status, body=body) from exc
+                wait = _retry_after(exc) or wait * (1 + random.random() / 4)
                 failure = f"HTTP {status}"
             except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 timed_out = isinstance(exc, openai.APITimeoutError)
@@ -317,24 +288,19 @@ class OpenAIChatModel:
                     raise DeadlineExceeded(
                         "the model call was cut off: the attempt's time budget ran out"
                     ) from exc
-                if attempt == self.max_retries:
-                    tries = f"after {attempt + 1} tries: {exc}"
-                    if timed_out:
-                        raise ModelError(f"endpoint {self.base_url} timed out {tries}") from exc
-                    said = f"endpoint {self.base_url} unreachable {tries}"
-                    raise EndpointUnreachable(said) from exc
-                wait = self.backoff * 2**attempt
                 failure = "timed out" if timed_out else "unreachable"
+                if last:
+                    error = ModelError if timed_out else EndpointUnreachable
+                    raise error(f"endpoint {self.base_url} {failure} {tries}: {exc}") from exc
             except (MalformedReply, json.JSONDecodeError, openai.APIResponseValidationError) as exc:
                 problem, body = _malformed(exc)
-                if attempt == self.max_retries:
+                if last:
                     raise ModelError(
-                        f"endpoint {self.base_url} sent a malformed reply after {attempt + 1} "
-                        f"tries: {problem}; body: {body[:200]!r}",
+                        f"endpoint {self.base_url} sent a malformed reply {tries}: {problem}; "
+                        f"body: {body[:200]!r}",
                         status=200,
                         body=body[:2000],
                     ) from exc
-                wait = self.backoff * 2**attempt
                 failure = f"malformed reply ({problem})"
             if deadline is not None and time.monotonic() + wait >= deadline:
                 raise DeadlineExceeded(
@@ -345,22 +311,6 @@ class OpenAIChatModel:
             )
             self._sleep(wait)
         raise AssertionError("unreachable")
-
-    def _response(self, reply: Completion, latency: float, seed: int | None) -> ChatResponse:
-        usage = Usage(
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            cost=cost_of(self.price, reply.prompt_tokens, reply.completion_tokens),
-        )
-        return ChatResponse(
-            text=reply.text,
-            tool_calls=reply.tool_calls,
-            finish_reason=reply.finish_reason,
-            usage=usage,
-            latency_s=latency,
-            seed=seed,
-            fingerprint=reply.fingerprint,
-        )
 
 
 @dataclass

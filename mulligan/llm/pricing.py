@@ -120,14 +120,11 @@ def require_price_for_cost_budget(
     front, before any work, when the model's price is unknown."""
     if price is not None:
         return
-    where = "--max-cost" if flag_given else None
-    for task in tasks if where is None else []:
-        if task.budget and task.budget.max_cost is not None:
-            where = f"task {task.id!r}: budget.max_cost"
-            break
-    if where is not None:
+    budgeted = [t.id for t in tasks if t.budget and t.budget.max_cost is not None]
+    where = ["--max-cost"] if flag_given else [f"task {i!r}: budget.max_cost" for i in budgeted]
+    if where:
         raise UserError(
-            f"{where} needs a price for model {model!r}, which mulligan does not know: pass "
+            f"{where[0]} needs a price for model {model!r}, which mulligan does not know: pass "
             "--price-in X --price-out Y (US dollars per million tokens), or add it under "
             "[prices] in mulligan.toml or to the MULLIGAN_PRICES file"
         )

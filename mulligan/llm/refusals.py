@@ -1,5 +1,5 @@
 """How an OpenAI-compatible endpoint says it will not take part of a request: a form of
-`response_format`, `max_tokens`, a sampling seed. The client (openai_client.py) drops or
+`response_format`, `max_tokens`, a sampling seed, a stream. The client (openai_client.py) drops or
 changes that part and asks again."""
 
 from __future__ import annotations
@@ -41,3 +41,8 @@ def refuses_reply_cap(exc: ModelError, field: str) -> bool:
 def refuses_seed(exc: ModelError) -> bool:
     """HTTP 400 or 422 naming `seed`: an endpoint that takes no sampling seed."""
     return exc.status in (400, 422) and "seed" in (exc.body or "").lower()
+
+
+def refuses_stream(exc: ModelError) -> bool:
+    """HTTP 400 or 422 naming the stream or its fields: an endpoint that does not stream."""
+    return exc.status in (400, 422) and any(w in (exc.body or "") for w in ("stream", "timings"))

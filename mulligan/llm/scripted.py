@@ -5,6 +5,7 @@ benchmarks and `mulligan demo` drive the loop with it."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import threading
 import time
@@ -32,15 +33,11 @@ def reply(text: str = "", *calls: ToolCall) -> ChatResponse:
     )
 
 
-_count = 0
-_count_lock = threading.Lock()
+_numbers = itertools.count(1)
 
 
 def next_call_number() -> int:
-    global _count
-    with _count_lock:
-        _count += 1
-        return _count
+    return next(_numbers)  # one step of C code: no two threads get the same number
 
 
 @dataclass

@@ -32,9 +32,9 @@ STREAM_FIELDS: dict[str, Any] = {
 
 @dataclass
 class StreamRead:
+    """A reply as read (streamed or whole)."""
+
     completion: Completion
-    stopped: bool
-    """The caller's `until` closed the stream before the server's end."""
     metered: bool
     """The server reported the tokens (usage at the end, or the counts so far)."""
 
@@ -42,7 +42,7 @@ class StreamRead:
 def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
     """Read chat-completion chunks until the stream ends or `until(text)` holds."""
     parts: list[str] = []
-    finish, counts, stopped, read, fingerprint = "stop", None, False, 0, None
+    finish, counts, read, fingerprint = "stop", None, 0, None
     for chunk in chunks:
         read += 1
         if not isinstance(chunk, dict):
@@ -59,14 +59,13 @@ def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
             parts.append(text or "")
             finish = choice.get("finish_reason") or finish
         if parts and until("".join(parts)) and not _final(chunk):
-            stopped = True
             break
     if not read:
         raise MalformedReply("the stream sent no chunk", "")
     prompt, completion = counts or (0, 0)
     text = encodable("".join(parts))
     completed = Completion(text, [], finish, prompt, completion, fingerprint)
-    return StreamRead(completed, stopped, metered=counts is not None)
+    return StreamRead(completed, metered=counts is not None)
 
 
 def _final(chunk: dict[str, Any]) -> bool:

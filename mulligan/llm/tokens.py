@@ -14,16 +14,12 @@ TOKENS_PER_MESSAGE = 4
 
 def raw_estimate(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> float:
     """About four characters a token plus a few tokens of framing per message."""
-    return _estimate(messages, _tools_chars(tools))
+    return _estimate(messages, len(json.dumps(tools)) if tools else 0)
 
 
-def _tools_chars(tools: list[dict[str, Any]] | None) -> int:
-    """The length of the tool list as JSON (what it adds to a prompt)."""
-    return len(json.dumps(tools)) if tools else 0
-
-
-def _estimate(messages: list[Message], extra_chars: int) -> float:
-    chars = extra_chars
+def _estimate(messages: list[Message], tools_chars: int) -> float:
+    """`tools_chars`: the length of the tool list as JSON (what it adds to a prompt)."""
+    chars = tools_chars
     for message in messages:
         chars += len(message.get("content") or "")
         for call in message.get("tool_calls") or []:
@@ -56,5 +52,5 @@ class TokenEstimator:
         if not tools:
             return _estimate(messages, 0)
         if self._measured is None or self._measured[0] is not tools:
-            self._measured = tools, _tools_chars(tools)
+            self._measured = tools, len(json.dumps(tools))
         return _estimate(messages, self._measured[1])
