@@ -20,11 +20,10 @@ from typing import Any
 from mulligan.errors import UserError
 from mulligan.sandbox import processes
 from mulligan.sandbox.levels import containment
-from mulligan.sandbox.output import Capped, pump
 from mulligan.sandbox.plan import ARGV, make_plan
 from mulligan.sandbox.policy import Policy, effective, home, out_of_reach
 from mulligan.sandbox.processes import SANDBOX_UIDS, dropping_privileges, give_to, limiter
-from mulligan.sandbox.results import Limits, RunResult
+from mulligan.sandbox.results import Capped, Limits, RunResult, pump
 
 log = logging.getLogger("mulligan")
 

@@ -27,6 +27,7 @@ import os
 import signal
 import struct
 import sys
+from typing import NoReturn
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
@@ -46,7 +47,7 @@ REMOUNT = False
 """Remount mount by mount, as on kernels before 5.12 (the spec's `remount`, for tests)."""
 
 
-def fail(what: str) -> None:
+def fail(what: str) -> NoReturn:
     sys.stderr.write(f"mulligan box: {what}\n")
     sys.stderr.flush()
     os._exit(125)
@@ -73,13 +74,9 @@ def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
 
 
 def mount_points(top: str) -> list[str]:
-    points = []
     with open("/proc/self/mountinfo") as info:
-        for line in info:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == top or point.startswith(top.rstrip("/") + "/"):
-                points.append(point)
-    return points
+        points = [line.split()[4].encode().decode("unicode_escape") for line in info]
+    return [point for point in points if point == top or point.startswith(top.rstrip("/") + "/")]
 
 
 def remount(target: str, readonly: bool) -> None:
@@ -130,7 +127,6 @@ def open_path(path: str) -> int:
         return os.open(path, os.O_PATH)
     except OSError as exc:
         fail(f"{path}: {exc.strerror}")
-        raise
 
 
 def lay_out(spec: dict) -> None:  # type: ignore[type-arg]

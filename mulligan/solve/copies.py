@@ -200,17 +200,6 @@ def _mode(path: Path) -> int:
         return 0o644
 
 
-def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
-    for relative, entry in snapshot.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(entry, Link):
-            target.symlink_to(entry.target)
-        else:
-            target.write_bytes(entry)
-            target.chmod(modes.get(relative, 0o644))
-
-
 # ---------------------------------------------------------------- copies per attempt
 
 
@@ -238,7 +227,14 @@ class ProjectCopies:
         }
         with sandbox.ScratchWorkspace({}) as workspace:
             assert workspace is not None
-            write_tree(workspace, base, modes)
+            for relative, entry in base.items():
+                target = workspace / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(entry, Link):
+                    target.symlink_to(entry.target)
+                else:
+                    target.write_bytes(entry)
+                    target.chmod(modes[relative])
             self.project.make_directories(workspace)
             executable = {p for p, mode in modes.items() if mode & stat.S_IXUSR}
             self.copies[workspace] = Copy(base, digests(base), executable)

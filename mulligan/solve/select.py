@@ -20,15 +20,11 @@ def changed_lines(diff: str) -> int:
     )
 
 
-def tests_passed(verdict: Verdict) -> int:
-    """The largest `N passed` the checks' output reports (0 when it reports none)."""
-    return max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
-
-
 def rank(attempt: Attempt, verdict: Verdict) -> tuple[int, int, int, int]:
-    """Sorts best first."""
+    """Sorts best first; tests passed: the largest `N passed` the checks' output reports."""
     checks = sum(c.passed for c in verdict.checks)
-    return (-checks, -tests_passed(verdict), changed_lines(attempt.changes), attempt.trial)
+    tests = max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
+    return (-checks, -tests, changed_lines(attempt.changes), attempt.trial)
 
 
 def selected(episode: Episode) -> Attempt | None:
