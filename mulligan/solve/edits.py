@@ -66,13 +66,10 @@ def parse_blocks(reply: str) -> list[Block]:
     matches = list(BLOCK.finditer(reply))
     loose = not matches
     for match in matches or LOOSE_BLOCK.finditer(reply):
-        before = reply[: match.start()].rstrip().splitlines()[-3:]
-        path = None
-        for line in reversed(before):
-            found = PATH.findall(line.strip().strip("`*:"))
-            if found and not line.strip().startswith("```"):
-                path = found[-1].lstrip("./") if found[-1].startswith("./") else found[-1]
-                break
+        above = reversed(reply[: match.start()].rstrip().splitlines()[-3:])
+        named = [PATH.findall(x.strip().strip("`*:")) for x in above if x.strip()[:3] != "```"]
+        path = next((found[-1] for found in named if found), None)
+        path = path.lstrip("./") if path and path.startswith("./") else path
         replace = match.group("replace")
         replace = MARKER.sub("", replace) if loose else replace  # a loose block's other markers
         blocks.append(Block(path, match.group("search"), replace))

@@ -118,17 +118,20 @@ class RepairPipeline:
                 t: lessons + self._assigned(task, episode, t, lessons)
                 for t in range(trial, trial + size)
             }
-            asks = {
-                t: (
+            asks = [
+                (
+                    task,
                     repair_prompt(
                         diagnosis, t, request, project, [x.text for x in given[t]],
                         earlier[-EARLIER_KEPT:],
                     ),
                     diagnosis.shown_files(t),
+                    [x.id for x in given[t]],
+                    t,
                 )
                 for t in given
-            }  # fmt: skip
-            done = self._round(task, asks, given)
+            ]  # fmt: skip
+            done = self._round(asks)
             for candidate in done:  # logged here, in trial order: one thread writes the log
                 self._log(episode, candidate, given[candidate.attempt.trial])
             passing = [c.attempt for c in done if c.verdict.passed]
@@ -145,23 +148,14 @@ class RepairPipeline:
     # ------------------------------------------------------------ one round, one candidate
 
     def _round(
-        self,
-        task: Task,
-        asks: dict[int, tuple[str, dict[str, set[int]]]],
-        given: dict[int, list[Lesson]],
+        self, asks: list[tuple[Task, str, dict[str, set[int]], list[str], int]]
     ) -> list[Candidate]:
         """One candidate per trial, each with its prompt, the files and the lessons it was
-        shown."""
-        ids = {trial: [lesson.id for lesson in lessons] for trial, lessons in given.items()}
+        shown; at once."""
         if len(asks) == 1:
-            ((trial, (prompt, shown)),) = asks.items()
-            return [self._candidate(task, prompt, shown, ids[trial], trial)]
+            return [self._candidate(*asks[0])]
         with ThreadPoolExecutor(max_workers=len(asks)) as pool:
-            running = [
-                pool.submit(self._candidate, task, prompt, shown, ids[trial], trial)
-                for trial, (prompt, shown) in asks.items()
-            ]
-            return [future.result() for future in running]
+            return list(pool.map(lambda ask: self._candidate(*ask), asks))
 
     def _candidate(
         self,

@@ -38,18 +38,6 @@ COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
 """A trace line's values, copied back with the line into an edit."""
 
 
-def traced_command(command: str, workspace: Path, spec: dict[str, Any]) -> str:
-    """The check's command with the plugin loaded (pytest reads PYTEST_PLUGINS; the plugin
-    sits in the workspace, which is on the path even when the command sets PYTHONPATH=.)
-    and told what to trace."""
-    values = {
-        "MULLIGAN_TRACE": shlex.quote(json.dumps(spec)),
-        "PYTEST_PLUGINS": PLUGIN.stem,
-        "PYTHONPATH": f'{shlex.quote(str(workspace))}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-    }
-    return "export " + " ".join(f"{k}={v}" for k, v in values.items()) + "; " + command
-
-
 def record_trace(
     diagnosis: Diagnosis, copies: ProjectCopies, task: Task, policy: sandbox.Policy
 ) -> dict[str, Any] | None:
@@ -64,15 +52,19 @@ def record_trace(
     with copies(task) as workspace:
         (workspace / PLUGIN.name).write_text(PLUGIN.read_text(encoding="utf-8"), "utf-8")
         out = workspace / RECORD
-        spec = {
-            "test": name,
-            "targets": [[f.path, f.start, f.end] for f in functions],
-            "out": str(out),
-            "events": EVENTS,
+        targets = [[f.path, f.start, f.end] for f in functions]
+        spec = {"test": name, "targets": targets, "out": str(out), "events": EVENTS}
+        # the check's command with the plugin loaded (pytest reads PYTEST_PLUGINS; the plugin
+        # sits in the workspace, which is on the path even when the command sets PYTHONPATH=.)
+        # and told what to trace
+        values = {
+            "MULLIGAN_TRACE": shlex.quote(json.dumps(spec)),
+            "PYTEST_PLUGINS": PLUGIN.stem,
+            "PYTHONPATH": f'{shlex.quote(str(workspace))}"${{PYTHONPATH:+:$PYTHONPATH}}"',
         }
+        command = "export " + " ".join(f"{k}={v}" for k, v in values.items()) + "; "
         check = diagnosis.run.check
-        command = traced_command(check.command, workspace, spec)
-        check = check.model_copy(update={"command": command})
+        check = check.model_copy(update={"command": command + check.command})
         run = run_command(check, workspace, task.network, policy)
         if not out.is_file():
             log.info("trace: nothing recorded (exit %s)", run.exit_code)
