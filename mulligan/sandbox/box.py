@@ -161,8 +161,7 @@ def _run(
     )
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    env["HOME"] = workdir
+    env.update(TMPDIR=scratch, HOME=workdir, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     tree = processes.MemoryCgroup(limits.memory_bytes)
     if boxed:
         owner = uid if drop else None

@@ -77,11 +77,7 @@ def _git_files(directory: Path) -> list[str]:
 
 def _undecodable(relative: str) -> bool:
     """A name os.fsdecode kept as surrogates: its bytes are not UTF-8."""
-    try:
-        relative.encode()
-    except UnicodeEncodeError:
-        return True
-    return False
+    return any("\ud800" <= c <= "\udfff" for c in relative)
 
 
 def _walk_files(directory: Path) -> list[str]:

@@ -16,6 +16,7 @@ changes and verdicts.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -37,11 +38,11 @@ from mulligan.solve.context import Diagnosis, repair_prompt
 from mulligan.solve.copies import ChangeRecordingEvaluator, ProjectCopies
 from mulligan.solve.edits import Refused, parse_blocks, planned
 from mulligan.solve.localise import read_failure
-from mulligan.solve.select import changed_lines, selected
 
 log = logging.getLogger("mulligan")
 EARLIER_KEPT = 3
 """How many failed candidates' notes the next round's prompt carries (the latest)."""
+PASSED_TESTS = re.compile(r"(\d+) passed")
 
 
 @dataclass
@@ -339,3 +340,28 @@ def _note(attempt: Attempt, verdict: Verdict) -> str:
         + "\n".join(changed[:12])
         + f"\nThe check then said: {said[:600]}"
     )
+
+
+def changed_lines(diff: str) -> int:
+    """Lines a unified diff removes or adds (its headers not counted)."""
+    return sum(
+        1
+        for line in diff.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
+    )
+
+
+def selected(episode: Episode) -> Attempt | None:
+    """The best attempt that passed every check with a change, by what the checks said: the
+    most checks passed, then the most tests passed (the largest `N passed` the output
+    reports, as pytest counts them), then the fewest changed lines, then the earliest; None
+    if none passed."""
+
+    def rank(pair: tuple[Attempt, Verdict]) -> tuple[int, int, int, int]:
+        attempt, verdict = pair
+        checks = sum(c.passed for c in verdict.checks)
+        tests = max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
+        return (-checks, -tests, changed_lines(attempt.changes), attempt.trial)
+
+    passing = [(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True) if v.passed]
+    return min(passing, key=rank)[0] if passing else None
