@@ -8,21 +8,22 @@ import json
 import logging
 import os
 import random
+import stat
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from mulligan.sandbox import bwrap, processes, unshare
+from mulligan.errors import UserError
+from mulligan.sandbox import processes
 from mulligan.sandbox.levels import containment
-from mulligan.sandbox.output import Capped, pump
-from mulligan.sandbox.plan import make_plan
+from mulligan.sandbox.plan import ARGV, make_plan
 from mulligan.sandbox.policy import Policy, effective, home, out_of_reach
-from mulligan.sandbox.results import Limits, RunResult
-from mulligan.sandbox.users import SANDBOX_UIDS, dropping_privileges, give_to, limiter
-from mulligan.sandbox.users import python_for_child as _python_for
+from mulligan.sandbox.processes import SANDBOX_UIDS, dropping_privileges, give_to, limiter
+from mulligan.sandbox.results import Capped, Limits, RunResult, pump
 
 log = logging.getLogger("mulligan")
 
@@ -96,9 +97,24 @@ def run_tests(
 
 
 def python_for_child(policy: Policy | None = None) -> str:
-    """The interpreter a run starts (in a box with namespaces, its home holds mulligan's)."""
+    """The interpreter a run starts: mulligan's own, where the run's user can execute it (in
+    a box with namespaces, its home holds mulligan's, so the home's mode does not matter)."""
     boxed = containment().level == "namespaces" and effective(policy).toolchain
-    return _python_for(home_bound=boxed)
+    if not dropping_privileges() or boxed or _world_executable(sys.executable):
+        return sys.executable
+    for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
+        if os.path.exists(candidate) and _world_executable(candidate):
+            return candidate
+    raise UserError(
+        f"sandbox: running as root, code runs as an unprivileged user, who cannot execute "
+        f"{sys.executable}; install a system python3 (apt-get install python3) or run "
+        "mulligan as a normal user"
+    )
+
+
+def _world_executable(path: str) -> bool:
+    real = Path(os.path.realpath(path))
+    return all(part.stat().st_mode & stat.S_IXOTH for part in [real, *real.parents])
 
 
 @functools.cache
@@ -145,15 +161,15 @@ def _run(
     )
     env = {key: os.environ[key] for key in KEPT_ENV if key in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(TMPDIR=scratch, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-    env["HOME"] = workdir
+    env.update(TMPDIR=scratch, HOME=workdir, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
     tree = processes.MemoryCgroup(limits.memory_bytes)
     if boxed:
         owner = uid if drop else None
         watch = tree.path is None
         plan = make_plan(scratch, workdir, writable, limits, owner, effective(policy), watch)
         env["HOME"] = plan.home or workdir
-        argv = (bwrap.argv if box.backend == "bwrap" else unshare.argv)(argv, plan)
+        assert box.backend is not None  # namespaces come from a backend
+        argv = ARGV[box.backend](argv, plan)
     report_read, report_write = os.pipe() if report else (-1, -1)
     if report:
         env["MULLIGAN_REPORT_FD"] = str(report_write)

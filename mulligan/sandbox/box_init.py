@@ -1,8 +1,8 @@
 """The unshare box's pid 1: lay out the mounts, then run the command as the box's user.
 
 Run by `unshare` inside fresh namespaces as `python -I -S box_init.py SPEC -- COMMAND...`
-(SPEC: a marshalled dict, in hex)
-(see unshare.py). Standard library only: nothing of mulligan is imported here. In order:
+(SPEC: the plan, a marshalled dict, in hex; see plan.py). Standard library only: nothing of
+mulligan is imported here. In order:
   1. the host's mounts, made private, are all made read-only (one recursive
      `mount_setattr`; on kernels before 5.12, a read-only remount of each mount);
   2. a /dev of its own (null, zero, full, random, urandom, tty; a fresh /dev/shm);
@@ -27,6 +27,7 @@ import os
 import signal
 import struct
 import sys
+from typing import NoReturn
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
@@ -46,7 +47,7 @@ REMOUNT = False
 """Remount mount by mount, as on kernels before 5.12 (the spec's `remount`, for tests)."""
 
 
-def fail(what: str) -> None:
+def fail(what: str) -> NoReturn:
     sys.stderr.write(f"mulligan box: {what}\n")
     sys.stderr.flush()
     os._exit(125)
@@ -73,13 +74,9 @@ def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
 
 
 def mount_points(top: str) -> list[str]:
-    points = []
     with open("/proc/self/mountinfo") as info:
-        for line in info:
-            point = line.split()[4].encode().decode("unicode_escape")
-            if point == top or point.startswith(top.rstrip("/") + "/"):
-                points.append(point)
-    return points
+        points = [line.split()[4].encode().decode("unicode_escape") for line in info]
+    return [point for point in points if point == top or point.startswith(top.rstrip("/") + "/")]
 
 
 def remount(target: str, readonly: bool) -> None:
@@ -130,7 +127,6 @@ def open_path(path: str) -> int:
         return os.open(path, os.O_PATH)
     except OSError as exc:
         fail(f"{path}: {exc.strerror}")
-        raise
 
 
 def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
@@ -142,7 +138,7 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
     devices = {name: open_path(f"/dev/{name}") for name in present}
     set_readonly("/", True, recursive=True)
     set_readonly("/proc", False, recursive=False)  # the box's own; its user namespace maps there
-    own_dev(devices, spec["tmpfs_bytes"])
+    own_dev(devices, spec["memory_bytes"])
     for kind, path in spec["fresh"]:
         if kind == "dir":  # a way through to a bind: passable whatever the umask
             os.makedirs(path, mode=0o755, exist_ok=True)
@@ -152,7 +148,9 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
             os.makedirs(path, mode=0o755, exist_ok=True)
         except OSError:
             continue  # not on this host (say, no /var/tmp): nothing to cover
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
+        mount(
+            "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['memory_bytes']}"
+        )
     for path in spec["toolchain"]:
         os.makedirs(path, exist_ok=True)
         bind(fds[path], path, writable=False)
@@ -169,7 +167,7 @@ def lay_out(spec: dict) -> None:  # type: ignore[type-arg]
             bind(null, path, writable=False)
     for fd in [*fds.values(), null, *devices.values()]:
         os.close(fd)
-    if spec["loopback"]:
+    if not spec["network"]:
         loopback_up()
 
 
@@ -195,9 +193,10 @@ def main() -> None:
     spec = marshal.loads(bytes.fromhex(sys.argv[1]))  # marshal: json would double the startup
     REMOUNT = spec["remount"]
     command = sys.argv[3:]
+    tree_bytes = spec["memory_bytes"] if spec["watch_tree"] else None
     lay_out(spec)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # the box cannot trace its init
-    if spec["tree_bytes"] is not None:
+    if tree_bytes is not None:
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # waited for with a timeout
     child = os.fork()
     if child == 0:
@@ -215,7 +214,7 @@ def main() -> None:
             sys.stderr.flush()
             os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # so the box cannot interrupt its init
-    os._exit(wait_for(child, spec["tree_bytes"]))
+    os._exit(wait_for(child, tree_bytes))
 
 
 def wait_for(child: int, tree_bytes: int | None) -> int:

@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mulligan.errors import UserError
-from mulligan.sandbox import bwrap, processes, unshare
-from mulligan.sandbox.plan import make_plan
+from mulligan.sandbox import processes
+from mulligan.sandbox.plan import ARGV, make_plan
 from mulligan.sandbox.policy import Policy
+from mulligan.sandbox.processes import SANDBOX_UIDS, dropping_privileges, give_to, limiter
 from mulligan.sandbox.results import Limits
-from mulligan.sandbox.users import SANDBOX_UIDS, dropping_privileges, give_to, limiter
 
 log = logging.getLogger("mulligan")
 
 Backend = Literal["bwrap", "unshare"]
-BACKENDS: tuple[Backend, ...] = ("bwrap", "unshare")
+NAMES: dict[Backend, str] = {"bwrap": "bubblewrap", "unshare": "util-linux unshare"}
+"""The backends, in the order `auto` tries them."""
 SETTINGS = ("auto", "bwrap", "unshare", "namespaces", "rlimits")
 
 
@@ -67,7 +68,7 @@ def containment() -> Containment:
     tree = [] if processes.memory_cgroup_root() else [NO_TREE_MEMORY]
     if wanted == "rlimits":
         return Containment("rlimits", WITHOUT_NAMESPACES + tree, "MULLIGAN_SANDBOX=rlimits")
-    tried = [b for b in BACKENDS if wanted in ("auto", "namespaces", b)]
+    tried = [b for b in NAMES if wanted in ("auto", "namespaces", b)]
     problems: list[str] = []
     for backend in tried:
         problem = probe(backend)
@@ -75,7 +76,8 @@ def containment() -> Containment:
             if problems:
                 log.info("sandbox: %s; namespaces through %s instead", problems[-1], backend)
             watched = [] if backend == "unshare" else tree  # its init watches the tree's memory
-            return Containment("namespaces", watched, describe(backend), backend)
+            said = f"{NAMES[backend]} ({shutil.which(backend)})"
+            return Containment("namespaces", watched, said, backend)
         problems.append(problem)
     why = "; ".join(problems)
     if wanted != "auto":
@@ -86,11 +88,6 @@ def containment() -> Containment:
         "; ".join(WITHOUT_NAMESPACES),
     )
     return Containment("rlimits", WITHOUT_NAMESPACES + tree, why)
-
-
-def describe(backend: Backend) -> str:
-    path = shutil.which("bwrap" if backend == "bwrap" else "unshare")
-    return f"{'bubblewrap' if backend == 'bwrap' else 'util-linux unshare'} ({path})"
 
 
 def probe(backend: Backend) -> str | None:
@@ -108,10 +105,9 @@ def probe(backend: Backend) -> str | None:
         give_to(scratch, uid)
         drop = uid if dropping_privileges() else None
         plan = make_plan(scratch, scratch, True, Limits(), drop, Policy(toolchain=False), True)
-        build = bwrap.argv if backend == "bwrap" else unshare.argv
         try:
             done = subprocess.run(
-                build(["/bin/true"], plan),
+                ARGV[backend](["/bin/true"], plan),
                 capture_output=True,
                 timeout=10,
                 preexec_fn=limiter(Limits(), uid, 64, boxed=True),

@@ -1,15 +1,32 @@
-"""One run's layout, the same whichever backend builds it: what is writable, bound, covered."""
+"""One run's layout, the same whichever backend builds it (what is writable, bound, covered),
+and the command each backend lays it out with: bubblewrap (`bwrap`) where it is installed,
+else util-linux `unshare`.
+
+`unshare` makes the namespaces (as a user: a user namespace too, root in it mapped to the
+user); `box_init.py` runs as their pid 1, lays the mounts out as the plan says, and runs
+the command in a child (as root: dropped to the run's user id; as a user: in a nested user
+namespace, as the user, with no capabilities). Its exit takes every descendant with it.
+"""
 
 from __future__ import annotations
 
+import functools
+import marshal
 import os
+import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from mulligan.sandbox.policy import TEMP_DIRS, Policy, Reach, home, toolchain
+from mulligan.sandbox.processes import NOBODY
 from mulligan.sandbox.results import Limits
+
+BOX_INIT = Path(__file__).with_name("box_init.py")
+REMOUNT_VARIABLE = "MULLIGAN_SANDBOX_REMOUNT"
+"""Set to 1, box_init takes the path kernels without `mount_setattr` (before 5.12) take."""
 
 Step = tuple[Literal["tmpfs", "dir"], str]
 
@@ -109,3 +126,79 @@ def _parents_in(tops: list[str], paths: list[str]) -> list[str]:
 
 def _under(path: str, tops: list[str]) -> bool:
     return any(Path(path).is_relative_to(top) for top in tops)
+
+
+def bwrap_argv(command: list[str], plan: Plan) -> list[str]:
+    """bubblewrap around a command: read-only host, private /tmp, no network, own pid namespace.
+
+    As root, bubblewrap itself sets the box up (it can reach every path) without a user
+    namespace, and `setpriv` drops to the run's own user id, with no capabilities, inside.
+    Otherwise bubblewrap makes an unprivileged user namespace as the user.
+    """
+    box = ["bwrap", "--die-with-parent", "--new-session"]
+    if plan.uid is not None:
+        box += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        box += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if not plan.network:
+            box.append("--unshare-net")
+    else:
+        box.append("--unshare-all")
+        if plan.network:
+            box.append("--share-net")
+    box += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    size = ["--size", str(plan.memory_bytes)] if _sizes_tmpfs() else []
+    for kind, path in plan.fresh:  # directories made are reachable, whatever the host's modes
+        if kind == "tmpfs":
+            box += [*size, "--perms", "1777", "--tmpfs", path]
+        else:
+            box += ["--perms", "0755", "--dir", path]
+    for path in plan.toolchain:
+        box += ["--ro-bind", path, path]
+    box += ["--bind", plan.scratch, plan.scratch]
+    if plan.workdir != plan.scratch:
+        box += ["--bind" if plan.writable else "--ro-bind", plan.workdir, plan.workdir]
+    for path in plan.hide_dirs:
+        box += ["--tmpfs", path]
+    for path in plan.hide_files:
+        box += ["--ro-bind", "/dev/null", path]
+    box += ["--chdir", plan.workdir, "--"]
+    if plan.uid is not None:
+        box += ["setpriv", f"--reuid={plan.uid}", f"--regid={NOBODY}", "--clear-groups"]
+        box += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return [*box, *command]
+
+
+@functools.cache
+def _sizes_tmpfs() -> bool:
+    """Whether this bubblewrap has `--size` (0.5 and later): each tmpfs then holds at most
+    the run's memory limit, also where no cgroup counts it."""
+    try:
+        said = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in said.stdout + said.stderr
+
+
+def unshare_argv(command: list[str], plan: Plan) -> list[str]:
+    """util-linux `unshare` around a command, `box_init.py` its pid 1 (see the module's
+    docstring), given the plan whole."""
+    box = ["unshare", "--mount", "--propagation", "private", "--pid", "--kill-child"]
+    box += ["--mount-proc", "--ipc", "--uts"]
+    if plan.uid is None:
+        box += ["--user", "--map-root-user"]
+    if not plan.network:
+        box.append("--net")
+    spec = {
+        **asdict(plan),
+        "outer": None if plan.uid is not None else [os.getuid(), os.getgid()],
+        "remount": os.environ.get(REMOUNT_VARIABLE) == "1",
+    }
+    init = [sys.executable, "-I", "-S", str(BOX_INIT), marshal.dumps(spec).hex(), "--"]
+    return [*box, "--", *init, *command]
+
+
+ARGV: dict[str, Callable[[list[str], Plan], list[str]]] = {
+    "bwrap": bwrap_argv,
+    "unshare": unshare_argv,
+}
+"""Each backend's command around a command, for a plan."""

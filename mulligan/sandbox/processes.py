@@ -1,4 +1,6 @@
-"""Processes the box leaves behind: the /proc table, killing, reaping, and a memory cgroup.
+"""The box's processes: who a run is (as root, an unprivileged user id of its own), the limits
+set at its start, and what it leaves behind (the /proc table, killing, reaping, a memory
+cgroup).
 
 Linux only where it matters; elsewhere each helper does nothing.
 """
@@ -11,39 +13,81 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from mulligan.sandbox.results import Limits
 
 _libc: Any = None
 if sys.platform.startswith("linux"):
     import ctypes
 
     _libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+NOBODY = 65534
+SANDBOX_UIDS = range(200_000, 260_000)
 
 
-def proc_table() -> Iterator[tuple[int, int, int]]:
-    """(pid, uid, process group) of every process this one can see in /proc."""
-    if not os.path.isdir("/proc"):
+def dropping_privileges() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def give_to(directory: str | Path, uid: int) -> None:
+    """Make a directory mulligan made writable by the run's user (only needed as root)."""
+    if not dropping_privileges():
         return
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        yield int(entry), uid, int(fields[2])
+    for root, dirs, files in os.walk(directory):
+        os.chown(root, uid, NOBODY)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), uid, NOBODY)
+
+
+def limiter(limits: Limits, uid: int, nproc: int, boxed: bool, cgroup: str = "") -> Any:
+    """Limits set between fork and exec; as root outside a box, the drop to `uid` too.
+
+    `cgroup`: the memory cgroup's `procs` file the child joins. In a box the parent's death
+    kills it (the box's init then kills the rest)."""
+    drop = dropping_privileges() and not boxed
+
+    def limit_child() -> None:  # runs in the child between fork and exec
+        import resource
+
+        if cgroup:
+            with open(cgroup, "w") as handle:
+                handle.write("0")
+        if boxed and _libc is not None:  # SIGKILL when the thread that started it ends
+            _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if drop:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+    return limit_child
+
+
+# ---------------------------------------------------------------- what a run leaves
 
 
 def processes(*, uid: int | None = None, pgid: int | None = None) -> list[int]:
-    return [
-        pid
-        for pid, owner, group in proc_table()
-        if (uid is None or owner == uid) and (pgid is None or group == pgid)
-    ]
+    """The pids this process can see in /proc, of user `uid` and process group `pgid`."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            owner = os.stat(f"/proc/{entry}").st_uid
+            with open(f"/proc/{entry}/stat") as handle:
+                group = int(handle.read().rsplit(")", 1)[1].split()[2])
+        except OSError:
+            continue
+        if (uid is None or owner == uid) and (pgid is None or group == pgid):
+            found.append(int(entry))
+    return found
 
 
 def kill_group(pgid: int) -> None:
@@ -67,18 +111,10 @@ def kill_user(uid: int) -> None:
         time.sleep(0.01)
 
 
-_subreaper = False
-
-
 def become_subreaper() -> None:
     """Adopt the orphans of boxed children so that their zombies can be reaped here."""
-    global _subreaper
-    if _subreaper or not sys.platform.startswith("linux"):
-        return
-    assert _libc is not None
-    pr_set_child_subreaper = 36
-    _libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
-    _subreaper = True
+    if _libc is not None:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def reap_group(pgid: int) -> None:
@@ -92,9 +128,6 @@ def reap_group(pgid: int) -> None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
         time.sleep(0.01)
-
-
-# ---------------------------------------------------------------- memory cgroup
 
 
 def memory_cgroup_root() -> Path | None:
@@ -143,17 +176,3 @@ class MemoryCgroup:
                 return
             except OSError:
                 time.sleep(0.01)  # its last processes are still exiting
-
-
-def join_cgroup(procs: str) -> None:
-    """Between fork and exec: move this process into the cgroup."""
-    if procs:
-        with open(procs, "w") as handle:
-            handle.write("0")
-
-
-def die_with_parent() -> None:
-    """Between fork and exec: SIGKILL this process when the thread that started it ends."""
-    if _libc is not None:  # loaded before the fork: no import between fork and exec
-        pr_set_pdeathsig = 1
-        _libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)

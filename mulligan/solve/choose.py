@@ -38,7 +38,7 @@ def _shape(diagnosis: Diagnosis | None) -> str | None:
         return None
     if diagnosis.failure.project_frames:
         return "the failing check's traceback goes into the project's code"
-    if diagnosis.failure.names_tests:
+    if diagnosis.failure.tests or diagnosis.failure.test_frames:
         return "the failing check names the tests that fail"
     return None
 

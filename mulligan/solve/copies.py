@@ -77,11 +77,7 @@ def _git_files(directory: Path) -> list[str]:
 
 def _undecodable(relative: str) -> bool:
     """A name os.fsdecode kept as surrogates: its bytes are not UTF-8."""
-    try:
-        relative.encode()
-    except UnicodeEncodeError:
-        return True
-    return False
+    return any("\ud800" <= c <= "\udfff" for c in relative)
 
 
 def _walk_files(directory: Path) -> list[str]:
@@ -200,17 +196,6 @@ def _mode(path: Path) -> int:
         return 0o644
 
 
-def write_tree(root: Path, snapshot: Snapshot, modes: dict[str, int]) -> None:
-    for relative, entry in snapshot.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(entry, Link):
-            target.symlink_to(entry.target)
-        else:
-            target.write_bytes(entry)
-            target.chmod(modes.get(relative, 0o644))
-
-
 # ---------------------------------------------------------------- copies per attempt
 
 
@@ -238,7 +223,14 @@ class ProjectCopies:
         }
         with sandbox.ScratchWorkspace({}) as workspace:
             assert workspace is not None
-            write_tree(workspace, base, modes)
+            for relative, entry in base.items():
+                target = workspace / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(entry, Link):
+                    target.symlink_to(entry.target)
+                else:
+                    target.write_bytes(entry)
+                    target.chmod(modes[relative])
             self.project.make_directories(workspace)
             executable = {p for p, mode in modes.items() if mode & stat.S_IXUSR}
             self.copies[workspace] = Copy(base, digests(base), executable)

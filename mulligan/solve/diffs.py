@@ -141,8 +141,7 @@ def _path_of(line: str) -> str:
 
 
 def _read_mode(patch: FilePatch, line: str) -> None:
-    words = line.split()
-    mode = words[-1]
+    mode = line.split()[-1]
     if mode not in (FILE_MODE, EXECUTABLE_MODE, LINK_MODE):
         raise UserError(f"{patch.path}: the diff gives a mode it cannot apply: {mode}")
     if line.startswith("new file"):
@@ -186,19 +185,6 @@ def _patched(path: str, old: list[str], hunks: list[tuple[int, list[str]]]) -> l
     return result + old[position:]
 
 
-@dataclass
-class Change:
-    """One path's planned change: what it holds before and after (None: absent; a link's
-    target for a link), and the mode the diff gives it (None: as it is)."""
-
-    patch: FilePatch
-    target: Path
-    old: str | None
-    new: str | None
-    old_link: bool
-    new_link: bool
-
-
 def apply_diff(diff: str, directory: Path) -> list[str]:
     """Apply a diff made by `unified_diff`, all or nothing; returns the paths it changed.
 
@@ -217,33 +203,26 @@ def apply_diff(diff: str, directory: Path) -> list[str]:
             f"{', '.join(binary)}: changed as binary or large files, which a text diff cannot "
             f"carry; nothing applied (the rest applies with `git apply --exclude={binary[0]}`)"
         )
-    changes = [_planned(patch, root, directory) for patch in patches]
-    deleted = {c.patch.path for c in changes if c.new is None}
-    for change in changes:
-        if change.new is not None:
-            _room_for(change.patch.path, root, deleted, directory)
-    apply_whole(root, [_write_of(change) for change in changes])
-    return [c.patch.path for c in changes]
-
-
-def _write_of(change: Change) -> Write:
-    """The change as the journal writes it: bytes, the diff's mode, a digest of the old."""
-    old = None if change.old is None else _bytes(change.old)
-    mode = change.patch.mode
-    return Write(
-        change.patch.path,
-        None if change.new is None else _bytes(change.new),
-        change.new_link,
-        None if not mode or change.new_link else mode == EXECUTABLE_MODE,
-        None if old is None else content_digest(old, change.old_link),
-    )
+    writes = [_planned(patch, root, directory) for patch in patches]
+    deleted = {write.path for write in writes if write.content is None}
+    for write in writes:  # where it needs a directory, no file or symlink is in the way
+        blocked = None if write.content is None else _in_the_way(write.path, root)
+        if blocked is not None and blocked not in deleted:  # deletions come first
+            raise UserError(
+                f"{write.path}: the diff needs a directory where {directory} has {blocked}, a "
+                "file or a symlink; nothing applied"
+            )
+    apply_whole(root, writes)
+    return [write.path for write in writes]
 
 
 def _bytes(text: str) -> bytes:
     return text.encode(errors="surrogateescape")
 
 
-def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
+def _planned(patch: FilePatch, root: Path, directory: Path) -> Write:
+    """The patch's change as the journal writes it: bytes, the diff's mode, a digest of the
+    old."""
     parts = Path(patch.path).parts
     if not parts or Path(patch.path).is_absolute() or ".." in parts:
         raise UserError(f"{patch.path}: the diff leads outside {directory}")
@@ -258,7 +237,9 @@ def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
     if patch.old_mode and (patch.old_mode == LINK_MODE) != old_link:
         kind = "symlink" if old_link else "file"
         raise UserError(f"{patch.path}: the diff changes it as it was, not the {kind} it is now")
-    old = None if patch.new else _content(target, old_link)
+    old = os.readlink(target) if old_link else None
+    if not patch.new and not old_link:
+        old = target.read_bytes().decode(errors="surrogateescape")
     new = "".join(_patched(patch.path, lines_of(old or ""), patch.hunks))
     if patch.deleted and new:
         raise UserError(
@@ -266,11 +247,13 @@ def _planned(patch: FilePatch, root: Path, directory: Path) -> Change:
             f"(changed in {directory} since); nothing applied"
         )
     new_link = patch.mode == LINK_MODE if patch.mode else old_link
-    return Change(patch, target, old, None if patch.deleted else new, old_link, new_link)
-
-
-def _content(target: Path, link: bool) -> str:
-    return os.readlink(target) if link else target.read_bytes().decode(errors="surrogateescape")
+    return Write(
+        patch.path,
+        None if patch.deleted else _bytes(new),
+        new_link,
+        None if not patch.mode or new_link else patch.mode == EXECUTABLE_MODE,
+        None if old is None else content_digest(_bytes(old), old_link),
+    )
 
 
 def _in_the_way(path: str, root: Path) -> str | None:
@@ -281,14 +264,3 @@ def _in_the_way(path: str, root: Path) -> str | None:
         if ancestor.is_symlink() or (ancestor.exists() and not ancestor.is_dir()):
             return "/".join(parts[:depth])
     return None
-
-
-def _room_for(path: str, root: Path, deleted: set[str], directory: Path) -> None:
-    """Where the path needs a directory, none of its parents is a file or a symlink, unless
-    the diff deletes that one (deletions come first)."""
-    blocked = _in_the_way(path, root)
-    if blocked is not None and blocked not in deleted:  # once deleted, nothing is below it
-        raise UserError(
-            f"{path}: the diff needs a directory where {directory} has {blocked}, a file or a "
-            "symlink; nothing applied"
-        )

@@ -66,13 +66,10 @@ def parse_blocks(reply: str) -> list[Block]:
     matches = list(BLOCK.finditer(reply))
     loose = not matches
     for match in matches or LOOSE_BLOCK.finditer(reply):
-        before = reply[: match.start()].rstrip().splitlines()[-3:]
-        path = None
-        for line in reversed(before):
-            found = PATH.findall(line.strip().strip("`*:"))
-            if found and not line.strip().startswith("```"):
-                path = found[-1].lstrip("./") if found[-1].startswith("./") else found[-1]
-                break
+        above = reversed(reply[: match.start()].rstrip().splitlines()[-3:])
+        named = [PATH.findall(x.strip().strip("`*:")) for x in above if x.strip()[:3] != "```"]
+        path = next((found[-1] for found in named if found), None)
+        path = path.lstrip("./") if path and path.startswith("./") else path
         replace = match.group("replace")
         replace = MARKER.sub("", replace) if loose else replace  # a loose block's other markers
         blocks.append(Block(path, match.group("search"), replace))
@@ -80,34 +77,23 @@ def parse_blocks(reply: str) -> list[Block]:
 
 
 def _unnumbered(text: str) -> list[str]:
-    """The block's lines, without the line numbers it was shown with (when every line has one)
-    and the values that follow a line copied from the trace."""
+    """The block's lines, each ending in a newline, without the line numbers it was shown with
+    (when every line has one) and the values that follow a line copied from the trace."""
     lines = [COPIED_VALUES.sub("", x) for x in lines_of(text)]
     filled = [x for x in lines if x.strip()]
     if filled and all(NUMBERED.match(x) for x in filled):
-        return [NUMBERED.sub("", x, count=1) for x in lines]
-    return lines
-
-
-def _with_newline(lines: list[str]) -> list[str]:
+        lines = [NUMBERED.sub("", x, count=1) for x in lines]
     return [x if x.endswith("\n") else x + "\n" for x in lines]
 
 
-def _where(file_lines: list[str], search: list[str], same: Callable[[str, str], bool]) -> list[int]:
-    size = len(search)
-    return [
-        i
-        for i in range(len(file_lines) - size + 1)
-        if all(same(file_lines[i + k], search[k]) for k in range(size))
-    ]
+def _exact(line: str) -> str:
+    return line.rstrip("\n")
 
 
-def _exact(a: str, b: str) -> bool:
-    return a.rstrip("\n") == b.rstrip("\n")
-
-
-def _loose(a: str, b: str) -> bool:
-    return a.strip() == b.strip()
+def _where(file_lines: list[str], search: list[str], key: Callable[[str], str]) -> list[int]:
+    """Where the search lines start in the file, lines compared by `key`."""
+    wanted, have = [key(x) for x in search], [key(x) for x in file_lines]
+    return [i for i in range(len(have) - len(wanted) + 1) if have[i : i + len(wanted)] == wanted]
 
 
 def _indent(line: str) -> str:
@@ -118,21 +104,23 @@ def replace_once(path: str, text: str, block: Block, near: Collection[int] = ())
     """The file's text with the block applied; Refused if it does not match exactly once
     (where it matches several times, once among the lines `near`, the ones shown, will do)."""
     lines = lines_of(text)
-    written = _with_newline(_unnumbered(block.search))
+    written = _unnumbered(block.search)
     search = _unmarked(written, lines)
-    replace = _with_newline(_unnumbered(block.replace))
+    replace = _unnumbered(block.replace)
     if not any(x.strip() for x in search):
         raise Refused(f"{path}: the SEARCH part is empty; copy the exact lines to change into it")
     found = _where(lines, search, _exact)
     loose = not found
     if loose:  # the same lines indented differently: re-indent the replacement
-        found = _where(lines, search, _loose)
+        found = _where(lines, search, str.strip)
     if len(found) > 1 and near:
         found = [i for i in found if i + 1 in near] or found
     if loose and len(found) == 1:
         first = next(k for k, x in enumerate(search) if x.strip())
         have, wrote = _indent(lines[found[0] + first]), _indent(search[first])
-        replace = [_reindented(x, wrote, have) for x in replace]
+        replace = [
+            have + x[len(wrote) :] if x.strip() and x.startswith(wrote) else x for x in replace
+        ]
     if not found and (plain := _unwrapped(block)) is not None:
         return replace_once(path, text, plain, near)
     if not found:
@@ -173,23 +161,21 @@ def _unwrapped(block: Block) -> Block | None:
     parentheses or a refusal that quotes the file's lines; None if a line has none."""
     parts = []
     for text in (block.search, block.replace):
-        lines = lines_of(text)
-        if not all(_wrapped(x) for x in lines if x.strip()):
+        inside = [_inside(x) if x.strip() else x for x in lines_of(text)]
+        if None in inside:
             return None
-        parts.append("".join(_inside(x) if x.strip() else x for x in lines))
+        parts.append("".join(x for x in inside if x))
     return Block(block.path, parts[0], parts[1]) if block.search.strip() else None
 
 
 WRAPPERS = {"(": ")", "'": "'", '"': '"'}
 
 
-def _wrapped(line: str) -> bool:
-    text = line.strip()
-    return len(text) >= 2 and WRAPPERS.get(text[0]) == text[-1]
-
-
-def _inside(line: str) -> str:
+def _inside(line: str) -> str | None:
+    """The line without the parentheses or quotes round it; None when it has none."""
     start, end = len(line) - len(line.lstrip()), len(line.rstrip()) - 1
+    if end <= start or WRAPPERS.get(line[start]) != line[end]:
+        return None
     return line[:start] + line[start + 1 : end] + line[end + 1 :]
 
 
@@ -211,14 +197,6 @@ def _within_a_line(
     return "".join(lines[:at] + [lines[at].replace(wanted[0], new[0])] + lines[at + 1 :])
 
 
-def _reindented(line: str, wrote: str, have: str) -> str:
-    if not line.strip():
-        return line
-    if line.startswith(wrote):
-        return have + line[len(wrote) :]
-    return line
-
-
 def _no_match(path: str, lines: list[str], search: list[str]) -> str:
     """Which lines of the file come closest to the SEARCH lines, and how they differ."""
     size = len(search)
@@ -233,7 +211,7 @@ def _no_match(path: str, lines: list[str], search: list[str]) -> str:
         f"  SEARCH line {k + 1}: {search[k].rstrip()!r}\n"
         f"  file line {best + k + 1}:   {closest[k].rstrip() if k < len(closest) else ''!r}"
         for k in range(size)
-        if k >= len(closest) or not _exact(search[k], closest[k])
+        if k >= len(closest) or _exact(search[k]) != _exact(closest[k])
     ]
     return (
         f"{path}: the SEARCH lines are not in the file. The closest are lines {best + 1}-"
@@ -317,7 +295,7 @@ def _path_for(
     holding = []
     for path in dict.fromkeys(shown):
         text = texts.get(path) if path in texts else read(path)
-        if text is not None and search and _where(lines_of(text), search, _loose):
+        if text is not None and search and _where(lines_of(text), search, str.strip):
             holding.append((path, text))
     if block.path and block.path in texts and (len(holding) != 1 or block.path == holding[0][0]):
         return block.path

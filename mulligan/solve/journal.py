@@ -104,39 +104,35 @@ def apply_whole(root: Path, writes: list[Write]) -> None:
     system refuses before the commit undoes what was staged and raises a UserError naming
     the path, with nothing applied."""
     with _alone(root):
-        _apply_whole(root, writes)
-
-
-def _apply_whole(root: Path, writes: list[Write]) -> None:
-    if (root / JOURNAL).exists():
-        raise UserError(
-            f"{root / JOURNAL}: an earlier --apply to {root} is unfinished; nothing applied "
-            "(the next `mulligan solve` there finishes or undoes it first)"
-        )
-    changed = [write.path for write in writes if digest(root / write.path) != write.old]
-    if changed:
-        raise UserError(
-            f"{', '.join(changed)}: changed in {root} since the diff was read; nothing applied"
-        )
-    token = secrets.token_hex(4)
-    entries = [_entry(root, write, token) for write in writes]
-    journal = {"state": "staging", "entries": entries}
-    try:
-        _record(root, journal)
-    except OSError as exc:  # before anything is staged: a read-only or full filesystem
-        with contextlib.suppress(OSError):
-            (root / WRITING).unlink()
-        raise UserError(f"{root}: {exc.strerror or exc}; nothing applied") from exc
-    for write, entry in zip(writes, entries, strict=True):
-        if write.content is None:
-            continue
+        if (root / JOURNAL).exists():
+            raise UserError(
+                f"{root / JOURNAL}: an earlier --apply to {root} is unfinished; nothing applied "
+                "(the next `mulligan solve` there finishes or undoes it first)"
+            )
+        changed = [write.path for write in writes if digest(root / write.path) != write.old]
+        if changed:
+            raise UserError(
+                f"{', '.join(changed)}: changed in {root} since the diff was read; nothing applied"
+            )
+        token = secrets.token_hex(4)
+        entries = [_entry(root, write, token) for write in writes]
+        journal = {"state": "staging", "entries": entries}
         try:
-            _stage(root, write, entry["staged"])
-        except OSError as exc:
-            _roll_back(root, journal)
-            raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
-    _record(root, {**journal, "state": "committed"})
-    _finish(root, entries)
+            _record(root, journal)
+        except OSError as exc:  # before anything is staged: a read-only or full filesystem
+            with contextlib.suppress(OSError):
+                (root / WRITING).unlink()
+            raise UserError(f"{root}: {exc.strerror or exc}; nothing applied") from exc
+        for write, entry in zip(writes, entries, strict=True):
+            if write.content is None:
+                continue
+            try:
+                _stage(root, write, entry["staged"])
+            except OSError as exc:
+                _roll_back(root, journal)
+                raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
+        _record(root, {**journal, "state": "committed"})
+        _finish(root, entries)
 
 
 def _finish(root: Path, entries: list[dict[str, Any]]) -> None:
@@ -154,44 +150,36 @@ def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     """Finish or undo a change a killed process left in `root`: ("finished", paths) when it
     was committed, ("undid", paths) when it was not; None when there is none."""
     with _alone(root):
-        return _finish_interrupted(root)
-
-
-def _finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
-    if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
-        (root / WRITING).unlink()  # a next state never committed
-    try:
-        journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
-        entries = list(journal["entries"])
-        committed = journal["state"] == "committed"
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError):
-        raise UserError(
-            f"{root / JOURNAL}: unreadable, so an earlier --apply cannot be finished; look at "
-            "the files it names, then remove it"
-        ) from None
-    paths = [str(entry["path"]) for entry in entries]
-    if committed:
-        _finish(root, entries)
-        return "finished", paths
-    _roll_back(root, journal)
-    return "undid", paths
+        if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
+            (root / WRITING).unlink()  # a next state never committed
+        try:
+            journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
+            entries = list(journal["entries"])
+            committed = journal["state"] == "committed"
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            raise UserError(
+                f"{root / JOURNAL}: unreadable, so an earlier --apply cannot be finished; look "
+                "at the files it names, then remove it"
+            ) from None
+        paths = [str(entry["path"]) for entry in entries]
+        if committed:
+            _finish(root, entries)
+            return "finished", paths
+        _roll_back(root, journal)
+        return "undid", paths
 
 
 def _entry(root: Path, write: Write, token: str) -> dict[str, Any]:
     """The journal's line for one change: the path, where its new content is staged (None:
     deleted), what it held and what it will hold (for checking before it is written)."""
-    staged = None
+    staged = new = None
     if write.content is not None:
         parent, _, name = write.path.rpartition("/")
-        staged = _relative(_staging_directory(root, parent) / f".{name}{STAGED}{token}", root)
-    new = None if write.content is None else content_digest(write.content, write.link)
+        place = _staging_directory(root, parent) / f".{name}{STAGED}{token}"
+        staged, new = place.relative_to(root).as_posix(), content_digest(write.content, write.link)
     return {"path": write.path, "staged": staged, "old": write.old, "new": new}
-
-
-def _relative(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix()
 
 
 def _staging_directory(root: Path, parent: str) -> Path:
@@ -252,11 +240,8 @@ def _roll_back(root: Path, journal: dict[str, Any]) -> None:
 def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
     """Deletions, then renames, each done once (a step done before a kill is seen done);
     a path that holds neither what it held nor what it will hold is left, and named."""
-    conflicts = []
     ordered = sorted(entries, key=lambda entry: entry["staged"] is not None)
-    for entry in ordered:
-        if not _carry_out(root, entry):
-            conflicts.append(entry)
+    conflicts = [entry for entry in ordered if not _carry_out(root, entry)]
     if conflicts:
         names = ", ".join(str(entry["path"]) for entry in conflicts)
         staged = [str(entry["staged"]) for entry in conflicts if entry["staged"]]

@@ -68,10 +68,6 @@ class Failure:
     """(path, line) in the project's code, outermost first."""
     test_frames: list[tuple[str, int]] = field(default_factory=list)
 
-    @property
-    def names_tests(self) -> bool:
-        return bool(self.tests or self.test_frames)
-
 
 @dataclass
 class Localisation:
@@ -98,20 +94,14 @@ class Localisation:
 
     def shown(self, trials: int) -> list[list[Function]]:
         """The distinct groups `trials` candidates are shown, in order."""
-        found: list[list[Function]] = []
-        for trial in range(1, trials + 1):
-            if self.group(trial) not in found:
-                found.append(self.group(trial))
-        return found
+        groups = [self.group(trial) for trial in range(1, trials + 1)]
+        return [group for i, group in enumerate(groups) if group not in groups[:i]]
 
 
 def is_test_file(path: str) -> bool:
-    parts = path.split("/")
-    name = parts[-1]
-    in_tests = any(p in ("tests", "test", "testing") for p in parts[:-1])
-    return (
-        in_tests or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-    )
+    *folders, name = path.split("/")
+    named = name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+    return named or bool({"tests", "test", "testing"} & set(folders))
 
 
 def _project_path(raw: str, files: set[str]) -> str | None:
@@ -119,11 +109,8 @@ def _project_path(raw: str, files: set[str]) -> str | None:
     if any(marker in raw for marker in INSTALLED):
         return None
     parts = raw.replace("\\", "/").lstrip("./").split("/")
-    for start in range(len(parts)):
-        candidate = "/".join(parts[start:])
-        if candidate in files:
-            return candidate
-    return None
+    candidates = ("/".join(parts[start:]) for start in range(len(parts)))
+    return next((candidate for candidate in candidates if candidate in files), None)
 
 
 def read_failure(output: str, files: Iterable[str]) -> Failure:
@@ -142,14 +129,10 @@ def read_failure(output: str, files: Iterable[str]) -> Failure:
     failure.tests += [
         f"{m.group('where')}.{m.group('name')}" for m in UNITTEST_FAIL.finditer(output)
     ]
-    said = ASSERTION.findall(output)
-    failure.assertion = "\n".join(said[:12]) if said else _last_exception(output)
+    # pytest's assertion lines, else the last exception's line
+    said = ASSERTION.findall(output) or EXCEPTION_LINE.findall(output)[-1:]
+    failure.assertion = "\n".join(said[:12])
     return failure
-
-
-def _last_exception(output: str) -> str:
-    found = EXCEPTION_LINE.findall(output)
-    return found[-1] if found else ""
 
 
 # ---------------------------------------------------------------- reading the code
@@ -180,14 +163,6 @@ def functions_of(path: str, source: str) -> list[Function]:
 def innermost(functions: list[Function], line: int) -> Function | None:
     holding = [f for f in functions if f.holds(line)]
     return max(holding, key=lambda f: f.start) if holding else None
-
-
-def names_in(source: str, function: Function) -> list[str]:
-    """The names a function uses (called, read, attributes), in order of first use."""
-    node = _statement(source, function)
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # not its decorators
-        return _names([*node.body, node.args])
-    return _names([node]) if node else []
 
 
 def _statement(source: str, function: Function) -> ast.stmt | None:
@@ -235,7 +210,6 @@ class Code:
     """The project's Python files, read once: its functions, by file and by short name."""
 
     def __init__(self, root: Path, files: Iterable[str]) -> None:
-        self.root = root
         self.sources: dict[str, str] = {}
         self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
@@ -257,8 +231,13 @@ class Code:
                 self.by_name.setdefault(function.short, []).append(function)
 
     def uses(self, function: Function) -> list[str]:
-        """The names the function uses, and those its module's tables it uses refer to."""
-        names = names_in(self.sources[function.path], function)
+        """The names the function uses (called, read, attributes; in order of first use), and
+        those its module's tables it uses refer to."""
+        node = _statement(self.sources[function.path], function)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # not its decorators
+            names = _names([*node.body, node.args])
+        else:
+            names = _names([node]) if node else []
         tables = self.globals.get(function.path, {})
         return list(dict.fromkeys(names + [n for name in names for n in tables.get(name, [])]))
 

@@ -118,8 +118,10 @@ _recorders: dict[str, Recorder] = {}
 """Each traced test's recorder, by node id: its setup and call, until its report is made."""
 
 
-def _traced(item: pytest.Item) -> Generator[None, Any, None]:
-    """A phase of the test, traced into the test's one recorder."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    """The test's call, traced into the test's one recorder; as `pytest_runtest_setup`, its
+    fixtures too: what they run can make the test fail too."""
     recorder = _recorders.setdefault(item.nodeid, Recorder())
     before = sys.gettrace()
     sys.settrace(recorder.global_trace)
@@ -129,16 +131,7 @@ def _traced(item: pytest.Item) -> Generator[None, Any, None]:
         sys.settrace(before)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, None]:
-    """The test's fixtures: what they run can make the test fail too."""
-    yield from _traced(item)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
-    """The test's call."""
-    yield from _traced(item)
+pytest_runtest_setup = pytest_runtest_call
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -61,8 +61,12 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
         return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
     if run.exit_code == 2 and not _shell_reads(command):
         return f"{said} (exit 2); the shell cannot read the command: fix its quoting or syntax"
-    if re.search(r"(?:^|[\s/])(?:pytest|py\.test)(?:\s|$)", command) and run.exit_code in (4, 5):
-        return _pytest_ran_nothing(run, said)
+    pytest = re.search(r"(?:^|[\s/])(?:pytest|py\.test)(?:\s|$)", command)
+    if pytest and run.exit_code == 4:  # a usage error: no such test path, an unknown option
+        return f"{said} (exit 4); pytest could not start: name tests that exist, options it knows"
+    if pytest and run.exit_code == 5:
+        summary = " ".join(last_lines(run.stdout, 1)).strip()
+        return f"{summary}: no tests ran (exit 5); name the tests to run (a file or folder of them)"
     module = re.search(r"(?:^|\s)-m\s+([\w.]+)", command)
     if module and run.exit_code and f"No module named {module.group(1)}" in said:
         return (
@@ -70,14 +74,6 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
             "or name a python that has it"
         )
     return None
-
-
-def _pytest_ran_nothing(run: sandbox.RunResult, said: str) -> str:
-    """pytest's usage error (exit 4: no such test path, an unknown option) or no test run (5)."""
-    if run.exit_code == 4:
-        return f"{said} (exit 4); pytest could not start: name tests that exist, options it knows"
-    summary = " ".join(last_lines(run.stdout, 1)).strip()
-    return f"{summary}: no tests ran (exit 5); name the tests to run (a file or folder of them)"
 
 
 def _shell_reads(command: str) -> bool:

@@ -16,6 +16,7 @@ changes and verdicts.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -37,11 +38,11 @@ from mulligan.solve.context import Diagnosis, repair_prompt
 from mulligan.solve.copies import ChangeRecordingEvaluator, ProjectCopies
 from mulligan.solve.edits import Refused, parse_blocks, planned
 from mulligan.solve.localise import read_failure
-from mulligan.solve.select import changed_lines, selected
 
 log = logging.getLogger("mulligan")
 EARLIER_KEPT = 3
 """How many failed candidates' notes the next round's prompt carries (the latest)."""
+PASSED_TESTS = re.compile(r"(\d+) passed")
 
 
 @dataclass
@@ -118,17 +119,20 @@ class RepairPipeline:
                 t: lessons + self._assigned(task, episode, t, lessons)
                 for t in range(trial, trial + size)
             }
-            asks = {
-                t: (
+            asks = [
+                (
+                    task,
                     repair_prompt(
                         diagnosis, t, request, project, [x.text for x in given[t]],
                         earlier[-EARLIER_KEPT:],
                     ),
                     diagnosis.shown_files(t),
+                    [x.id for x in given[t]],
+                    t,
                 )
                 for t in given
-            }  # fmt: skip
-            done = self._round(task, asks, given)
+            ]  # fmt: skip
+            done = self._round(asks)
             for candidate in done:  # logged here, in trial order: one thread writes the log
                 self._log(episode, candidate, given[candidate.attempt.trial])
             passing = [c.attempt for c in done if c.verdict.passed]
@@ -145,23 +149,14 @@ class RepairPipeline:
     # ------------------------------------------------------------ one round, one candidate
 
     def _round(
-        self,
-        task: Task,
-        asks: dict[int, tuple[str, dict[str, set[int]]]],
-        given: dict[int, list[Lesson]],
+        self, asks: list[tuple[Task, str, dict[str, set[int]], list[str], int]]
     ) -> list[Candidate]:
         """One candidate per trial, each with its prompt, the files and the lessons it was
-        shown."""
-        ids = {trial: [lesson.id for lesson in lessons] for trial, lessons in given.items()}
+        shown; at once."""
         if len(asks) == 1:
-            ((trial, (prompt, shown)),) = asks.items()
-            return [self._candidate(task, prompt, shown, ids[trial], trial)]
+            return [self._candidate(*asks[0])]
         with ThreadPoolExecutor(max_workers=len(asks)) as pool:
-            running = [
-                pool.submit(self._candidate, task, prompt, shown, ids[trial], trial)
-                for trial, (prompt, shown) in asks.items()
-            ]
-            return [future.result() for future in running]
+            return list(pool.map(lambda ask: self._candidate(*ask), asks))
 
     def _candidate(
         self,
@@ -345,3 +340,28 @@ def _note(attempt: Attempt, verdict: Verdict) -> str:
         + "\n".join(changed[:12])
         + f"\nThe check then said: {said[:600]}"
     )
+
+
+def changed_lines(diff: str) -> int:
+    """Lines a unified diff removes or adds (its headers not counted)."""
+    return sum(
+        1
+        for line in diff.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
+    )
+
+
+def selected(episode: Episode) -> Attempt | None:
+    """The best attempt that passed every check with a change, by what the checks said: the
+    most checks passed, then the most tests passed (the largest `N passed` the output
+    reports, as pytest counts them), then the fewest changed lines, then the earliest; None
+    if none passed."""
+
+    def rank(pair: tuple[Attempt, Verdict]) -> tuple[int, int, int, int]:
+        attempt, verdict = pair
+        checks = sum(c.passed for c in verdict.checks)
+        tests = max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
+        return (-checks, -tests, changed_lines(attempt.changes), attempt.trial)
+
+    passing = [(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True) if v.passed]
+    return min(passing, key=rank)[0] if passing else None

@@ -38,47 +38,33 @@ COPIED_VALUES = re.compile(re.escape(ARROW) + r"\w+ = .*$")
 """A trace line's values, copied back with the line into an edit."""
 
 
-def pytest_test_name(diagnosis: Diagnosis) -> str | None:
-    """The failing test's pytest name (`test_x[1]`), '' when pytest names none; None when the
-    check is not pytest."""
-    if "pytest" not in diagnosis.run.check.command:
-        return None
-    tests = diagnosis.failure.tests
-    return tests[0].rsplit("::", 1)[-1] if tests else ""
-
-
-def traced_command(command: str, workspace: Path, spec: dict[str, Any]) -> str:
-    """The check's command with the plugin loaded (pytest reads PYTEST_PLUGINS; the plugin
-    sits in the workspace, which is on the path even when the command sets PYTHONPATH=.)
-    and told what to trace."""
-    values = {
-        "MULLIGAN_TRACE": shlex.quote(json.dumps(spec)),
-        "PYTEST_PLUGINS": PLUGIN.stem,
-        "PYTHONPATH": f'{shlex.quote(str(workspace))}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-    }
-    return "export " + " ".join(f"{k}={v}" for k, v in values.items()) + "; " + command
-
-
 def record_trace(
     diagnosis: Diagnosis, copies: ProjectCopies, task: Task, policy: sandbox.Policy
 ) -> dict[str, Any] | None:
-    """The plugin's record of the failing test in a fresh copy; None when there is none."""
-    name = pytest_test_name(diagnosis)
-    functions = traced_functions(diagnosis)
-    if name is None or not functions:
+    """The plugin's record of the failing test in a fresh copy; None when there is none (the
+    check is not pytest). Every function ranked is traced: a candidate is shown the calls of
+    the ones it is shown; the others may be ranked up by what they returned."""
+    functions = diagnosis.localisation.functions
+    if "pytest" not in diagnosis.run.check.command or not functions:
         return None
+    tests = diagnosis.failure.tests  # pytest's name for it (`test_x[1]`); '': the first failing
+    name = tests[0].rsplit("::", 1)[-1] if tests else ""
     with copies(task) as workspace:
         (workspace / PLUGIN.name).write_text(PLUGIN.read_text(encoding="utf-8"), "utf-8")
         out = workspace / RECORD
-        spec = {
-            "test": name,
-            "targets": [[f.path, f.start, f.end] for f in functions],
-            "out": str(out),
-            "events": EVENTS,
+        targets = [[f.path, f.start, f.end] for f in functions]
+        spec = {"test": name, "targets": targets, "out": str(out), "events": EVENTS}
+        # the check's command with the plugin loaded (pytest reads PYTEST_PLUGINS; the plugin
+        # sits in the workspace, which is on the path even when the command sets PYTHONPATH=.)
+        # and told what to trace
+        values = {
+            "MULLIGAN_TRACE": shlex.quote(json.dumps(spec)),
+            "PYTEST_PLUGINS": PLUGIN.stem,
+            "PYTHONPATH": f'{shlex.quote(str(workspace))}"${{PYTHONPATH:+:$PYTHONPATH}}"',
         }
+        command = "export " + " ".join(f"{k}={v}" for k, v in values.items()) + "; "
         check = diagnosis.run.check
-        command = traced_command(check.command, workspace, spec)
-        check = check.model_copy(update={"command": command})
+        check = check.model_copy(update={"command": command + check.command})
         run = run_command(check, workspace, task.network, policy)
         if not out.is_file():
             log.info("trace: nothing recorded (exit %s)", run.exit_code)
@@ -88,12 +74,6 @@ def record_trace(
         except (OSError, ValueError):
             return None
     return found if isinstance(found, dict) and found.get("calls") else None
-
-
-def traced_functions(diagnosis: Diagnosis) -> list[Function]:
-    """Every function ranked, in the order of the ranking (a candidate is shown the calls of
-    the ones it is shown; the others may be ranked up by what they returned)."""
-    return list(diagnosis.localisation.functions)
 
 
 Call = tuple[Function, list[tuple[str, int, dict[str, str]]]]
@@ -124,7 +104,7 @@ def rendered_calls(calls: list[Call], diagnosis: Diagnosis) -> list[tuple[Functi
 
 def recorded_calls(record: dict[str, Any], diagnosis: Diagnosis) -> list[Call]:
     """Each recorded call: its function and its events, as far as they are well formed."""
-    functions = traced_functions(diagnosis)
+    functions = diagnosis.localisation.functions
     calls = []
     for call in record.get("calls") or []:
         index = call.get("target") if isinstance(call, dict) else None

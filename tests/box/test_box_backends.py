@@ -328,7 +328,7 @@ def test_the_remount_path_of_older_kernels_keeps_the_host_read_only(
     tmp_path: Path, host_paths: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before Linux 5.12 there is no `mount_setattr`: box_init remounts mount by mount."""
-    from mulligan.sandbox.unshare import REMOUNT_VARIABLE
+    from mulligan.sandbox.plan import REMOUNT_VARIABLE
 
     if sandbox.containment().backend != "unshare":
         pytest.skip("the remount path belongs to the unshare backend (MULLIGAN_SANDBOX=unshare)")
