@@ -16,7 +16,7 @@ def check_flags(args: argparse.Namespace) -> None:
     """Numbers in range, known strategies and embeddings, usable output paths."""
     for dest, one in bounded_flags().items():
         value = getattr(args, dest, None)
-        problem = problem_of(one, value)
+        problem = None if value is None else problem_of(one, value)
         if problem:
             raise UserError(f"{one.option} {value}: {problem}")
     if getattr(args, "strategy", None) is not None:
