@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,14 +80,11 @@ class ReadMemory:
         self.remote = location if is_server(location) else None
         self.directory = Path(log_directory(location, DEFAULT_MEMORY)).expanduser()
         self.where = self.remote or str(self.directory)
-        self._reader: MemoryReader | None = None
 
-    @property
+    @cached_property
     def reader(self) -> MemoryReader:
         """The episode log (a server's lessons are listed and searched without it)."""
-        if self._reader is None:
-            self._reader = MemoryReader(self.directory)
-        return self._reader
+        return MemoryReader(self.directory)
 
     def _server(self) -> LessonStore:
         from mulligan.memory.store import LessonStore  # chromadb loads for a server alone
@@ -210,7 +208,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
-    action, as_json = args.action, getattr(args, "json", False)
+    action, as_json = args.action, args.json
     if action == "list":
         lessons_table([(lesson, None) for lesson in memory.lessons()], as_json)
     elif action == "search":
@@ -269,7 +267,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     reader = ReadMemory(args).reader
     if args.action == "list":
         found = list(reader.log.episodes(args.run))
-        if getattr(args, "json", False):
+        if args.json:
             for row in found:
                 print(json.dumps(dict(row), default=str))
             return 0

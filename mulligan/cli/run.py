@@ -26,7 +26,7 @@ from mulligan.tasks.suites import Suite
 def cmd_tasks(args: argparse.Namespace) -> int:
     load_config(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
-    if getattr(args, "json", False):
+    if args.json:
         for task in suite.tasks:
             print(task.model_dump_json())
     else:
@@ -58,23 +58,21 @@ def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
     suite = selected(args)
     strategies.for_loop(args.strategy, "--strategy")  # one the loop runs, or a UserError
     tasks = suite.tasks
-    return (
-        config,
-        suite,
-        RunRequest(
-            command="run",
-            strategies=[args.strategy],
-            selection={
-                **selection_of(args),
-                "tasks": [t.id for t in tasks],
-                "task_digests": task_digests(tasks),
-            },
-            tasks=tasks,
-            resume=args.resume,
-            executor=args.executor,
-            ray_address=args.ray_address,
-        ),
+    selection = {
+        **selection_of(args),
+        "tasks": [t.id for t in tasks],
+        "task_digests": task_digests(tasks),
+    }
+    request = RunRequest(
+        command="run",
+        strategies=[args.strategy],
+        selection=selection,
+        tasks=tasks,
+        resume=args.resume,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
+    return config, suite, request
 
 
 def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:

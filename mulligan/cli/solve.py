@@ -15,7 +15,6 @@ from pathlib import Path
 from mulligan import prompts, strategies
 from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
-from mulligan.actor.tools import Approver
 from mulligan.cli import display
 from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
@@ -72,27 +71,6 @@ def solve_protocol(config: RunConfig, served_at: str | None = None) -> Protocol:
     return "text" if self_hosted(where) else "native"
 
 
-def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
-    """The directory and checks, or a UserError before anything is started."""
-    checks = [c for c in args.check if c.strip()]
-    if not checks:
-        raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
-    if not args.dir.strip():
-        raise UserError("--dir is empty: name the project's directory (--dir . for this one)")
-    directory = Path(args.dir).expanduser()
-    if not directory.is_dir():
-        raise UserError(f"--dir {args.dir}: not a directory")
-    if directory.resolve() == Path(directory.resolve().anchor):
-        raise UserError(
-            f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
-            "directory (is a variable in --dir empty?)"
-        )
-    strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
-    if not args.task.strip():
-        raise UserError("solve needs a TASK: what the attempts should do")
-    return directory, checks
-
-
 def solve_task(
     project: Project,
     family: str,
@@ -134,45 +112,43 @@ def top_level(project: Project, limit: int = 40) -> list[str]:
     return names[:limit] + ([f"... ({len(names) - limit} more)"] if len(names) > limit else [])
 
 
-def cmd_solve(args: argparse.Namespace) -> int:
-    return _solve(args, solve_config(args), cli_approver(args.yes))
-
-
-def solve_config(args: argparse.Namespace) -> RunConfig:
+def plan_solve(args: argparse.Namespace) -> tuple[RunConfig, Path, list[str], RunRequest]:
+    """What `solve` states: the project, the task, its checks and the one strategy (the
+    protocol waits for the connection), or a UserError before anything is started."""
     # a project's lessons are stored under its own family: no similarity floor within it
-    defaults = {"loop.min_similarity": 0.0}
-    return load_config(vars(args), defaults=defaults)
+    config = load_config(vars(args), defaults={"loop.min_similarity": 0.0})
+    checks = [c for c in args.check if c.strip()]
+    if not checks:
+        raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
+    if not args.dir.strip():
+        raise UserError("--dir is empty: name the project's directory (--dir . for this one)")
+    directory = Path(args.dir).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"--dir {args.dir}: not a directory")
+    if directory.resolve() == Path(directory.resolve().anchor):
+        raise UserError(
+            f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
+            "directory (is a variable in --dir empty?)"
+        )
+    strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
+    if not args.task.strip():
+        raise UserError("solve needs a TASK: what the attempts should do")
+    selection = {
+        "directory": str(directory.resolve()),
+        "task": args.task,
+        "checks": checks,
+        "family": args.family or directory.resolve().name or "project",
+        "tools": args.tools,
+        "check_timeout": args.check_timeout,
+        "network": bool(args.network),
+        "yes": bool(args.yes),
+    }
+    request = RunRequest("solve", [args.strategy], selection, resume=args.resume)
+    return config, directory, checks, request
 
 
-def solve_request(args: argparse.Namespace, directory: Path, checks: list[str]) -> RunRequest:
-    """What `solve` states: the project, the task, its checks, and the one strategy."""
-    return RunRequest(
-        command="solve",
-        strategies=[args.strategy],
-        selection={
-            "directory": str(directory.resolve()),
-            "task": args.task,
-            "checks": checks,
-            "family": args.family or directory.resolve().name or "project",
-            "tools": args.tools,
-            "check_timeout": args.check_timeout,
-            "network": bool(args.network),
-            "yes": bool(args.yes),
-        },
-        resume=args.resume,
-    )
-
-
-def plan_solve(
-    args: argparse.Namespace, config: RunConfig
-) -> tuple[RunConfig, Path, list[str], RunRequest]:
-    """What `solve` states: the project, its checks (the protocol waits for the connection)."""
-    directory, checks = _validated(args)
-    return config, directory, checks, solve_request(args, directory, checks)
-
-
-def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
-    config, directory, checks, request = plan_solve(args, config)
+def cmd_solve(args: argparse.Namespace) -> int:
+    config, directory, checks, request = plan_solve(args)
     memory = config.run.memory or request.memory_default
     outside_memory(directory, Path(log_directory(memory, request.memory_default)))
     finish_interrupted_apply(directory)
@@ -199,7 +175,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 choice.strategy.name,
                 extra_tools=started.tools,
                 workspace_for=copies,
-                approve=approve,
+                approve=cli_approver(args.yes),
                 evaluator=evaluator,
                 actor={"nudge_no_tools": True},
             )

@@ -8,7 +8,6 @@ import difflib
 from typing import Any
 
 from mulligan.memory.assignment import Assignment
-from mulligan.memory.reading import LessonUse
 from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.report.stats import same_answer
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
@@ -51,11 +50,12 @@ def patch_lines(patch: str) -> list[tuple[str, str]]:
     return [(_kind(line), line) for line in patch.splitlines()]
 
 
-def step_view(step: Step) -> dict[str, Any]:
+def calls(step: Step) -> list[dict[str, Any]]:
+    """The step's tool calls, each with its result (then any result no call asked for)."""
     results = {r.call_id: r for r in step.results}
     made = [(c.name, c.arguments, c.id, results.pop(c.id, None)) for c in step.tool_calls]
     made += [(orphan.name, "", orphan.call_id, orphan) for orphan in results.values()]
-    calls = [
+    return [
         {"name": name, "arguments": arguments, "id": call_id,
          "status": result.status if result else "no result",
          "output": result.output if result else "",
@@ -63,70 +63,6 @@ def step_view(step: Step) -> dict[str, Any]:
          "lines": len(result.output.splitlines()) if result else 0}
         for name, arguments, call_id, result in made
     ]  # fmt: skip
-    return {
-        "index": step.index,
-        "kind": step.kind,
-        "text": step.text,
-        "discarded": step.discarded,
-        "calls": calls,
-        "feedback": step.feedback,
-        "prompt_tokens": step.usage.prompt_tokens,
-        "completion_tokens": step.usage.completion_tokens,
-        "latency": f"{step.latency_s:.2f}",
-        "finish_reason": step.finish_reason,
-    }
-
-
-def checks_view(verdict: Verdict) -> dict[str, Any]:
-    def check(c: Any) -> dict[str, Any]:
-        return {"name": c.name or c.type, "type": c.type, "passed": c.passed, "detail": c.detail,
-                "environment": c.environment}  # fmt: skip
-
-    visible = [check(c) for c in verdict.checks if c.visibility == "feedback"]
-    hidden = [check(c) for c in verdict.checks if c.visibility != "feedback"]
-    return {
-        "visible": visible,
-        "visible_passed": verdict.visible_passed,
-        "feedback": verdict.feedback,
-        "hidden": hidden,
-        "passed": verdict.passed,
-        "score": f"{verdict.score:.2f}",
-    }
-
-
-def attempt_view(
-    attempt: Attempt,
-    verdict: Verdict | None,
-    before: Attempt | None,
-    lessons: dict[str, Lesson],
-    stored: set[str],
-) -> dict[str, Any]:
-    answer = attempt.answer or ""
-    diff = None
-    if before is not None:
-        names = (f"trial {before.trial}", f"trial {attempt.trial}")
-        diff = {"repeated": same_answer(before.answer, attempt.answer),
-                "lines": diff_lines(before.answer or "", answer, names)}  # fmt: skip
-    return {
-        "trial": attempt.trial,
-        "answer": attempt.answer,
-        "stop_reason": attempt.stop_reason,
-        "final_forced": attempt.final_forced,
-        "error": attempt.error,
-        "model": attempt.model,
-        "seconds": f"{attempt.seconds:.2f}",
-        "prompt_tokens": attempt.usage.prompt_tokens,
-        "completion_tokens": attempt.usage.completion_tokens,
-        "cost": attempt.usage.cost_text(),
-        "drawn": drawn_text(attempt),
-        "steps": [step_view(s) for s in attempt.steps],
-        "compressions": len(attempt.compressions),
-        "checks": checks_view(verdict) if verdict else None,
-        "diff": diff,
-        "changes": patch_lines(attempt.changes) if attempt.changes else [],
-        "shown": [lesson_line(lessons[i], i in stored) for i in attempt.lesson_ids if i in lessons],
-        "shown_missing": [i for i in attempt.lesson_ids if i not in lessons],
-    }
 
 
 def drawn_text(attempt: Attempt) -> str:
@@ -143,16 +79,31 @@ def attempts(
     lessons: dict[str, Lesson],
     stored: set[str],
     assigned: dict[int, Assignment] | None = None,
-) -> list[Any]:
-    """Each attempt's view; `assigned`: the attempts verification while working assigned a
-    candidate to, by trial (the candidate shown, or withheld)."""
+) -> list[dict[str, Any]]:
+    """Each attempt and its verdict, with what its page shows beside them: the diff of its
+    answer against the attempt before, the lessons shown, and the candidate verification
+    while working assigned to it (`assigned`, by trial: shown, or withheld)."""
     found = []
     for n, attempt in enumerate(episode.attempts):
-        verdict = episode.verdicts[n] if n < len(episode.verdicts) else None
-        before = episode.attempts[n - 1] if n else None
-        view = attempt_view(attempt, verdict, before, lessons, stored)
-        view["assigned"] = (assigned or {}).get(attempt.trial)
-        found.append(view)
+        diff = None
+        if n:
+            before = episode.attempts[n - 1]
+            names = (f"trial {before.trial}", f"trial {attempt.trial}")
+            lines = diff_lines(before.answer or "", attempt.answer or "", names)
+            diff = {"repeated": same_answer(before.answer, attempt.answer), "lines": lines}
+        ids = attempt.lesson_ids
+        found.append(
+            {
+                "attempt": attempt,
+                "verdict": episode.verdicts[n] if n < len(episode.verdicts) else None,
+                "drawn": drawn_text(attempt),
+                "diff": diff,
+                "changes": patch_lines(attempt.changes) if attempt.changes else [],
+                "shown": [lesson_line(lessons[i], i in stored) for i in ids if i in lessons],
+                "shown_missing": [i for i in ids if i not in lessons],
+                "assigned": (assigned or {}).get(attempt.trial),
+            }
+        )
     return found
 
 
@@ -180,18 +131,11 @@ def selection_view(episode: Episode, submitted: int | None) -> dict[str, Any] | 
             "separation": chosen.separation, "drawn": len(episode.attempts)}  # fmt: skip
 
 
-def uses(found: list[LessonUse]) -> list[dict[str, Any]]:
-    """A lesson's history: each event, and what the attempt it concerns scored."""
-    rows = []
-    for use in found:
-        verdict = use.verdict
-        after = "-"
-        if verdict is not None:
-            seen = verdict.visible_passed
-            after = ("passed" if verdict.passed else "failed") + (
-                "" if seen is None else f" (visible checks {'passed' if seen else 'failed'})"
-            )
-        rows.append({"event": use.event, "episode_id": use.episode_id, "task_id": use.task_id,
-                     "trial": use.trial, "detail": use.detail, "at": use.at,
-                     "after": after})  # fmt: skip
-    return rows
+def after(verdict: Verdict | None) -> str:
+    """What the attempt a lesson's event concerns scored ("-" when none was logged)."""
+    if verdict is None:
+        return "-"
+    seen = verdict.visible_passed
+    return ("passed" if verdict.passed else "failed") + (
+        "" if seen is None else f" (visible checks {'passed' if seen else 'failed'})"
+    )

@@ -33,7 +33,7 @@ ENVIRONMENT = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters["when"] = tables.moment
+ENVIRONMENT.filters.update(when=tables.moment, calls=episode_view.calls, after=episode_view.after)
 
 
 def render(template: str, links: Links, **values: Any) -> str:
@@ -148,7 +148,7 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
         title=f"Lesson {lesson_id}",
         lesson=episode_view.lesson_line(lesson, stored),
         record=lesson,
-        uses=episode_view.uses(reader.lesson_uses(lesson_id)),
+        uses=reader.lesson_uses(lesson_id),
         assigned=assigned,
         assigned_summary=assignment.summary(assigned),
     )
