@@ -31,12 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         help_format.settle(args)
         check_flags(args)
         return handler_of(args)(args)
-    except UserError as exc:
+    except (UserError, AgentRunError) as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return BAD_INPUT
-    except AgentRunError as exc:
-        print(f"mulligan: {exc}", file=sys.stderr)
-        return FAILED
+        return BAD_INPUT if isinstance(exc, UserError) else FAILED
     except KeyboardInterrupt:
         print("mulligan: interrupted", file=sys.stderr)
         return INTERRUPTED

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from mulligan import sandbox
-from mulligan.cli.local import REPORTER
+from mulligan.cli.output import REPORTER
 from mulligan.cli.pipeline import connect_models, open_memory
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.inputs.paths import output_directory
-from mulligan.settings.embedding import embedding_problem
 from mulligan.settings.fields import bounded_flags, problem_of
+from mulligan.settings.sections import embedding_problem
 
 
 def check_flags(args: argparse.Namespace) -> None:

@@ -57,20 +57,12 @@ class VersionAction(argparse.Action):
 def _add_global_flags(parser: argparse.ArgumentParser, json: bool, top: bool) -> None:
     """-v (and --json where a command prints JSON) on the top parser and on each command;
     on commands they default to SUPPRESS so they never undo a flag given before them."""
-    default: Any = False if top else argparse.SUPPRESS
-    known = {s for a in parser._actions for s in a.option_strings}
-    if "-v" not in known:
-        parser.add_argument(
-            "-v", "--verbose", action="store_true", default=default, help="log what happens"
-        )
-    if json and "--json" not in known:
-        parser.add_argument(
-            "--json", action="store_true", default=default, help="machine-readable output"
-        )
-    if not top:
-        for action in parser._actions:
-            if action.dest in ("json", "verbose"):
-                action.default = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    if json and "--json" not in parser._option_string_actions:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    for action in parser._actions:
+        if action.dest in ("json", "verbose"):
+            action.default = False if top else argparse.SUPPRESS
 
 
 def commands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

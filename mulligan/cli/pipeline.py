@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies as registry
-from mulligan.cli.local import REPORTER
+from mulligan.cli.output import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import (

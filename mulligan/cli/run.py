@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from mulligan import strategies
 from mulligan.cli import display
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import selected, selection_of, usage_json
+from mulligan.cli.common import selected, selection_of
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import Pipeline, RunRequest, opened
 from mulligan.cli.progress import Progress
@@ -17,7 +18,7 @@ from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.runs.build import box_policy
 from mulligan.runs.lifecycle import task_digests
 from mulligan.runs.runner import run_tasks, self_tests_for
-from mulligan.schema import Episode, Task
+from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
 from mulligan.tasks.suites import Suite
@@ -133,6 +134,11 @@ def episode_json(episode: Episode) -> str:
             ],
         }
     )
+
+
+def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:
+    """Tokens and cost (null when the price is unknown), and the same split by role."""
+    return usage.as_json() | {"by_role": {role: u.as_json() for role, u in by_role.items()}}
 
 
 def endpoint_failures(episodes: list[Episode]) -> int:

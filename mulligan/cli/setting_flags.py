@@ -103,9 +103,8 @@ def shown_default(one: Setting) -> str:
 def flag_table() -> dict[str, Any]:
     """What cli/flag_table.json holds, made from the fields: the sections' titles, each
     setting's flag (option and argparse's keywords), and each command number's keywords."""
-    from mulligan.settings.command_flags import CommandFlags
     from mulligan.settings.fields import command_flag, settings
-    from mulligan.settings.run_config import SECTIONS, section_model
+    from mulligan.settings.run_config import SECTIONS, CommandFlags, section_model
 
     titles = [
         [section, (section_model(section).__doc__ or "").strip().splitlines()[0].rstrip(".")]

@@ -16,8 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from mulligan.settings.command_flags import CommandFlags
-from mulligan.settings.run_config import SECTIONS, every_path, section_model
+from mulligan.settings.run_config import SECTIONS, CommandFlags, every_path, section_model
 
 NUMBER_WORDS = {"ttl_days": "a number of days", "check_timeout": "a number of seconds"}
 """How a bound names a number whose unit is not in its field's name."""
