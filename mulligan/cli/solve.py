@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mulligan import prompts, strategies
+from mulligan import prompts
 from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
 from mulligan.cli import display
@@ -130,7 +130,6 @@ def plan_solve(args: argparse.Namespace) -> tuple[RunConfig, Path, list[str], Ru
             f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
             "directory (is a variable in --dir empty?)"
         )
-    strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")
     selection = {

@@ -8,27 +8,8 @@ import difflib
 from typing import Any
 
 from mulligan.memory.assignment import Assignment
-from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.report.stats import same_answer
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
-
-
-def lesson_line(lesson: Lesson, stored: bool) -> dict[str, Any]:
-    v = lesson.validity
-    case = getattr(lesson, "case", None)  # a worked example, in memories that keep cases
-    return {
-        "case_answer": getattr(case, "answer", None),
-        "case_feedback": getattr(case, "feedback", ""),
-        "id": lesson.id,
-        "text": lesson.text,
-        "kind": lesson.kind,
-        "status": v.status,
-        "confidence": f"{v.confidence:.2f}",
-        "online": online_phrase(v),
-        "verified": evidence_phrase(v),
-        "stored": stored,
-        "family": lesson.scope.family,
-    }
 
 
 def diff_lines(before: str, after: str, names: tuple[str, str]) -> list[tuple[str, str]]:
@@ -77,7 +58,6 @@ def drawn_text(attempt: Attempt) -> str:
 def attempts(
     episode: Episode,
     lessons: dict[str, Lesson],
-    stored: set[str],
     assigned: dict[int, Assignment] | None = None,
 ) -> list[dict[str, Any]]:
     """Each attempt and its verdict, with what its page shows beside them: the diff of its
@@ -99,7 +79,7 @@ def attempts(
                 "drawn": drawn_text(attempt),
                 "diff": diff,
                 "changes": patch_lines(attempt.changes) if attempt.changes else [],
-                "shown": [lesson_line(lessons[i], i in stored) for i in ids if i in lessons],
+                "shown": [lessons[i] for i in ids if i in lessons],
                 "shown_missing": [i for i in ids if i not in lessons],
                 "assigned": (assigned or {}).get(attempt.trial),
             }

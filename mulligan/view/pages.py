@@ -15,6 +15,7 @@ import jinja2
 from mulligan.errors import UserError
 from mulligan.memory import assignment
 from mulligan.memory.reading import MemoryReader, RunRow
+from mulligan.memory.validity import evidence_phrase, online_phrase
 from mulligan.report import frontier, plots, repeats, tables
 from mulligan.report.cells import OUTCOMES, Grid, build_grid, episode_ids
 from mulligan.report.stats import RunStats, collect
@@ -33,7 +34,13 @@ ENVIRONMENT = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENVIRONMENT.filters.update(when=tables.moment, calls=episode_view.calls, after=episode_view.after)
+ENVIRONMENT.filters.update(
+    when=tables.moment,
+    calls=episode_view.calls,
+    after=episode_view.after,
+    online=online_phrase,
+    verified=evidence_phrase,
+)
 
 
 def render(template: str, links: Links, **values: Any) -> str:
@@ -125,14 +132,11 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
         links,
         title=f"Episode {episode.task_id} · {episode.strategy}",
         episode=episode,
-        attempts=episode_view.attempts(episode, lessons, stored, assigned),
+        attempts=episode_view.attempts(episode, lessons, assigned),
         selection=episode_view.selection_view(episode, submitted),
         submitted=submitted,
-        written=[
-            episode_view.lesson_line(lessons[i], i in stored)
-            for i in episode.lessons_written
-            if i in lessons
-        ],  # fmt: skip
+        stored=stored,
+        written=[lessons[i] for i in episode.lessons_written if i in lessons],
     )
 
 
@@ -146,8 +150,8 @@ def lesson_page(reader: MemoryReader, links: Links, lesson_id: str) -> str:
         "lesson.html",
         links,
         title=f"Lesson {lesson_id}",
-        lesson=episode_view.lesson_line(lesson, stored),
         record=lesson,
+        stored=stored,
         uses=reader.lesson_uses(lesson_id),
         assigned=assigned,
         assigned_summary=assignment.summary(assigned),
