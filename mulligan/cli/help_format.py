@@ -32,16 +32,6 @@ class DefaultsFormatter(argparse.HelpFormatter):
         return super()._format_action(action)
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("mulligan")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "unknown"
-
-
 class VersionAction(argparse.Action):
     """--version: the installed version, looked up only when asked for."""
 
@@ -50,7 +40,12 @@ class VersionAction(argparse.Action):
         self.help = "show the version and exit"
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(f"mulligan {version()}")
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"mulligan {version('mulligan')}")
+        except PackageNotFoundError:  # pragma: no cover - run from a source tree
+            print("mulligan unknown")
         parser.exit(0)
 
 
