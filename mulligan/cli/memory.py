@@ -246,15 +246,13 @@ EXPORT_REPLACES = "write to standard output to replace it (mulligan memory expor
 
 def export(lessons: list[Lesson], out: str | None) -> None:
     """Every stored lesson as a JSON line, to standard output or a new file `out`."""
-    lines = (lesson.model_dump_json() for lesson in lessons)
+    lines = [lesson.model_dump_json() + "\n" for lesson in lessons]
     if out is None:
-        for line in lines:
-            sys.stdout.write(line + "\n")
-        return
-    text = "".join(line + "\n" for line in lines)
-    if os.path.lexists(out):  # made by someone else since it was checked
+        sys.stdout.writelines(lines)
+    elif os.path.lexists(out):  # made by someone else since it was checked
         raise UserError(f"--out {out}: appeared while the memory opened; it is kept")
-    write_whole(Path(out), text)  # a kill leaves no part of it to be taken for the whole
+    else:
+        write_whole(Path(out), "".join(lines))  # a kill leaves no part of it taken for the whole
 
 
 def _need(value: str | None, usage: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, get_args
 
-from mulligan.cli.exits import EXIT_STATUSES
+from mulligan.cli import EXIT_STATUSES
 from mulligan.runs.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE
 from mulligan.settings.fields import Setting, command_flag, number_words, settings
 from mulligan.settings.run_config import SECRETS, SECTIONS, CommandFlags, section_model

@@ -16,7 +16,7 @@ import sys
 import time
 from types import FrameType
 
-from mulligan.cli.exits import FAILED
+from mulligan.cli import FAILED
 from mulligan.cli.output import REPORTER
 from mulligan.errors import UserError
 from mulligan.llm import local_model, local_server

@@ -42,7 +42,7 @@ from mulligan.solve import (
 from mulligan.solve.choose import choose, run_choice
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
-from mulligan.solve.repair import RepairPipeline, RepairSettings
+from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
 from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines
 
@@ -198,7 +198,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 )
                 found = episode_id(run.run_id, args.strategy, task.id)
                 outcome = run_choice(choice, task, args.task, found, make_loop, pipeline)
-    return _report(outcome.episode, outcome.chosen, project, copies, args.apply, run.run_id)
+    return _report(outcome, copies, args.apply, run.run_id)
 
 
 def outside_memory(directory: Path, memory: Path) -> None:
@@ -252,20 +252,15 @@ def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
     return show
 
 
-def _report(
-    episode: Episode,
-    attempt: Attempt | None,
-    project: Project,
-    copies: ProjectCopies,
-    apply: bool,
-    run_id: str,
-) -> int:
+def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -> int:
+    episode, attempt, project = outcome.episode, outcome.chosen, copies.project
     print(_summary(episode, attempt, run_id), file=sys.stderr)
     if attempt is None:
         endpoint_failures([episode])  # the endpoint's reason, where it refused the requests
         feedback = episode.verdicts[-1].feedback if episode.verdicts else ""
         if feedback:
-            print("last checks said:\n" + _tail(feedback), file=sys.stderr)
+            tail = "\n".join("  " + line for line in last_lines(feedback, 30, mark=True))
+            print("last checks said:\n" + tail, file=sys.stderr)
         return 1
     if not attempt.changes:
         print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
@@ -300,7 +295,3 @@ def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:
         f"{usage.prompt_tokens}+{usage.completion_tokens} tokens · {usage.cost_text()} · "
         f"run id {run_id}"
     )
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join("  " + line for line in last_lines(text, lines, mark=True))
