@@ -11,6 +11,7 @@ before, and the lessons in play.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -115,23 +116,13 @@ def run_page(
     )
 
 
-def diff_lines(before: str, after: str, names: tuple[str, str]) -> list[tuple[str, str]]:
-    """A unified diff as (kind, line) with kind add, remove, hunk or same."""
-    lines = difflib.unified_diff(
-        before.splitlines(), after.splitlines(), names[0], names[1], lineterm=""
-    )
-    return [(_kind(line), line) for line in lines]
-
-
-def _kind(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "file"
-    return {"+": "add", "-": "remove", "@": "hunk"}.get(line[:1], "same")
-
-
-def patch_lines(patch: str) -> list[tuple[str, str]]:
-    """A unified diff as logged (a solve attempt's changes), classified line by line."""
-    return [(_kind(line), line) for line in patch.splitlines()]
+def diff_lines(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """A unified diff's lines as (kind, line), kind file, add, remove, hunk or same."""
+    kinds = {"+": "add", "-": "remove", "@": "hunk"}
+    return [
+        ("file" if line.startswith(("+++", "---")) else kinds.get(line[:1], "same"), line)
+        for line in lines
+    ]
 
 
 def calls(step: Step) -> list[dict[str, Any]]:
@@ -170,7 +161,8 @@ def attempts(
         if n:
             before = episode.attempts[n - 1]
             names = (f"trial {before.trial}", f"trial {attempt.trial}")
-            lines = diff_lines(before.answer or "", attempt.answer or "", names)
+            old, new = (before.answer or "").splitlines(), (attempt.answer or "").splitlines()
+            lines = diff_lines(difflib.unified_diff(old, new, *names, lineterm=""))
             diff = {"repeated": same_answer(before.answer, attempt.answer), "lines": lines}
         ids = attempt.lesson_ids
         found.append(
@@ -179,18 +171,13 @@ def attempts(
                 "verdict": episode.verdicts[n] if n < len(episode.verdicts) else None,
                 "drawn": drawn_text(attempt),
                 "diff": diff,
-                "changes": patch_lines(attempt.changes) if attempt.changes else [],
+                "changes": diff_lines(attempt.changes.splitlines()) if attempt.changes else [],
                 "shown": [lessons[i] for i in ids if i in lessons],
                 "shown_missing": [i for i in ids if i not in lessons],
                 "assigned": assigned.get(attempt.trial),
             }
         )
     return found
-
-
-def submitted_trial(episode: Episode) -> int | None:
-    """The trial whose answer the episode submitted (None before any attempt)."""
-    return episode.attempts[episode.submitted].trial if episode.attempts else None
 
 
 def selection_view(episode: Episode, submitted: int | None) -> dict[str, Any] | None:
@@ -239,7 +226,7 @@ def episode_page(reader: MemoryReader, links: Links, episode_id: str) -> str:
     lessons = {lesson.id: lesson for lesson in reader.log.lessons(shown + episode.lessons_written)}
     stored = reader.log.stored_ids(list(lessons))
     assigned = reader.log.assignments_of_episode(episode.id)
-    submitted = submitted_trial(episode)
+    submitted = episode.attempts[episode.submitted].trial if episode.attempts else None
     return render(
         "episode.html",
         links,
