@@ -15,10 +15,8 @@ from mulligan.tasks.suites import Suite, load_suite, select
 
 def cli_approver(approve_all: bool) -> Approver:
     def approve(call: ToolCall) -> bool:
-        if approve_all:
-            return True
-        if not sys.stdin.isatty():
-            return False
+        if approve_all or not sys.stdin.isatty():  # asked only on a terminal
+            return approve_all
         answer = input(f"allow {call.name}({call.arguments})? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
