@@ -69,7 +69,12 @@ def unfinished_run(memory: Path) -> str | None:
 
 
 def run_session(
-    suite: str, ids: list[str], strategy: str, memory: Path, args: argparse.Namespace
+    suite: str,
+    ids: list[str],
+    strategy: str,
+    memory: Path,
+    args: argparse.Namespace,
+    more: list[str],
 ) -> tuple[str, list[dict[str, Any]]]:
     """One session in a new process: its run id and one JSON record per episode. A session
     a kill cut short is resumed from its own log (`mulligan run --resume`), so its finished
@@ -78,7 +83,7 @@ def run_session(
     argv = [sys.executable, "-m", "mulligan.cli", "run", suite, "--ids", ",".join(ids),
             "--strategy", strategy, "--trials", str(args.trials), "--seed", str(args.seed),
             "--memory", str(memory), "--json", *(["--data", args.data] if args.data else []),
-            *(["--resume", killed] if killed else []), *args.passed]  # fmt: skip
+            *(["--resume", killed] if killed else []), *more, *args.passed]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, env=environment(args))
     if done.returncode not in (0, 1):
         sys.exit(f"persistent_agent.py: {strategy} session failed:\n{done.stderr[-2000:]}")
@@ -166,7 +171,9 @@ def session_arm(
     strategy, memory = (args.strategy, out / "memory") if arm == "memory" else (
         args.baseline, out / f"baseline-{n}"
     )  # fmt: skip
-    run_id, episodes = run_session(suite, ids, strategy, memory, args)
+    paired = args.paired and arm == "memory"
+    more = ["--draws-from", str(out / f"baseline-{n}")] if paired else []
+    run_id, episodes = run_session(suite, ids, strategy, memory, args, more)
     kept.write_text(json.dumps([run_id, episodes]))
     return run_id, episodes
 
@@ -178,8 +185,8 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
         args.resume and (out / "persistent.json").exists()
     ) else []  # fmt: skip
     for n, ids in enumerate(stream, start=1):
+        _, without = session_arm(suite, n, ids, "baseline", args)  # (first: --paired reuses it)
         run_id, with_memory = session_arm(suite, n, ids, "memory", args)
-        _, without = session_arm(suite, n, ids, "baseline", args)
         kept = [row for row in earlier if row["session"] == n and row["run_id"] == run_id]
         if kept:  # its memory figures as they stood when it ended, not as they stand now
             rows.append(kept[0])
@@ -255,6 +262,12 @@ def main() -> None:
         "--resume",
         action="store_true",
         help="keep OUT's finished sessions, resume one a kill cut short, run the rest",
+    )
+    parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="the memory arm reuses the baseline's draws where it shows nothing (run "
+        "--draws-from): the arms differ only in the attempts shown a lesson",
     )
     parser.add_argument("--smoke", action="store_true", help="3 short sessions, fake endpoint")
     mine, passed = split_at_dashes(sys.argv[1:])

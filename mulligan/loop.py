@@ -26,13 +26,17 @@ from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
-from mulligan.schema import Attempt, Episode, Lesson, Step, Task, Verdict, tells_nothing
+from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
 from mulligan.settings.run_config import LoopSection, MemorySection
 from mulligan.strategies.carry import unseen
 from mulligan.strategies.cases import case_of
 
 log = logging.getLogger("mulligan")
 WORKSPACE_TOOLS = {"python", "shell", "read_file", "write_file", "list_files"}
+Drawn = dict[int, tuple[Attempt, Verdict]]
+"""Attempts already made of a task from its bare prompt, by trial (a paired study's): an
+attempt the loop would make from the bare prompt at such a trial, at its strategy's plain
+draw, reuses that one instead."""
 
 
 class LoopSettings(LoopSection, MemorySection):
@@ -96,14 +100,14 @@ class Loop:
         task: Task,
         episode_id: str | None = None,
         position: int = 0,
-        first: tuple[Attempt, Verdict] | None = None,
+        drawn: Drawn | None = None,
     ) -> Episode:
         """One task under the strategy; an episode id already in the log is resumed.
 
-        `first`: a trial 1 already made without lessons (a paired study shares it); a
-        strategy that draws its trial 1 otherwise (another temperature) makes its own."""
+        `drawn`: attempts already made from the bare prompt (a paired study shares them); a
+        trial its strategy draws otherwise (another temperature) is made afresh."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
-        first = first if strategy.draw(1, self.settings).plain else None
+        drawn = {t: d for t, d in (drawn or {}).items() if strategy.draw(t, self.settings).plain}
         episode = self._resumed(task, episode_id, position)
         pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))
@@ -111,21 +115,13 @@ class Loop:
             given = self.memory.lessons(episode.attempts[-1].lesson_ids)
             reflections += self._after(task, episode, given, len(episode.attempts) >= trials)
         if strategy.draws_candidates:  # all at once, then one is submitted by selection
-            return self._draw_and_select(task, episode, trials, first)
+            return self._draw_and_select(task, episode, trials, drawn)
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
-            lessons = strategy.lessons_for(
-                reflections,
-                self.settings.carried_reflections,
-                self._retriever(task, episode),
-                trial,
-            )
-            texts, carried = strategy.carry_over(task, episode, lessons, self.settings.carry)
-            if first and trial == 1 and not lessons:
-                attempt, verdict = first[0].shared(), first[1].model_copy(deep=True)
-            else:
-                attempt, verdict = self._attempt(task, episode, trial, lessons, texts, carried)
+            retrieve, carried = self._retriever(task, episode), self.settings.carried_reflections
+            lessons = strategy.lessons_for(reflections, carried, retrieve, trial)
+            attempt, verdict = self._attempt(task, episode, trial, lessons, drawn)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = verdict.passed  # the hidden verdict of the answer it ends with
@@ -142,27 +138,34 @@ class Loop:
         episode: Episode,
         trial: int,
         lessons: list[Lesson],
-        texts: list[str],
-        carried: str,
+        drawn: Drawn,
     ) -> tuple[Attempt, Verdict]:
-        drawn = self.strategy.draw(trial, self.settings)
-        actor = self.escalation if drawn.escalated and self.escalation else self.actor
+        """Trial `trial` made and judged, or the one already `drawn` at that trial when it
+        would be made from the bare prompt; steps are logged as they come, and those logged
+        before a crash resumed."""
+        texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
+        if trial in drawn and not lessons and not carried:
+            return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
+        draw = self.strategy.draw(trial, self.settings)
+        actor = self.escalation if draw.escalated and self.escalation else self.actor
+        memory = self.memory
         with self._workspace(task) as workspace:
+            tools = build_tools(
+                task.tools, workspace=workspace, scratch_workspace=True, documents=task.documents,
+                extra=self.settings.extra_tools, network=task.network, policy=self.policy,
+            )  # fmt: skip
             attempt = actor.run(
-                task.id, task.prompt, self._tools(task, workspace),
-                lessons=texts, carried=carried,
+                task.id, task.prompt, tools, lessons=texts, carried=carried,
                 lesson_ids=[lesson.id for lesson in lessons], trial=trial,
                 budget=self.actor.settings.budget_for(task.budget),
-                on_step=self._step_logger(episode.id, trial),
-                resume=self._unfinished(episode.id, trial),
-                temperature=drawn.temperature, approach=drawn.approach,
+                on_step=partial(memory.log.log_step, episode.id, trial) if memory else None,
+                resume=memory.log.unfinished_steps(episode.id, trial) if memory else None,
+                temperature=draw.temperature, approach=draw.approach,
             )  # fmt: skip
             return attempt, self.evaluator.evaluate(task, attempt, workspace, self.policy)
 
-    def _draw_and_select(
-        self, task: Task, episode: Episode, trials: int, first: tuple[Attempt, Verdict] | None
-    ) -> Episode:
-        """Independent candidates (trial 1 may be the shared one), drawn in waves at once until
+    def _draw_and_select(self, task: Task, episode: Episode, trials: int, drawn: Drawn) -> Episode:
+        """Independent candidates (some may be shared ones), drawn in waves at once until
         one passes every visible check or no further one could change the pick (all N with
         `draw_all`), then the selector's pick: the episode's score is that candidate's hidden
         verdict."""
@@ -172,24 +175,20 @@ class Loop:
 
         def draw(trial: int) -> tuple[Attempt, Verdict]:
             lessons = self.strategy.lessons_for([], 0, self._retriever(task, episode, trial), trial)
-            if first and trial == 1 and not lessons:
-                return first[0].shared(), first[1].model_copy(deep=True)
-            texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
-            return self._attempt(task, episode, trial, lessons, texts, carried)
+            return self._attempt(task, episode, trial, lessons, drawn)
 
         selector = self.selector or Selector(self.actor.model, self.settings)
         probes, made = selector.probes(task), zip(episode.attempts, episode.verdicts, strict=True)
         found = [selector.evidence(a, v, probes, self.policy) for a, v in made]
         while (left := trials - len(episode.attempts)) > 0:
-            if self.settings.draw_all:
-                wave = left
-            else:
-                wave = selector.to_draw(found, episode.verdicts, left)
+            wave = (
+                left if self.settings.draw_all else selector.to_draw(found, episode.verdicts, left)
+            )
             if not wave:
                 break  # decided: the rest could not change the pick
-            drawn = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
+            trials_now = range(len(episode.attempts) + 1, len(episode.attempts) + wave + 1)
             with ThreadPoolExecutor(max(1, min(self.settings.concurrency, wave))) as pool:
-                for attempt, verdict in pool.map(draw, drawn):
+                for attempt, verdict in pool.map(draw, trials_now):
                     episode.attempts.append(attempt)
                     episode.verdicts.append(verdict)
                     found.append(selector.evidence(attempt, verdict, probes, self.policy))
@@ -300,30 +299,12 @@ class Loop:
         eid = episode_id or uuid.uuid4().hex[:12]
         return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
-    def _step_logger(self, episode_id: str, trial: int) -> Callable[[Step], None] | None:
-        return partial(self.memory.log.log_step, episode_id, trial) if self.memory else None
-
-    def _unfinished(self, episode_id: str, trial: int) -> list[Step] | None:
-        """Steps of this trial logged before a crash, with orphan calls closed."""
-        return self.memory.log.unfinished_steps(episode_id, trial) if self.memory else None
-
     def _workspace(self, task: Task) -> AbstractContextManager[Path | None]:
         if self.settings.workspace_for:
             return self.settings.workspace_for(task)
         needed = task.workspace is not None or bool(WORKSPACE_TOOLS & set(task.tools))
         needed = needed or any(check.in_workspace for check in task.checks)  # an empty one
         return sandbox.ScratchWorkspace(task.workspace if needed else None, enabled=needed)
-
-    def _tools(self, task: Task, workspace: Path | None) -> list[Tool]:
-        return build_tools(
-            task.tools,
-            workspace=workspace,
-            scratch_workspace=True,
-            documents=task.documents,
-            extra=self.settings.extra_tools,
-            network=task.network,
-            policy=self.policy,
-        )
 
 
 def episode_reflections(episode: Episode, memory: Memory | None) -> list[Lesson]:

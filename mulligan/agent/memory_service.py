@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.errors import UserError
@@ -40,47 +39,6 @@ REPORTED = "reported"
 """The name of the one check of a reported verdict: the client's own checks, as it said."""
 MAX_TEXT = 20_000
 """Longer answers and feedback are kept cut to this many characters."""
-
-
-@dataclass
-class Shown:
-    """What one attempt at a task is shown: stored lessons and this episode's diagnoses."""
-
-    lessons: list[Lesson] = field(default_factory=list)
-    assigned: set[str] = field(default_factory=set)
-    """The unverified candidates among them that the assignment chose to show."""
-
-
-def to_show(
-    memory: Memory, task: Task, settings: LoopSettings, episode: Episode, trial: int
-) -> Shown:
-    """What attempt `trial` at `task` is shown from the store, as a memory arm's attempt is
-    (`Memory.recall`): validated lessons, and from trial 2 on the relevant candidate when
-    verification's assignment says so (with `show_candidates`, every candidate instead).
-    Each lesson as the log holds it now (the assigned candidate keeps its own status)."""
-    found = memory.recall(
-        task, episode.id, trial, k=settings.retrieved_lessons,
-        exclude=set(episode.lessons_written), min_similarity=settings.min_similarity,
-        show_candidates=settings.show_candidates,
-    )  # fmt: skip
-    truth = {lesson.id: lesson for lesson in memory.lessons([x.id for x in found])}
-    assigned = memory.assignment(episode.id, trial)
-    tried = {assigned.lesson_id} if assigned and assigned.shown else set()
-    return Shown([truth.get(x.id, x) for x in found], tried)
-
-
-def record(
-    memory: Memory, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
-) -> None:
-    """The attempt logged and its outcome counted for what it was shown, as the loop's
-    (`Memory.finish_attempt`). An attempt that was not the arm it was assigned (the client
-    left out the candidate it was given to try) makes no half of a verification pair: its
-    outcome is counted online only, so a pair compares only attempts that differ in the
-    candidate alone."""
-    assigned = memory.assignment(episode.id, attempt.trial)
-    if assigned is not None and assigned.shown != (assigned.lesson_id in attempt.lesson_ids):
-        memory.record_outcome(episode.id, attempt.trial, None, [])  # its half: told nothing
-    memory.finish_attempt(episode, attempt, verdict, given)
 
 
 class MemoryService:
@@ -105,18 +63,26 @@ class MemoryService:
     # ------------------------------------------------------------ the two calls
 
     def recall(self, task: str, family: str = "") -> dict[str, Any]:
-        """What to show an attempt at this task, each lesson with its id (to report back),
-        status, kind, evidence and whether the assignment chose it."""
-        chosen = self._task(task, family)
+        """What to show an attempt at this task (see the module; `show_candidates`: every
+        candidate), each lesson as the log holds it now (an assigned candidate keeps its own
+        status), with its id (to report back), kind, evidence and whether it was assigned."""
+        chosen, s = self._task(task, family), self.settings
         with self._lock:
             episode = self._episode(chosen)
             trial = len(episode.attempts) + 1
-            shown = to_show(self.memory, chosen, self.settings, episode, trial)
+            found = self.memory.recall(
+                chosen, episode.id, trial, k=s.retrieved_lessons,
+                exclude=set(episode.lessons_written), min_similarity=s.min_similarity,
+                show_candidates=s.show_candidates,
+            )  # fmt: skip
+            truth = {x.id: x for x in self.memory.lessons([lesson.id for lesson in found])}
+            assigned = self.memory.assignment(episode.id, trial)
             carried = self._diagnoses(episode)
+        tried = assigned.lesson_id if assigned and assigned.shown else None
         return {
             "task_id": chosen.id,
             "attempt": trial,
-            "lessons": [described(x, x.id in shown.assigned) for x in shown.lessons],
+            "lessons": [described(truth.get(x.id, x), x.id == tried) for x in found],
             "diagnoses": [described(x, False) for x in carried],
         }
 
@@ -141,7 +107,13 @@ class MemoryService:
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = passed
-            record(self.memory, episode, attempt, verdict, given)
+            # an attempt that was not the arm it was assigned (the client left out the
+            # candidate it was given to try) makes no half of a verification pair: its outcome
+            # is counted online only, so a pair compares attempts that differ in the candidate
+            assigned = self.memory.assignment(episode.id, attempt.trial)
+            if assigned and assigned.shown != (assigned.lesson_id in attempt.lesson_ids):
+                self.memory.record_outcome(episode.id, attempt.trial, None, [])  # told nothing
+            self.memory.finish_attempt(episode, attempt, verdict, given)
             written = [] if passed else self._reflect(chosen, episode, given)
             self.memory.finish_episode(episode)
         counted = self.memory.lessons([lesson.id for lesson in given])

@@ -95,6 +95,12 @@ def add_run(commands: Commands) -> None:
     add_selection_flags(run)
     run.add_argument("--strategy", default="react", help=", ".join(STRATEGIES))
     run.add_argument("--json", action="store_true", help="one JSON object per task")
+    run.add_argument(
+        "--draws-from",
+        metavar="MEMORY",
+        help="a paired study's memory arm: attempts made from the bare prompt reuse those "
+        "another run (the baseline's, alone in MEMORY) made at the same trial",
+    )
     add_run_flags(run, "run")
     add_executor_flags(run)
 

@@ -17,6 +17,7 @@ from mulligan.cli.progress import Progress
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.runs.build import box_policy
 from mulligan.runs.lifecycle import task_digests
+from mulligan.runs.paired_draws import draws_from, resolved_directory
 from mulligan.runs.runner import run_tasks, self_tests_for
 from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.settings.loading import load_config
@@ -63,6 +64,7 @@ def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
         **selection_of(args),
         "tasks": [t.id for t in tasks],
         "task_digests": task_digests(tasks),
+        **({"draws_from": resolved_directory(args.draws_from)} if args.draws_from else {}),
     }
     request = RunRequest(
         command="run",
@@ -91,6 +93,7 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 print(marked(line), flush=True)
 
     self_tests = run.config.loop.self_tests
+    drawn = draws_from(args.draws_from, run.manifest()) if args.draws_from else None
     writer = SelfTestWriter(run.reflector, run.policy)
     with run.running():
         print(f"run id: {run.run_id}", file=sys.stderr)
@@ -103,6 +106,7 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 memory=run.memory,
                 concurrency=run.config.run.concurrency,
                 on_episode=report,
+                drawn=drawn,
                 executor=run.executor,
                 prepare=self_tests_for(run.memory.log, run.run_id, writer, self_tests)
                 if self_tests

@@ -1,5 +1,3 @@
 """Checks and verdicts."""
 
-from mulligan.evaluator.evaluate import Evaluator
-
-__all__ = ["Evaluator"]
+from mulligan.evaluator.evaluate import Evaluator as Evaluator

@@ -38,7 +38,7 @@ Nothing here sees a hidden check: `evidence` keeps the feedback-visible results 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mulligan.schema import Verdict
 
@@ -116,19 +116,17 @@ def choose(
         rank = (members[0].given, score, len(members), -members[0].trial)
         scored.append((rank, [m.trial for m in members]))
     scored.sort(reverse=True)
-    clusters = [s[1] for s in scored]
-    scores, given = [s[0][1] for s in scored], [s[0][0] for s in scored]
     rule = "dual agreement" if tests else ("output agreement" if code else "majority")
     told_apart = tests or any(c.behaviour for c in running)
     if not told_apart or not any(c.runs for c in candidates):
         rule = "first"  # no evidence, or none runs: nothing to go by
     full = {c.trial for c in candidates if passes_all(c, tests)} if at_pass else set()
     if full:  # the best-ranked cluster of full passes goes first
-        top = next(n for n, members in enumerate(clusters) if members[0] in full)
-        order = [top] + [n for n in range(len(clusters)) if n != top]
-        clusters = [clusters[n] for n in order]
-        scores, given = [scores[n] for n in order], [given[n] for n in order]
+        top = next(n for n, (_, members) in enumerate(scored) if members[0] in full)
+        scored.insert(0, scored.pop(top))
         rule = FULL_PASS
+    clusters = [members for _, members in scored]
+    scores, given = [rank[1] for rank, _ in scored], [rank[0] for rank, _ in scored]
     return Choice(clusters[0][0], rule, clusters, scores, crashed, given)
 
 
@@ -183,7 +181,7 @@ def decided(
     ranks = [rank(members, passed, len(members)) for passed, members in groups]
     best = max(range(len(groups)), key=lambda i: (ranks[i], len(groups[i][1])))
     reach = [rank(m, p, len(m) + remaining) for i, (p, m) in enumerate(groups) if i != best]
-    reach.append((given, (tests if tests else 1) * remaining))
+    reach.append((given, (tests or 1) * remaining))
     return ranks[best] > max(reach)
 
 
@@ -197,19 +195,15 @@ def to_draw(
     tests, given = tests_of(verdicts), tests_of(verdicts, given=True)
     if decided(candidates, tests, remaining, given, at_pass=at_pass):
         return 0
-    running = [c for c in candidates if c.runs]
-    if not running and not candidates:
+    if not candidates:
         return 1 if at_pass else remaining // 2 + 1
-    if not running:
+    if not any(c.runs for c in candidates):
         return remaining
     best = choose(candidates, tests).clusters[0][0]
     like = next(c for c in candidates if c.trial == best)
     last = max(c.trial for c in candidates)
     for wave in range(1, remaining):
-        more = [
-            Evidence(last + k, like.passed, like.behaviour, True, like.given)
-            for k in range(1, wave + 1)
-        ]
+        more = [replace(like, trial=last + k) for k in range(1, wave + 1)]  # `like` runs
         if decided(candidates + more, tests, remaining - wave, given, at_pass=at_pass):
             return wave
     return remaining

@@ -91,8 +91,7 @@ def check_contains(check: ContainsCheck, ctx: CheckContext) -> CheckResult:
     haystack, needle = ctx.answer, check.text
     if not check.case_sensitive:
         haystack, needle = haystack.lower(), needle.lower()
-    found = needle in haystack
-    if found:
+    if needle in haystack:
         return result(check, True, f"answer contains {check.text!r}")
     expected = repr(check.text) if check.reveal else "the expected text"
     return result(check, False, f"answer does not contain {expected}")
@@ -128,40 +127,32 @@ def numbers_in(text: str) -> list[float]:
 
 def check_numeric(check: NumericCheck, ctx: CheckContext) -> CheckResult:
     found = numbers_in(ctx.answer)
-    if check.pick == "last":
-        found = found[-1:]
-    elif check.pick == "first":
-        found = found[:1]
-    close = [
-        n
-        for n in found
-        if math.isclose(n, check.value, rel_tol=check.rel_tol, abs_tol=check.abs_tol)
-    ]
+    found = {"any": found, "first": found[:1], "last": found[-1:]}[check.pick]
+    tolerance = {"rel_tol": check.rel_tol, "abs_tol": check.abs_tol}
+    close = [n for n in found if math.isclose(n, check.value, **tolerance)]
     if close:
         return result(check, True, f"found {close[0]:g}, expected {check.value:g}")
     seen = ", ".join(f"{n:g}" for n in found) or "no number"
+    near = "within tolerance of the expected value"
     if check.reveal:
-        return result(
-            check, False, f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
-        )
-    if not found:
-        return result(check, False, "answer has no number; the expected value is a number")
-    if check.pick == "any":
-        return result(
-            check, False, f"answer has {seen}: none is within tolerance of the expected value"
-        )
-    return result(
-        check,
-        False,
-        f"answer's {check.pick} number is {seen}: not within tolerance of the expected value",
-    )
+        detail = f"expected {check.value:g} (±{check.abs_tol:g}); answer has {seen}"
+    elif not found:
+        detail = "answer has no number; the expected value is a number"
+    elif check.pick == "any":
+        detail = f"answer has {seen}: none is {near}"
+    else:
+        detail = f"answer's {check.pick} number is {seen}: not {near}"
+    return result(check, False, detail)
 
 
 def candidate_code(check: PythonTestsCheck, ctx: CheckContext) -> str | CheckResult:
     if check.file:
         if ctx.workspace is None:
             return result(check, False, f"cannot run: no workspace to read {check.file} from")
-        return read_workspace_file(ctx.workspace, check.file)
+        try:
+            return read_workspace_file(ctx.workspace, check.file)
+        except Unreadable as exc:  # the attempt's doing, as for a file check
+            return result(check, False, str(exc))
     if not ctx.answer.strip():
         return result(check, False, "no code: the attempt gave no answer")
     return last_code_block(ctx.answer)
@@ -204,8 +195,7 @@ def check_python_tests(check: PythonTestsCheck, ctx: CheckContext) -> CheckResul
         return result(check, True, summary, score)
     if not total and not failures:
         failures = ["the tests ran no test"]
-    output = _candidate_output(run)
-    return result(check, False, "\n".join([*failures, *output, summary]), score)
+    return result(check, False, "\n".join([*failures, *_candidate_output(run), summary]), score)
 
 
 def _no_report(run: sandbox.RunResult) -> str:
@@ -223,17 +213,11 @@ def _candidate_output(run: sandbox.RunResult) -> list[str]:
     lines = []
     if run.stdout.strip():
         lines.append("[candidate's stdout]\n" + head_and_tail(run.stdout.strip(), 1000))
-    if run.stderr.strip():
-        lines.append(_traceback_tail(run.stderr))
+    if run.stderr.strip():  # the end of a traceback, the box's script path removed
+        tail = last_lines(run.stderr, 8)
+        script = re.compile(r'File "[^"]*(main|harness)\.py"')
+        lines.append("\n".join(script.sub('File "<candidate>"', line) for line in tail))
     return lines
-
-
-def _traceback_tail(stderr: str, keep: int = 8) -> str:
-    """The end of a traceback, with the sandbox's script path removed."""
-    return "\n".join(
-        re.sub(r'File "[^"]*(main|harness)\.py"', 'File "<candidate>"', line)
-        for line in last_lines(stderr, keep)
-    )
 
 
 def run_command(
@@ -274,11 +258,8 @@ def check_file(check: FileCheck, ctx: CheckContext) -> CheckResult:
                 return result(check, False, f"{check.path} does not match{shown}")
         except re.error as exc:
             return result(check, False, f"cannot run: bad regex {check.matches!r}: {exc}")
-    return result(
-        check,
-        True,
-        f"{check.path} exists" + (" and matches" if check.contains or check.matches else ""),
-    )
+    matched = " and matches" if check.contains or check.matches else ""
+    return result(check, True, f"{check.path} exists{matched}")
 
 
 def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
@@ -297,12 +278,8 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
     reason = str(verdict.get("reason", ""))[:500]
     if verdict["pass"] or check.reveal:
         return result(check, verdict["pass"], reason)
-    return result(
-        check,
-        False,
-        "the judge found the rubric not met (its reason may name the "
-        "expected answer, so it is shown only with reveal: true)",
-    )
+    withheld = "its reason may name the expected answer, so it is shown only with reveal: true"
+    return result(check, False, f"the judge found the rubric not met ({withheld})")
 
 
 def check_callable(check: CallableCheck, ctx: CheckContext) -> CheckResult:

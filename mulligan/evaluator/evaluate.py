@@ -48,9 +48,8 @@ class Evaluator:
 
 def feedback_text(results: list[CheckResult]) -> str:
     """Only feedback-visible checks; hidden ones are neither shown nor mentioned."""
-    lines = []
-    for r in results:
-        if r.visibility != "feedback":
-            continue
-        lines.append(f"{'PASS' if r.passed else 'FAIL'} {r.name}: {r.detail}")
-    return "\n".join(lines)
+    return "\n".join(
+        f"{'PASS' if r.passed else 'FAIL'} {r.name}: {r.detail}"
+        for r in results
+        if r.visibility == "feedback"
+    )

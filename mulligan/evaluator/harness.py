@@ -351,11 +351,8 @@ def main() -> None:
             bool(second.get("reveal", True)),
         )
     except BaseException as exc:  # the judge's own failure is a failed verdict, said plainly
-        report = {
-            "complete": False,
-            "tests": 0,
-            "failures": [f"the harness failed: {describe(exc)}"],
-        }
+        failure = f"the harness failed: {describe(exc)}"
+        report = {"complete": False, "tests": 0, "failures": [failure]}
     sock.close()
     write_frame(report_fd, report)
     os.close(report_fd)

@@ -8,6 +8,7 @@ harness reports what `f` returned (`got ...`, its repr) or which exception it ra
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
@@ -30,14 +31,20 @@ _LINE = re.compile(r"^(FAILED|ERROR): test (\d+) \(line \d+\)(?: -- (.*))?$", re
 Inputs = list[list[Any]]
 
 
-def ask_json(model: ChatModel, text: str) -> tuple[dict[str, Any] | None, Usage]:
-    """One call for one JSON object; None when the endpoint failed or the reply holds none."""
+def ask(model: ChatModel, text: str) -> tuple[str | None, Usage]:
+    """One call's reply text, and what it cost; None when the endpoint failed."""
     metered = Metered(model)
     try:
         reply = metered.chat([{"role": "user", "content": text}], max_tokens=MAX_TOKENS)
     except ModelError:
         return None, metered.usage
-    return first_json_object(reply.text or ""), metered.usage
+    return reply.text or "", metered.usage
+
+
+def ask_json(model: ChatModel, text: str) -> tuple[dict[str, Any] | None, Usage]:
+    """One call for one JSON object; None when the endpoint failed or the reply holds none."""
+    reply, usage = ask(model, text)
+    return first_json_object(reply) if reply is not None else None, usage
 
 
 def write_inputs(model: ChatModel, task: Task, target: CodeTarget) -> tuple[Inputs, Usage]:
@@ -53,12 +60,6 @@ def write_inputs(model: ChatModel, task: Task, target: CodeTarget) -> tuple[Inpu
         if args not in inputs and len(json.dumps(args)) <= 2000:
             inputs.append(args)
     return inputs[:MAX_INPUTS], usage
-
-
-def call_line(entry_point: str, args: list[Any]) -> str:
-    """One probe; JSON values are written as Python literals (true -> True): JSON gives None,
-    bools, numbers, strings, lists and dicts, whose repr is Python."""
-    return f"assert {entry_point}(*{args!r}) == object()"
 
 
 def outputs(
@@ -81,7 +82,9 @@ def outputs(
 def _run(
     code: str, target: CodeTarget, inputs: Inputs, seconds: float, policy: sandbox.Policy | None
 ) -> list[str] | None:
-    tests = "\n".join(call_line(target.entry_point, args) for args in inputs)
+    # JSON values written as Python literals (true -> True): JSON gives None, bools, numbers,
+    # strings, lists and dicts, whose repr is Python
+    tests = "\n".join(f"assert {target.entry_point}(*{args!r}) == object()" for args in inputs)
     run = sandbox.run_tests(
         keep_definitions(code), tests, target.entry_point, target.prelude,
         sandbox.Limits(timeout=seconds), reveal=False, policy=policy,
@@ -108,8 +111,6 @@ def _run(
 def returned(output: str) -> Any:
     """The value an output says was returned, as JSON would give it (tuples as lists);
     raises ValueError when it returned none or is not plain data."""
-    import ast
-
     if not output.startswith("="):
         raise ValueError("no value returned")
     try:

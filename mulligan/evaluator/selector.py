@@ -1,25 +1,19 @@
 """A selection strategy's submission: the candidates' evidence gathered (probe inputs run on
 each, the feedback-visible checks' results), one chosen by agreement (agreement.py) and, when
-set, two tied finalists separated (separate.py). The probe inputs are written before the
+set, two tied finalists separated (`separate`). The probe inputs are written before the
 candidates are drawn, so the loop can stop drawing once the pick is decided. The model that
 writes the inputs may be a stronger one than the actor's (`--reflector-model`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from mulligan import sandbox
-from mulligan.evaluator.agreement import (
-    Evidence,
-    choose,
-    evidence,
-    picks,
-    tests_of,
-    to_draw,
-)
+from mulligan import prompts, sandbox
+from mulligan.evaluator.agreement import Evidence, choose, evidence, picks, tests_of, to_draw
+from mulligan.evaluator.code import last_code_block
 from mulligan.evaluator.normalize import normalize_answer
-from mulligan.evaluator.probe import CRASH, Inputs, outputs, write_inputs
-from mulligan.evaluator.separate import separate
+from mulligan.evaluator.probe import CRASH, Inputs, ask_json, outputs, returned, write_inputs
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, CodeTarget, Selection, Task, Usage, Verdict
 from mulligan.settings.sections import LoopSection
@@ -59,10 +53,13 @@ class Selector:
     def evidence(
         self, attempt: Attempt, verdict: Verdict, probes: Probes, policy: sandbox.Policy | None
     ) -> Evidence:
-        """One candidate's evidence: its visible results and what it did on the probes."""
+        """One candidate's evidence: its visible results and what it did on the probes (for
+        a task that is not code, its final answer, normalised)."""
+        answer = attempt.answer or ""
         if probes.target is None:
-            return evidence(attempt.trial, verdict, [answer_of(attempt)])
-        behaviour = outputs(attempt.answer or "", probes.target, probes.inputs, policy)
+            said = "=" + normalize_answer(answer.strip()) if answer.strip() else CRASH
+            return evidence(attempt.trial, verdict, [said])
+        behaviour = outputs(answer, probes.target, probes.inputs, policy)
         return evidence(attempt.trial, verdict, behaviour)
 
     def to_draw(self, found: list[Evidence], verdicts: list[Verdict], remaining: int) -> int:
@@ -106,7 +103,43 @@ class Selector:
         return selection, usage
 
 
-def answer_of(attempt: Attempt) -> str:
-    """A final answer that is not code, as agreement compares it (normalised)."""
-    text = (attempt.answer or "").strip()
-    return "=" + normalize_answer(text) if text else CRASH
+def separate(
+    model: ChatModel,
+    task: Task,
+    target: CodeTarget,
+    finalists: tuple[tuple[int, str], tuple[int, str]],
+    policy: sandbox.Policy | None = None,
+) -> tuple[int | None, str, Usage]:
+    """Two finalists separated (S*, Li et al. 2025): the model writes one input on which the
+    two programs differ and the value the task implies for it; both run on it in the box, and
+    the one that returns that value wins. Neither or both: nothing is decided here.
+
+    (the winning trial or None, what happened, the call's usage); `finalists`: two
+    (trial, answer) pairs, the better-ranked first."""
+    (first, first_answer), (second, second_answer) = finalists
+    text = prompts.render(
+        "separate",
+        task=task.prompt,
+        entry_point=target.entry_point,
+        first=last_code_block(first_answer).strip("\n"),
+        second=last_code_block(second_answer).strip("\n"),
+    )
+    found, usage = ask_json(model, text)
+    args, implied = (found or {}).get("input"), (found or {}).get("output")
+    if found is None or not isinstance(args, list) or "output" not in found:
+        return None, "no input written: the finalists stay as ranked", usage
+    shown = json.dumps(args)[:200]
+    got = [outputs(answer, target, [args], policy)[0] for answer in (first_answer, second_answer)]
+    if got[0] == got[1]:
+        return None, f"on {shown} both returned the same: the finalists stay as ranked", usage
+    matched = [trial for trial, out in zip((first, second), got, strict=True) if _is(out, implied)]
+    if len(matched) != 1:
+        return None, f"on {shown} neither returned the implied value: as ranked", usage
+    return matched[0], f"on {shown} only trial {matched[0]} returned the implied value", usage
+
+
+def _is(output: str, implied: object) -> bool:
+    try:
+        return bool(returned(output) == implied)
+    except ValueError:
+        return False

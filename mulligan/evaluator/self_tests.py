@@ -13,14 +13,13 @@ import re
 from dataclasses import dataclass, field
 
 from mulligan import prompts
-from mulligan.errors import ModelError
 from mulligan.evaluator.checks import RUNNERS, CheckContext
-from mulligan.llm.base import ChatModel, Metered
+from mulligan.evaluator.probe import ask
+from mulligan.llm.base import ChatModel
 from mulligan.sandbox import Policy
 from mulligan.schema import SELF_TEST, Attempt, PythonTestsCheck, Task, Usage
 
 DRY_RUN_SECONDS = 5.0
-MAX_TOKENS = 512
 
 
 @dataclass
@@ -65,28 +64,25 @@ def with_self_tests(task: Task, tests: list[str]) -> Task:
     return task.model_copy(update={"checks": [*task.checks, *checks]})
 
 
+@dataclass
 class SelfTestWriter:
-    def __init__(self, model: ChatModel, policy: Policy | None = None) -> None:
-        self.model = model
-        self.policy = policy
-        """What the box hides while the tests are tried against a stub."""
+    model: ChatModel
+    policy: Policy | None = None
+    """What the box hides while the tests are tried against a stub."""
 
     def write(self, task: Task, count: int) -> SelfTests:
         """Up to `count` kept asserts for the task; none for a task with no entry point."""
         target = task.code_target()
         if target is None or count <= 0:
             return SelfTests()
-        metered = Metered(self.model)
         text = prompts.render(
             "self_tests", task=task.prompt, entry_point=target.entry_point, count=count
         )
-        try:
-            reply = metered.chat([{"role": "user", "content": text}], max_tokens=MAX_TOKENS)
-        except ModelError:  # no tests, said so: the run goes on without them
-            return SelfTests(dropped={"endpoint failed": 1}, usage=metered.usage)
-        found = SelfTests(usage=metered.usage)
-        reply_text = reply.text or ""
-        for test in dict.fromkeys(asserts_in(reply_text)):
+        reply, usage = ask(self.model, text)
+        if reply is None:  # no tests, said so: the run goes on without them
+            return SelfTests(dropped={"endpoint failed": 1}, usage=usage)
+        found = SelfTests(usage=usage)
+        for test in dict.fromkeys(asserts_in(reply)):
             reason = self._problem(task, test, target.entry_point)
             if reason:
                 found.dropped[reason] = found.dropped.get(reason, 0) + 1

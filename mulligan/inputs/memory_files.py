@@ -4,6 +4,7 @@ Nothing is created or written here; damaged files are reported, never repaired."
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -26,10 +27,7 @@ def log_directory(location: str, default: str) -> str:
 
 
 def memory_directory(location: str) -> None:
-    """A memory directory that can be used: not a file, creatable, its databases intact.
-
-    Nothing is created or written here; damaged files are reported, never repaired.
-    """
+    """A memory directory that can be used: not a file, creatable, its databases intact."""
     if is_server(location):
         chroma_url(location)
         return
@@ -105,13 +103,8 @@ def sqlite_file(path: Path, what: str, own_table: str) -> None:
     if header_is_current and pages and size < pages * page_size and not in_use:
         raise UserError(f"{path}: truncated ({size} of {pages * page_size} bytes); {fix}")
     try:
-        # no side file made: `immutable` with no writer (every commit in the file), else shared
-        mode = "mode=ro" if in_use else "immutable=1"
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True)
-        try:
+        with contextlib.closing(read_only(path, in_use)) as connection:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        finally:
-            connection.close()
     except sqlite3.Error as exc:
         raise UserError(f"{path}: cannot be read as SQLite ({exc}); {fix}") from exc
     if tables and own_table not in tables:
@@ -119,3 +112,11 @@ def sqlite_file(path: Path, what: str, own_table: str) -> None:
             f"{path}: an SQLite database, but not {what} of mulligan (no {own_table} table); "
             "mulligan will not write into it: pass another --memory"
         )
+
+
+def read_only(path: Path, shared: bool) -> sqlite3.Connection:
+    """An SQLite file opened to read without writing to it or making a side file: `immutable`
+    while no writer has it open (every commit is in the file), else `shared` (`mode=ro`) with
+    the writer's side files, seeing its commits."""
+    mode = "mode=ro" if shared else "immutable=1"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?{mode}", uri=True, check_same_thread=False)

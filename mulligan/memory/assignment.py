@@ -23,26 +23,27 @@ loses no evidence and counts none twice.
 
 This module holds the log's `assignments` table (migration 005): `AssignmentLog`, whose
 methods the episode log takes, so that a run's workers reach them as they reach the log's
-others (a Ray worker forwards each call by name to the driver's log)."""
+others (a Ray worker forwards each call by name to the driver's log); and
+`InWorkVerification`, what `Memory` asks of them."""
 
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mulligan.memory.lesson_log import LessonLog
 from mulligan.memory.validity import (
+    GENERAL,
     ValiditySection,
     apply_evidence,
     by_chance_while_working,
     settle,
 )
-from mulligan.schema import Lesson
-
-if TYPE_CHECKING:
-    import sqlite3
+from mulligan.schema import Lesson, Task
 
 COLUMNS = "episode_id, trial, lesson_id, task_id, shown, coin, passed, told, pair"
 
@@ -102,18 +103,9 @@ def assign(
         return found
     query = "select count(*) from assignments where lesson_id = ? and trial = ?"
     made = conn.execute(query, [lesson_id, trial]).fetchone()[0]
-    block = made // 2
-    if made % 2 == 0:
-        shown, coin = heads(lesson_id, trial, block), f"coin of block {block + 1}"
-    else:
-        query = (
-            "select shown from assignments where lesson_id = ? and trial = ? "
-            "order by rowid desc limit 1"
-        )
-        shown, coin = (
-            not conn.execute(query, [lesson_id, trial]).fetchone()[0],
-            (f"other half of block {block + 1}"),
-        )
+    block, second = divmod(made, 2)  # the second of a block takes the arm its first did not
+    shown = heads(lesson_id, trial, block) != bool(second)
+    coin = f"{'other half' if second else 'coin'} of block {block + 1}"
     conn.execute(
         "insert into assignments (episode_id, trial, lesson_id, task_id, shown, coin,"
         " assigned_at) values (?, ?, ?, ?, ?, ?, ?)",
@@ -170,29 +162,13 @@ def judge(
 
 
 def at(conn: sqlite3.Connection, episode_id: str, trial: int) -> Assignment | None:
-    query = f"select {COLUMNS} from assignments where episode_id = ? and trial = ?"
-    row = conn.execute(query, [episode_id, trial]).fetchone()
-    return _assignment(row) if row else None
+    found = _rows(conn, "episode_id = ? and trial = ?", [episode_id, trial])
+    return found[0] if found else None
 
 
-class AssignmentLog:
+class AssignmentLog(LessonLog):
     """The `assignments` table, as methods of the episode log (`EpisodeLog` takes them):
     each write is one transaction with the lesson's change and its events."""
-
-    db: Any
-    _lock: Any
-
-    if TYPE_CHECKING:
-
-        def change_lessons(
-            self,
-            lessons: list[Lesson],
-            event: str,
-            change: Callable[[Lesson], list[str]],
-            **where: Any,
-        ) -> list[Lesson]: ...
-
-        def lessons(self, ids: list[str]) -> list[Lesson]: ...
 
     def assign_attempt(
         self, episode_id: str, trial: int, task_id: str, lesson: Lesson
@@ -270,6 +246,71 @@ def _rows(conn: sqlite3.Connection, where: str, args: list[Any]) -> list[Assignm
         return []
     query = f"select {COLUMNS} from assignments where {where} order by rowid"
     return [_assignment(row) for row in conn.execute(query, args)]
+
+
+Search = Callable[[Task, int, set[str], float], list[Lesson]]
+"""The top-k active lessons for a task (what `--show-candidates` would show), skipping ids."""
+Recache = Callable[[list[Lesson]], None]
+"""Refresh the lesson store's cached copy of lessons the log changed."""
+
+
+class InWorkVerification:
+    """Which candidate a later attempt is assigned, and what its outcome adds to the evidence
+    (`Memory.recall`, `Memory.record_outcome`), all through the log's methods: a Ray worker's
+    memory, whose log forwards each call to the driver, verifies as a thread's does."""
+
+    def __init__(self, episodes: AssignmentLog, search: Search, recache: Recache) -> None:
+        self.episodes, self.search, self.recache = episodes, search, recache
+
+    def tried(
+        self, task: Task, episode_id: str, trial: int, exclude: set[str], k: int, floor: float
+    ) -> list[Lesson]:
+        """The candidate this attempt is shown by assignment ([] when it is withheld, when
+        nothing is to be verified here, and always at trial 1). Logged before the attempt
+        is made; a resumed attempt gets the arm its first start got."""
+        if trial < 2 or not episode_id:
+            return []
+        lesson = self._candidate(task, episode_id, trial, exclude, k, floor)
+        if lesson is None:
+            return []
+        found, now = self.episodes.assign_attempt(episode_id, trial, task.id, lesson)
+        self.recache(now)
+        if not found.shown or not now or now[0].validity.status != "candidate":
+            return []  # (resumed after it was settled: shown as its status says, or not)
+        shown = now[0].model_copy(deep=True)
+        shown.validity.status = "validated"  # shown as it would be once validated: unmarked
+        return [shown]
+
+    def judged(
+        self, episode_id: str, trial: int, passed: bool | None, rules: ValiditySection
+    ) -> None:
+        """The attempt's outcome on its assignment, if it had one (`assignment.judge`),
+        once however often a resumed run gets here."""
+        if episode_id:
+            self.recache(self.episodes.judge_attempt(episode_id, trial, passed, rules))
+
+    def _candidate(
+        self, task: Task, episode_id: str, trial: int, exclude: set[str], k: int, floor: float
+    ) -> Lesson | None:
+        """The attempt's candidate: the one it was assigned before a crash; else the one an
+        earlier attempt of its episode was assigned, while it is still a candidate; else,
+        of the candidates among the task's top-k active lessons (never one this episode
+        created; one it wrote again, stored before, may be), the one with the fewest pairs,
+        the nearest first."""
+        earlier = self.episodes.assignments_of_episode(episode_id)
+        if earlier:
+            latest = earlier[trial if trial in earlier else max(earlier)]
+            lesson = next(iter(self.episodes.lessons([latest.lesson_id])), None)
+            usable = lesson and lesson.validity.status == "candidate" and lesson.id not in exclude
+            if trial in earlier or usable:
+                return lesson
+        ranked = [
+            lesson
+            for lesson in self.search(task, k, exclude, floor)
+            if lesson.validity.status == "candidate" and lesson.kind in GENERAL
+            if lesson.source.episode_id != episode_id
+        ]
+        return min(ranked, key=lambda x: x.validity.evidence.pairs) if ranked else None
 
 
 def summary(assigned: list[Assignment]) -> str:

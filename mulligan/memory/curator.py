@@ -42,12 +42,8 @@ SPECIFIC = re.compile(
 )
 """Phrases that tie a lesson to the one task it was written on."""
 MIN_TEXT = 8
-BEFORE, KEPT, DROPPED, WRITTEN = (
-    "curator:before",
-    "curator:kept",
-    "curator:dropped",
-    "curator:written",
-)
+BEFORE, KEPT = "curator:before", "curator:kept"
+DROPPED, WRITTEN = "curator:dropped", "curator:written"
 
 
 def estimated_tokens(text: str) -> int:
@@ -199,10 +195,7 @@ class Curator:
         vectors = self.memory.store.vectors([lesson.id for lesson in ranked])
         keepers: list[Lesson] = []
         for lesson in ranked:
-            twin = next(
-                (k for k in keepers if _same_scope(k, lesson) and self._near(vectors, k, lesson)),
-                None,
-            )
+            twin = next((k for k in keepers if self._near(vectors, k, lesson)), None)
             if twin is None:
                 keepers.append(lesson)
                 continue
@@ -211,7 +204,9 @@ class Curator:
         return keepers
 
     def _near(self, vectors: dict[str, list[float]], a: Lesson, b: Lesson) -> bool:
-        if a.id not in vectors or b.id not in vectors:
+        """Of one family and kind, and embedded at least `merge_similarity` alike."""
+        same = (a.scope.family, a.kind) == (b.scope.family, b.kind)
+        if not same or a.id not in vectors or b.id not in vectors:
             return False
         return cosine(vectors[a.id], vectors[b.id]) >= self.settings.merge_similarity
 
@@ -236,10 +231,6 @@ class Curator:
         details = [f"by the curator: {dropped[lesson.id]}" for lesson in usable]
         retracted = to_status("retracted")
         self.memory.change(usable, "status:retracted", retracted, episode_id=tag, details=details)
-
-
-def _same_scope(a: Lesson, b: Lesson) -> bool:
-    return a.scope.family == b.scope.family and a.kind == b.kind
 
 
 def _ranked(lessons: list[Lesson]) -> list[Lesson]:

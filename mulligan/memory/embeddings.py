@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import logging
 import math
 import os
 import re
@@ -15,7 +14,6 @@ from mulligan.data import sha256_of
 from mulligan.errors import UserError
 from mulligan.llm.base import EmbeddingModel
 
-log = logging.getLogger("mulligan")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 
@@ -137,7 +135,7 @@ class MiniLMEmbedding:
         self.batch_size = batch_size
         self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self.tokenizer.enable_truncation(max_length=256)
-        self.tokenizer.no_padding()
+        self.tokenizer.enable_padding(pad_id=0)  # to a batch's longest text, not to 256
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(
@@ -153,12 +151,8 @@ class MiniLMEmbedding:
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             encodings = self.tokenizer.encode_batch([texts[i] for i in chunk])
-            width = max(len(e.ids) for e in encodings)  # pad to the longest, not to 256
-            ids = np.zeros((len(chunk), width), dtype=np.int64)
-            mask = np.zeros((len(chunk), width), dtype=np.int64)
-            for row, encoding in enumerate(encodings):
-                ids[row, : len(encoding.ids)] = encoding.ids
-                mask[row, : len(encoding.ids)] = 1
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self.inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)

@@ -3,11 +3,15 @@ or one error naming file:line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pydantic
 
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
 from mulligan.jsontext import UNREADABLE_JSON
+from mulligan.schema import Lesson
 
 COUNTERS = ("retrieved", "helped", "hurt", "reinforced")
 
@@ -18,12 +22,6 @@ def lesson_lines(path: Path) -> list[str]:
 
     Lines end at "\n" only: a lesson's text may hold U+2028 or U+0085, which JSON does not
     escape and `str.splitlines` would split at."""
-    import json
-
-    import pydantic
-
-    from mulligan.schema import Lesson
-
     text = read_text(path, "lesson file (JSON lines)")
     lines = text.split("\n")
     seen: dict[str, int] = {}

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 LessonChange = Callable[[Lesson], list[str]]
 """Changes a lesson in place; returns the further events (e.g. `status:refuted`) it caused."""
+HAD_EVENT = (
+    "select 1 from lesson_events"
+    " where lesson_id = ? and event = ? and episode_id = ? and trial = ? limit 1"
+)
 
 
 def unchanged(lesson: Lesson) -> list[str]:
@@ -138,30 +142,18 @@ class LessonLog:
 
     @serialized
     def change_lessons(
-        self,
-        lessons: list[Lesson],
-        event: str,
-        change: LessonChange,
-        *,
-        episode_id: str = "",
-        trial: int = 0,
-        details: list[str] | None = None,
-        once: bool = False,
-        stored: bool = False,
+        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
     ) -> list[Lesson]:
         """Change lessons and log the events in one transaction, atomic against every writer.
 
         `change` gets each lesson as this log has it now (one the log has never seen: as
         given), changes it in place and returns the further events it caused (a status
-        change). With `once`, a lesson that already has `event` for this episode's trial
-        is left as it is (a resumed run counts nothing twice). Returns the lessons as
-        they now are.
+        change). `where`: the rest of `LessonChanges` by name; with `once`, a lesson that
+        already has `event` for this episode's trial is left as it is (a resumed run counts
+        nothing twice). Returns the lessons as they now are.
         """
-        changes = LessonChanges(
-            lessons, event, change, episode_id, trial, details or [], once, stored
-        )  # fmt: skip
         with self._immediate() as conn:
-            return self._changed(conn, changes)
+            return self._changed(conn, LessonChanges(lessons, event, change, **where))
 
     def _changed(self, conn: sqlite3.Connection, changes: LessonChanges) -> list[Lesson]:
         """`change_lessons` inside a transaction already open."""
@@ -170,8 +162,8 @@ class LessonLog:
             row = conn.execute("select record from lessons where id = ?", [given.id]).fetchone()
             lesson = Lesson.model_validate_json(row[0]) if row else given.model_copy(deep=True)
             result.append(lesson)
-            where = (changes.event, changes.episode_id, changes.trial)
-            if changes.once and self._has_event(conn, lesson.id, *where):
+            where = [lesson.id, changes.event, changes.episode_id, changes.trial]
+            if changes.once and conn.execute(HAD_EVENT, where).fetchone():
                 continue
             detail = changes.details[n] if changes.details else ""
             events = [(changes.event, detail)] + [(e, "") for e in changes.change(lesson)]
@@ -190,16 +182,6 @@ class LessonLog:
                  for name, text in events],
             )  # fmt: skip
         return result
-
-    @staticmethod
-    def _has_event(
-        conn: sqlite3.Connection, lesson_id: str, event: str, episode_id: str, trial: int
-    ) -> bool:
-        query = (
-            "select 1 from lesson_events"
-            " where lesson_id = ? and event = ? and episode_id = ? and trial = ? limit 1"
-        )
-        return conn.execute(query, [lesson_id, event, episode_id, trial]).fetchone() is not None
 
     @serialized
     def lessons_with(self, event: str, episode_id: str, trial: int) -> list[str]:

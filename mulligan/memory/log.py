@@ -15,8 +15,9 @@ from typing import Any
 import sqlite_utils
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import read_only
 from mulligan.memory.assignment import AssignmentLog
-from mulligan.memory.lesson_log import LessonChange, LessonChanges, LessonLog, serialized
+from mulligan.memory.lesson_log import LessonChange, LessonChanges, serialized
 from mulligan.memory.migrations import migrate
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
@@ -46,7 +47,7 @@ class LogLock:
             ) from None
 
 
-class EpisodeLog(AssignmentLog, LessonLog):
+class EpisodeLog(AssignmentLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
         made: `immutable` while no writer has it open (no -wal file: every commit is in the
@@ -85,8 +86,7 @@ class EpisodeLog(AssignmentLog, LessonLog):
     def _reader(self) -> sqlite_utils.Database:
         self._opened = self._state()
         self._shared = self._opened[0]
-        uri = f"{self.path.resolve().as_uri()}?{'mode=ro' if self._shared else 'immutable=1'}"
-        return sqlite_utils.Database(sqlite3.connect(uri, uri=True, check_same_thread=False))
+        return sqlite_utils.Database(read_only(self.path, self._shared))
 
     # ------------------------------------------------------------ self-tests
 
@@ -230,10 +230,9 @@ class EpisodeLog(AssignmentLog, LessonLog):
 
     @serialized
     def episode(self, episode_id: str) -> Episode | None:
-        rows = list(self.db.table("episodes").rows_where("id = ?", [episode_id]))
-        if not rows:
+        row = next(self.db.table("episodes").rows_where("id = ?", [episode_id]), None)
+        if row is None:
             return None
-        row = rows[0]
         attempts = list(
             self.db.table("attempts").rows_where("episode_id = ?", [episode_id], order_by="trial")
         )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -12,21 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.memory.assignment import Assignment
-from mulligan.memory.embeddings import Embedder
-from mulligan.memory.in_work import InWorkVerification
+from mulligan.memory.assignment import Assignment, InWorkVerification
+from mulligan.memory.embeddings import Embedder, HashEmbedding
 from mulligan.memory.lesson_log import reinforced, to_status, unchanged
 from mulligan.memory.log import EpisodeLog, LessonChange
-from mulligan.memory.records import lessons_from_jsonl
 from mulligan.memory.twins import stand_ins
 from mulligan.memory.validity import ACTIVE, VALIDATED, ValiditySection, apply_outcome
 from mulligan.memory.written import KeepsWritten
-from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
+from mulligan.schema import Attempt, Episode, Lesson, LessonValidity, Task, Verdict, tells_nothing
 
 if TYPE_CHECKING:
     from mulligan.memory.store import LessonStore  # chromadb loads when a store opens
-
-log = logging.getLogger("mulligan")
 
 
 class Memory(KeepsWritten):
@@ -69,8 +65,6 @@ class Memory(KeepsWritten):
         with self._opening:  # once, whichever of a run's threads comes first
             if self._store is None:
                 if self._embedder is None:
-                    from mulligan.memory.embeddings import HashEmbedding
-
                     self._embedder = HashEmbedding()
                 from mulligan.memory.store import LessonStore
 
@@ -130,14 +124,9 @@ class Memory(KeepsWritten):
         assignment's half of a pair (mulligan/memory/assignment.py). Once per attempt,
         however often a resumed run gets here; the hidden checks decide nothing."""
         if passed is not None:
-
-            def count(lesson: Lesson) -> list[str]:
-                apply_outcome(lesson, passed)
-                return []  # the status stays: no further event
-
-            event = "helped" if passed else "hurt"
+            count = functools.partial(apply_outcome, passed=passed)
             where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
-            self.change(shown, event, count, **where)
+            self.change(shown, "helped" if passed else "hurt", count, **where)
         if not self.frozen:  # (a frozen store's lessons keep their evidence as it is)
             self.in_work.judged(episode_id, trial, passed, self.rules)
 
@@ -160,18 +149,16 @@ class Memory(KeepsWritten):
         if self.rules.ttl_days and lesson.validity.expires_at is None:
             lesson.validity.expires_at = lesson.source.created_at + self.rules.ttl_days * 86400
         kept, new = lesson, True
-        if persistent and self.frozen:
-            raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
         if persistent:
+            if self.frozen:
+                raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
             kept, new = self.store.add_or_strengthen(lesson)
             self._stored_ids.add(kept.id)
-        where = {"episode_id": lesson.source.episode_id, "trial": lesson.source.trial}
+        source = lesson.source
+        where = {"episode_id": source.episode_id, "trial": source.trial, "stored": persistent}
         if new:
-            created = self.log.change_lessons(
-                [kept], "created", unchanged, stored=persistent, **where
-            )
-            return created[0]
-        return self.change([kept], "reinforced", reinforced, stored=True, **where)[0]
+            return self.log.change_lessons([kept], "created", unchanged, **where)[0]
+        return self.change([kept], "reinforced", reinforced, **where)[0]
 
     def retrieve(
         self,
@@ -291,8 +278,11 @@ class Memory(KeepsWritten):
             for number, line in enumerate(lines, start=1)
             if line.strip()
         }
-        ids, lessons = list(numbered), lessons_from_jsonl(lines, trust)  # untrusted: reset
-        given = {lesson.id: lesson for lesson in lessons}
+        lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+        if not trust:  # each afresh: its counters reset
+            for lesson in lessons:
+                lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)
+        ids, given = list(numbered), {lesson.id: lesson for lesson in lessons}
         known = self.log.known_ids(ids)
         stored_only = self.store.get([i for i in ids if i not in known])
         known |= {x.id for x in stored_only if x.text != given[x.id].text}
@@ -330,21 +320,6 @@ class Memory(KeepsWritten):
             mine.validity = fresh.validity.model_copy()
         self._recache(now)
         return now
-
-    def _recache(self, now: list[Lesson]) -> None:
-        """The store's cached copy of lessons the log changed, rewritten from the log."""
-        ids = list(dict.fromkeys(lesson.id for lesson in now))
-        stored = self._stored(ids)
-        if stored:
-            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
-
-    def _stored(self, ids: list[str]) -> set[str]:
-        """Which of these lessons are in the store."""
-        stored = self._stored_ids & set(ids)
-        stored |= self.log.stored_ids([i for i in ids if i not in stored])
-        if self._store is not None:
-            stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
-        return stored
 
 
 def told(attempt: Attempt, verdict: Verdict) -> bool | None:

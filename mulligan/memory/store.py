@@ -23,9 +23,8 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa:
 from mulligan.errors import UserError  # noqa: E402
 from mulligan.inputs.memory_files import is_server  # noqa: E402
 from mulligan.memory.embeddings import Embedder, spec_for  # noqa: E402
-from mulligan.memory.records import metadata_of  # noqa: E402
 from mulligan.memory.store_lock import GenerationLock  # noqa: E402
-from mulligan.memory.store_reading import FAMILY_PREFIX, refuse_another  # noqa: E402
+from mulligan.memory.store_reading import FAMILY_PREFIX, metadata_of, refuse_another  # noqa: E402
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable  # noqa: E402
 from mulligan.schema import Lesson, LessonStatus  # noqa: E402
 
@@ -114,10 +113,6 @@ class LessonStore:
         self.embedder: Embedder = embedder or _NotGiven("")
         self._client: Any = None
         self._pid = os.getpid()
-        self._system: Any = None
-        self._collections: dict[str, Any] = {}
-        self._listed = False
-        self._index: Any = None
         self._lock = GenerationLock(
             None if is_server(location) else Path(location) / "lessons.lock"
         )
@@ -137,13 +132,16 @@ class LessonStore:
         """Embed with `embedder` from now on; refused if the store was built with another."""
         refuse_another(self.location, self.built_with, embedder.name)
         self.embedder = embedder
-        self._collections, self._listed = {}, False  # fetched again with this embedder
-        self._index = None
+        self._forget()
+
+    def _forget(self) -> None:
+        """The collections are fetched again (with this embedder, from this client)."""
+        self._collections: dict[str, Any] = {}
+        self._index: Any = None
+        self._listed = False
 
     def _open(self) -> None:
-        self._collections = {}
-        self._listed = False
-        self._index = None
+        self._forget()
         if self._lock.path is None:
             url = urlparse(self.location)
             self._client = chromadb.HttpClient(
@@ -183,24 +181,24 @@ class LessonStore:
         digest = hashlib.sha256(family.encode()).hexdigest()[:10]
         return f"{PREFIX}{readable}-{digest}"
 
+    def _made(self, name: str, **metadata: str) -> Any:
+        """The collection of that name, made if it is not there, embedding with ours."""
+        return self._client.get_or_create_collection(
+            name,
+            embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
+            metadata={"hnsw:space": "cosine", "embedder": self.embedder.name, **metadata},
+        )
+
     def _collection(self, family: str) -> Any:
         if family not in self._collections:
-            self._collections[family] = self._client.get_or_create_collection(
-                self.collection_name(family),
-                embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
-                metadata={"hnsw:space": "cosine", "embedder": self.embedder.name, "family": family},
-            )
+            self._collections[family] = self._made(self.collection_name(family), family=family)
         return self._collections[family]
 
     def _every_lesson(self) -> Any:
         """The index of every family, filled from the families' collections when a store
         written before it existed (or by another version) holds lessons it lacks."""
         if self._index is None:
-            self._index = self._client.get_or_create_collection(
-                EVERY_LESSON,
-                embedding_function=_ChromaEmbedding(self.embedder),  # type: ignore[arg-type]
-                metadata={"hnsw:space": "cosine", "embedder": self.embedder.name},
-            )
+            self._index = self._made(EVERY_LESSON)
             families = self._all_collections()
             if int(self._index.count()) < sum(int(c.count()) for c in families):
                 for collection in families:
@@ -254,25 +252,20 @@ class LessonStore:
             return sum(int(c.count()) for c in self._all_collections())
 
     def get(self, ids: list[str]) -> list[Lesson]:
-        if not ids:
-            return []
-        by_id: dict[str, Lesson] = {}
-        with self._locked():
-            for collection in self._all_collections():
-                found = collection.get(ids=ids, include=["metadatas"])
-                for i, m in zip(found["ids"], found["metadatas"] or [], strict=False):
-                    by_id[i] = Lesson.model_validate_json(str(m["record"]))
+        by_id = {lesson.id: lesson for lesson in self._records(ids=ids)} if ids else {}
         return [by_id[i] for i in ids if i in by_id]
 
     def all(self) -> list[Lesson]:
-        lessons = []
+        return sorted(self._records(), key=lambda lesson: (lesson.source.created_at, lesson.id))
+
+    def _records(self, **where: Any) -> list[Lesson]:
+        """The stored lessons of every family (`where`: of these `ids`)."""
         with self._locked():
-            for collection in self._all_collections():
-                found = collection.get(include=["metadatas"])
-                lessons += [
-                    Lesson.model_validate_json(str(m["record"])) for m in found["metadatas"] or []
-                ]
-        return sorted(lessons, key=lambda lesson: (lesson.source.created_at, lesson.id))
+            return [
+                Lesson.model_validate_json(str(m["record"]))
+                for collection in self._all_collections()
+                for m in collection.get(include=["metadatas"], **where)["metadatas"] or []
+            ]
 
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         """The stored embedding of each of these lessons (for comparing lessons with each other)."""
@@ -365,10 +358,7 @@ class LessonStore:
         if not ids:
             return
         with self._locked(write=True):
-            by_family: dict[str, list[Lesson]] = {}
-            for lesson in current(ids):
-                by_family.setdefault(lesson.scope.family, []).append(lesson)
-            for family, group in by_family.items():
+            for family, group in _by_family(current(ids)).items():
                 for collection in (self._collection(family), self._every_lesson()):
                     collection.update(
                         ids=[lesson.id for lesson in group],
@@ -377,11 +367,8 @@ class LessonStore:
 
     def _upsert_unlocked(self, lessons: list[Lesson]) -> None:
         """Into the family's collection and the index of every family, embedded once."""
-        by_family: dict[str, list[Lesson]] = {}
-        for lesson in lessons:
-            by_family.setdefault(lesson.scope.family, []).append(lesson)
         index = self._every_lesson()
-        for family, group in by_family.items():
+        for family, group in _by_family(lessons).items():
             collection = self._collection(family)
             for start in range(0, len(group), BATCH):
                 chunk = group[start : start + BATCH]
@@ -394,3 +381,10 @@ class LessonStore:
                 }
                 collection.upsert(**record)
                 index.upsert(**record)
+
+
+def _by_family(lessons: list[Lesson]) -> dict[str, list[Lesson]]:
+    by_family: dict[str, list[Lesson]] = {}
+    for lesson in lessons:
+        by_family.setdefault(lesson.scope.family, []).append(lesson)
+    return by_family

@@ -7,23 +7,49 @@ read-only; the lessons come from the episode log's lesson table, which holds eve
 lesson's whole record (the store's metadata are a cache of it); a search embeds the usable
 ones here and ranks them as `LessonStore.search` does. That costs one embedding per usable
 lesson a search (minilm: a few milliseconds each on a CPU), where the store's index costs
-one; exact cosine similarity instead of the index's approximate neighbours.
+one; exact cosine similarity instead of the index's approximate neighbours. The store's
+format (its collections' names, each lesson's metadata) is written here too, for store.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sqlite3
 import time
 from pathlib import Path
 
 from mulligan.errors import UserError
+from mulligan.inputs.memory_files import read_only
 from mulligan.memory.embeddings import Embedder, spec_for
 from mulligan.memory.validity import ACTIVE, GENERAL, is_usable
 from mulligan.schema import Lesson
 
 FAMILY_PREFIX = "lessons-"
 """The names of the store's collections of one family each (`LessonStore.collection_name`)."""
+
+
+def metadata_of(lesson: Lesson) -> dict[str, str | int | float | bool]:
+    """A lesson's metadata in the store: scalars for filtering, plus the whole record as JSON
+    for exact round trips."""
+    v = lesson.validity
+    return {
+        "kind": lesson.kind,
+        "family": lesson.scope.family,
+        "task_id": lesson.scope.task_id,
+        "tags": ",".join(lesson.scope.tags),
+        "status": v.status,
+        "retrieved": v.retrieved,
+        "helped": v.helped,
+        "hurt": v.hurt,
+        "confidence": v.confidence,
+        "expires_at": v.expires_at if v.expires_at is not None else -1.0,
+        "source_task": lesson.source.task_id,
+        "source_episode": lesson.source.episode_id,
+        "model": lesson.source.model,
+        "created_at": lesson.source.created_at,
+        "record": lesson.model_dump_json(),
+    }
 
 
 def stored_embedding(store: Path) -> str | None:
@@ -34,17 +60,13 @@ def stored_embedding(store: Path) -> str | None:
     if not path.is_file():
         return None
     busy = any(Path(f"{path}-{side}").exists() for side in ("wal", "journal"))
-    uri = f"{path.resolve().as_uri()}?{'mode=ro' if busy else 'immutable=1'}"
     query = (
         "select m.str_value from collection_metadata m join collections c"
         " on c.id = m.collection_id where m.key = 'embedder' and c.name like ? limit 1"
     )
     try:
-        connection = sqlite3.connect(uri, uri=True)
-        try:
+        with contextlib.closing(read_only(path, busy)) as connection:
             row = connection.execute(query, [f"{FAMILY_PREFIX}%"]).fetchone()
-        finally:
-            connection.close()
     except sqlite3.Error:
         return None
     return str(row[0]) if row and row[0] else None

@@ -53,15 +53,13 @@ def disguise(lessons: list[Lesson], twin: str | None, own: set[str]) -> list[Les
         return lessons
     shown = []
     for lesson in lessons:
-        if lesson.id in own:
+        if lesson.id in own or (twin == "corrupted" and lesson.kind == "case"):
             shown.append(lesson)
         elif twin == "empty":
             case = CaseRecord(answer=EMPTY, feedback=EMPTY) if lesson.case else None
             shown.append(lesson.model_copy(update={"text": EMPTY, "case": case}))
-        elif lesson.kind != "case":
-            shown.append(lesson.model_copy(update={"text": negate(lesson.text)}))
         else:
-            shown.append(lesson)
+            shown.append(lesson.model_copy(update={"text": negate(lesson.text)}))
     return shown
 
 

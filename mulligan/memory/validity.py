@@ -22,14 +22,12 @@ GENERAL = ("failure", "insight")
 """The kinds of lesson meant for other tasks (a diagnosis is one attempt's, a case an example)."""
 
 
-def apply_outcome(lesson: Lesson, passed: bool) -> None:
+def apply_outcome(lesson: Lesson, passed: bool) -> list[str]:
     """Count one use of the lesson online (`helped`: the attempt that saw it passed its
-    visible checks, `hurt`: it failed them). The status stays."""
+    visible checks, `hurt`: it failed them). The status stays: no further event."""
     v = lesson.validity
-    if passed:
-        v.helped += 1
-    else:
-        v.hurt += 1
+    v.helped, v.hurt = v.helped + passed, v.hurt + (not passed)
+    return []
 
 
 def apply_evidence(lesson: Lesson, task_id: str, helped: bool, hurt: bool) -> None:
@@ -98,8 +96,7 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
     status reached stops the count: a validated lesson is shown to every attempt and makes
     no more pairs, a refuted one none. The lesson changes nothing: shown, an attempt passes
     as often as without it."""
-    shown = pass_rate
-    helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
+    helps = hurts = pass_rate * (1 - pass_rate)
     open_counts, settled = {(0, 0): 1.0}, {"validated": 0.0, "refuted": 0.0}
     for _ in range(pairs):
         after: dict[tuple[int, int], float] = {}
@@ -108,13 +105,13 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
                 key = (helped + step[0], hurt + step[1])
                 after[key] = after.get(key, 0.0) + chance * weight
         open_counts = {}
-        for (helped, hurt), chance in after.items():
-            status = status_of(helped, hurt, rules)
+        for counts, chance in after.items():
+            status = status_of(*counts, rules)
             if status == "candidate":
-                open_counts[(helped, hurt)] = chance
+                open_counts[counts] = chance
             else:
                 settled[status] += chance
-    return Luck(pairs, pass_rate, shown, settled["validated"], settled["refuted"])
+    return Luck(pairs, pass_rate, pass_rate, settled["validated"], settled["refuted"])
 
 
 def is_usable(

@@ -54,14 +54,12 @@ class KeepsWritten:
     frozen: bool
     _stored_ids: set[str]
 
+    _store: LessonStore | None
+
     if TYPE_CHECKING:  # Memory's
 
         @property
         def store(self) -> LessonStore: ...
-
-        def _stored(self, ids: list[str]) -> set[str]: ...
-
-        def _recache(self, now: list[Lesson]) -> None: ...
 
     def reflection_to_redo(self, episode: Episode) -> bool:
         """Whether the latest attempt's reflection must be asked for again: a crash cut it
@@ -148,3 +146,18 @@ class KeepsWritten:
         return [
             LessonChanges([old], "status:superseded", mark, episode_id, trial, [f"by {new_id}"])
         ]
+
+    def _recache(self, now: list[Lesson]) -> None:
+        """The store's cached copy of lessons the log changed, rewritten from the log."""
+        ids = list(dict.fromkeys(lesson.id for lesson in now))
+        stored = self._stored(ids)
+        if stored:
+            self.store.refresh([i for i in ids if i in stored], self.log.lessons)
+
+    def _stored(self, ids: list[str]) -> set[str]:
+        """Which of these lessons are in the store."""
+        stored = self._stored_ids & set(ids)
+        stored |= self.log.stored_ids([i for i in ids if i not in stored])
+        if self._store is not None:
+            stored |= {lesson.id for lesson in self._store.get([i for i in ids if i not in stored])}
+        return stored

@@ -113,15 +113,14 @@ class Reflector:
             lessons=[lesson.text for lesson in in_play],
         )
         draft = self._draft(prompt, task, REFLECTION_FORMAT)
-        failed = verdict.failed_visible  # a hidden check is never named, not even here
         reflection = Reflection()
         if draft is None:
             return reflection
+        failed = verdict.failed_visible  # a hidden check is never named, not even here
         new = functools.partial(
             self._lesson, task=task, trial=attempt.trial, episode_id=episode_id, failed=failed
         )
-        diagnosis = draft.diagnosis.strip()
-        lesson = draft.lesson.strip()
+        diagnosis, lesson = draft.diagnosis.strip(), draft.lesson.strip()
         if len(diagnosis) >= MIN_TEXT:
             reflection.diagnosis = new(diagnosis, "diagnosis", [])
         if len(lesson) >= MIN_TEXT and normal(lesson) != normal(diagnosis):

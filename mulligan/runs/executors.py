@@ -13,9 +13,9 @@ from typing import Protocol
 
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.loop import Loop
+from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
-from mulligan.schema import Attempt, Episode, Task, Verdict
+from mulligan.schema import Episode, Task
 
 EXECUTORS = ("threads", "ray")
 QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0"}
@@ -30,11 +30,11 @@ class Executor(Protocol):
         memory: Memory,
         concurrency: int,
         on_episode: Callable[[Task, Episode], None] | None,
-        first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
+        drawn: Callable[[Task], Drawn] | None = None,
     ) -> list[Episode]:
         """An episode for every (position, task, episode id), in order; finished ones are
         read back from the log, the others run elsewhere while this process logs them.
-        `first` gives a task's shared trial 1 (a paired study), read here, sent along."""
+        `drawn` gives a task's attempts already made (a paired study), read here, sent along."""
         ...
 
     def close(self) -> None: ...

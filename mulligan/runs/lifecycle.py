@@ -57,6 +57,7 @@ FLAGS = {
     "checks": "--check",
     "learn_tasks": "--learn-on",
     "first_attempt_run": "--first-from",
+    "draws_from": "--draws-from",
     "first_attempt_from": "--strategies (the first of them that can share trial 1 makes it)",
 }
 """How to set a manifest field that is not in the run configuration (default: `--field`)."""

@@ -28,9 +28,9 @@ from ray import cloudpickle
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
 from mulligan.llm.openai_client import OpenAIChatModel
-from mulligan.loop import Loop
+from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
-from mulligan.schema import Attempt, Episode, Task, Verdict
+from mulligan.schema import Episode, Task
 
 POLL_SECONDS = 0.5
 WRITES = {"log_step", "log_attempt", "start_episode", "lesson_event", "log_lesson"}
@@ -222,12 +222,12 @@ class _EpisodeWorker:
         task: Task,
         episode_id: str,
         position: int,
-        first: tuple[Attempt, Verdict] | None = None,
+        drawn: Drawn | None = None,
     ) -> Episode:
         loops: dict[str, Loop] = self._local.__dict__.setdefault("loops", {})
         if key not in loops:  # one loop per thread and run, as on threads
             loops[key] = cloudpickle.loads(recipe)()
-        return loops[key].run_episode(task, episode_id, position, first)
+        return loops[key].run_episode(task, episode_id, position, drawn)
 
 
 class RayExecutor:
@@ -269,7 +269,7 @@ class RayExecutor:
         memory: Memory,
         concurrency: int,
         on_episode: Callable[[Task, Episode], None] | None,
-        first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
+        drawn: Callable[[Task], Drawn] | None = None,
     ) -> list[Episode]:
         workers = self._pool()
         token = f"run{next(self._calls)}"
@@ -300,7 +300,7 @@ class RayExecutor:
                         continue
                     worker = min(range(len(workers)), key=load.__getitem__)
                     load[worker] += 1
-                    shared = first(task) if first else None  # read from the log here
+                    shared = drawn(task) if drawn else None  # read from the log here
                     ref = workers[worker].run.remote(token, recipe, task, eid, position, shared)
                     in_flight[ref] = (index, task, worker)
                 if not in_flight:

@@ -7,11 +7,11 @@ import threading
 from collections.abc import Callable
 
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
-from mulligan.loop import Loop
+from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
 from mulligan.runs.executors import Executor
-from mulligan.schema import Attempt, Episode, Task, Verdict
+from mulligan.schema import Episode, Task
 
 
 def self_tests_for(
@@ -52,18 +52,18 @@ def run_tasks(
     run_pass: int = 1,
     repeat: int = 1,
     on_episode: Callable[[Task, Episode], None] | None = None,
-    first: Callable[[Task], tuple[Attempt, Verdict] | None] | None = None,
+    drawn: Callable[[Task], Drawn] | None = None,
     executor: Executor | None = None,
     prepare: Callable[[Task], Task] | None = None,
 ) -> list[Episode]:
     """Episodes for every task in order; finished ones are read back from the log, not redone.
 
     With concurrency above 1, tasks run on threads (the endpoint is the bottleneck);
-    `make_loop` is called once per thread so loops share nothing mutable. `first` gives a
-    task's shared trial 1 (a paired study), if it has one. Another `executor` (Ray) runs
-    the episodes elsewhere; this process still writes the log. `prepare` turns a task into
-    the one its episode runs (its self-tests added), above the loop. `run_pass` and `repeat`
-    name the episodes of a later pass over the memory, or of a later repeat of a study.
+    `make_loop` is called once per thread so loops share nothing mutable. `drawn` gives a
+    task's attempts already made from its bare prompt (a paired study). Another `executor`
+    (Ray) runs the episodes elsewhere; this process still writes the log. `prepare` turns a
+    task into the one its episode runs (its self-tests added), above the loop. `run_pass` and
+    `repeat` name the episodes of a later pass over the memory, or of a later repeat of a study.
     """
     if prepare is not None:  # each task's self-tests, `concurrency` written at once
         with concurrent.futures.ThreadPoolExecutor(max(1, concurrency)) as pool:
@@ -73,7 +73,7 @@ def run_tasks(
             (n, t, episode_id(run_id, strategy, t.id, run_pass, repeat))
             for n, t in enumerate(tasks)
         ]
-        return executor.run(make_loop, jobs, memory, concurrency, on_episode, first)
+        return executor.run(make_loop, jobs, memory, concurrency, on_episode, drawn)
     local = threading.local()
     lock = threading.Lock()
 
@@ -83,7 +83,7 @@ def run_tasks(
         if done is None:
             if not hasattr(local, "loop"):
                 local.loop = make_loop()
-            done = local.loop.run_episode(task, eid, position, first(task) if first else None)
+            done = local.loop.run_episode(task, eid, position, drawn(task) if drawn else None)
         if on_episode:
             with lock:
                 on_episode(task, done)

@@ -10,38 +10,26 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from mulligan.schema.checks import (
-    SELF_TEST,
-    CallableCheck,
-    Check,
-    CheckBase,
-    CheckResult,
-    CommandCheck,
-    ContainsCheck,
-    ExactMatchCheck,
-    FileCheck,
-    LLMJudgeCheck,
-    NumericCheck,
-    PythonTestsCheck,
-    RegexCheck,
-    Verdict,
-    Visibility,
-    tells_nothing,
-)
-from mulligan.schema.records import (
-    Attempt,
-    CompressionEvent,
-    Record,
-    Role,
-    Selection,
-    Step,
-    StopReason,
-    ToolCall,
-    ToolResult,
-    ToolStatus,
-    Usage,
-    add_by_role,
-)
+from mulligan.schema.checks import SELF_TEST, Check, PythonTestsCheck, Verdict
+from mulligan.schema.checks import CallableCheck as CallableCheck
+from mulligan.schema.checks import CheckBase as CheckBase
+from mulligan.schema.checks import CheckResult as CheckResult
+from mulligan.schema.checks import CommandCheck as CommandCheck
+from mulligan.schema.checks import ContainsCheck as ContainsCheck
+from mulligan.schema.checks import ExactMatchCheck as ExactMatchCheck
+from mulligan.schema.checks import FileCheck as FileCheck
+from mulligan.schema.checks import LLMJudgeCheck as LLMJudgeCheck
+from mulligan.schema.checks import NumericCheck as NumericCheck
+from mulligan.schema.checks import RegexCheck as RegexCheck
+from mulligan.schema.checks import Visibility as Visibility
+from mulligan.schema.checks import tells_nothing as tells_nothing
+from mulligan.schema.records import Attempt, Record, Role, Selection, Usage, add_by_role
+from mulligan.schema.records import CompressionEvent as CompressionEvent
+from mulligan.schema.records import Step as Step
+from mulligan.schema.records import StopReason as StopReason
+from mulligan.schema.records import ToolCall as ToolCall
+from mulligan.schema.records import ToolResult as ToolResult
+from mulligan.schema.records import ToolStatus as ToolStatus
 from mulligan.settings.run_config import BudgetSection
 
 # ---------------------------------------------------------------- tasks
@@ -273,47 +261,3 @@ class Episode(Record):
     @property
     def usage_by_role(self) -> dict[Role, Usage]:
         return add_by_role(*(a.usage_by_role for a in self.attempts))
-
-
-__all__ = [
-    "Attempt",
-    "BudgetOverrides",
-    "CaseRecord",
-    "CallableCheck",
-    "Check",
-    "CheckBase",
-    "CheckResult",
-    "CommandCheck",
-    "CompressionEvent",
-    "Evidence",
-    "ContainsCheck",
-    "Episode",
-    "ExactMatchCheck",
-    "FileCheck",
-    "LLMJudgeCheck",
-    "Lesson",
-    "LessonScope",
-    "LessonSource",
-    "LessonStatus",
-    "LessonValidity",
-    "NumericCheck",
-    "PythonTestsCheck",
-    "CodeTarget",
-    "CONTROL_CHARACTERS",
-    "Record",
-    "RegexCheck",
-    "Role",
-    "SELF_TEST",
-    "Selection",
-    "Step",
-    "StopReason",
-    "Task",
-    "ToolCall",
-    "ToolResult",
-    "ToolStatus",
-    "Usage",
-    "Verdict",
-    "Visibility",
-    "add_by_role",
-    "tells_nothing",
-]

@@ -5,6 +5,9 @@ Light on imports (no pydantic): the command line lists the names before any work
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from mulligan.errors import UserError
 from mulligan.strategies.base import Strategy
 from mulligan.strategies.escalate import ESCALATE
 from mulligan.strategies.memory_frozen import MEMORY_FROZEN, legacy
@@ -15,7 +18,7 @@ from mulligan.strategies.reflexion_memory import REFLEXION_MEMORY
 from mulligan.strategies.repair import REPAIR
 from mulligan.strategies.retry import RETRY
 from mulligan.strategies.select import SELECT, SELECT_DIVERSE
-from mulligan.strategies.stopping import stop_rule
+from mulligan.strategies.stopping import stop_rule as stop_rule  # re-exported
 from mulligan.strategies.warming import WARMING
 
 REGISTRY: dict[str, Strategy] = {
@@ -54,8 +57,6 @@ def get(name: str, flag: str = "") -> Strategy:
     unknown name or option is the user's mistake."""
     found = known(name, flag)
     if found is None:
-        from mulligan.errors import UserError
-
         where = f"{flag}: " if flag else ""
         raise UserError(f"{where}unknown strategy {name!r}: use one of {', '.join(NAMES)}")
     return found
@@ -65,8 +66,6 @@ def for_loop(name: str, flag: str = "") -> Strategy:
     """A strategy the loop can run (a pipeline of its own, such as `patch`, it cannot)."""
     strategy = get(name, flag)
     if strategy.outside_loop:
-        from mulligan.errors import UserError
-
         where = f"{flag}: " if flag else ""
         raise UserError(
             f"{where}strategy {name!r} runs only under `mulligan solve`; choose another"
@@ -80,8 +79,6 @@ def for_solve(name: str) -> Strategy | None:
         return None
     given = parse(name, "--strategy")
     if len(given) > 1:
-        from mulligan.errors import UserError
-
         named = ", ".join(repr(s.name) for s in given)
         raise UserError(
             f"--strategy: one strategy, not {len(given)} ({named}); "
@@ -112,8 +109,6 @@ def known(name: str, flag: str | None = None) -> Strategy | None:
         chosen = [w.strip() for w in words.removesuffix("]").split(",") if w.strip()]
         if flag is not None:
             return REGISTRY[base].with_options(chosen, flag)
-        from mulligan.errors import UserError
-
         try:
             return REGISTRY[base].with_options(chosen)
         except UserError:  # a newer version's options
@@ -140,8 +135,6 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
     found = [known(n, flag) for n in names]
     unknown = [n for n, strategy in zip(names, found, strict=True) if strategy is None]
     if unknown or not names:
-        from mulligan.errors import UserError
-
         named = f"unknown strategy {', '.join(map(repr, unknown))}" if unknown else "none given"
         raise UserError(f"{flag}: {named}; use {', '.join(NAMES)}")
     arms = [strategy for strategy in found if strategy is not None]
@@ -152,38 +145,11 @@ def parse(text: str, flag: str = "--strategies") -> list[Strategy]:
 def refuse_twice(arms: list[Strategy], flag: str) -> None:
     """One arm named twice (`retry,retry`, or an old name beside its new one) would share its
     episodes with itself: the user's mistake."""
-    from dataclasses import replace
-
     seen: dict[Strategy, str] = {}
     for arm in arms:
         key = replace(arm, name="", summary="")
         if key in seen:
-            from mulligan.errors import UserError
-
             earlier = seen[key]
             same = f"{arm.name!r}" + (f" (as {earlier!r})" if earlier != arm.name else "")
             raise UserError(f"{flag}: {same} given twice; name each arm once")
         seen[key] = arm.name
-
-
-__all__ = [
-    "AUTO",
-    "BASELINES",
-    "PATCH",
-    "agent_default",
-    "for_loop",
-    "for_solve",
-    "may_run",
-    "DEFAULT_STUDY",
-    "LEARNER",
-    "TRANSFER_STUDY",
-    "VERIFY_WITH",
-    "VERIFY_WITHOUT",
-    "NAMES",
-    "REGISTRY",
-    "Strategy",
-    "get",
-    "known",
-    "parse",
-    "stop_rule",
-]

@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from mulligan.errors import UserError
+
 if TYPE_CHECKING:
     from mulligan.defaults import Carry
     from mulligan.schema import Episode, Lesson, Task
@@ -105,8 +107,6 @@ class Strategy:
     def with_options(self, words: list[str], flag: str = "--strategies") -> Strategy:
         """This strategy with the options named (`memory-frozen[cases,on-retry]`), named in
         the options' own order; an unknown word or two of a group are the user's mistake."""
-        from mulligan.errors import UserError
-
         known = {option.word: option for option in self.options}
         unknown = [word for word in words if word not in known]
         if unknown:
@@ -118,13 +118,11 @@ class Strategy:
         groups = [option.group for option in chosen]
         clash = next((g for g in groups if groups.count(g) > 1), None)
         refused = [(o.word, w) for o in chosen for w in o.refuses if w in words]
-        if clash or refused:
-            why = (
-                f"one {clash} option at most"
-                if clash
-                else "{} cannot go with {}".format(*refused[0])
-            )
-            raise UserError(f"{flag}: {self.name}[{','.join(words)}]: {why}")
+        named = f"{flag}: {self.name}[{','.join(words)}]"
+        if clash:
+            raise UserError(f"{named}: one {clash} option at most")
+        if refused:
+            raise UserError("{}: {} cannot go with {}".format(named, *refused[0]))
         if not chosen:
             return self
         sets = {key: value for option in chosen for key, value in option.sets.items()}
@@ -145,11 +143,10 @@ class Strategy:
     def draw(self, trial: int, loop: LoopSection) -> Draw:
         """How trial `trial` (from 1) is drawn under the loop's settings."""
         temperature = approach = None
-        temperatures = loop.temperatures
-        if self.ladder and temperatures:
-            top = len(temperatures) - 1
+        if self.ladder and loop.temperatures:
+            top = len(loop.temperatures) - 1
             rung = min(trial - 1, top) if self.ladder == "climb" else (trial - 1) % (top + 1)
-            temperature = temperatures[rung]
+            temperature = loop.temperatures[rung]
         if self.approaches:
             approach = self.approaches[(trial - 1) % len(self.approaches)]
         return Draw(temperature, approach, self.escalates and trial > loop.escalate_after)
@@ -158,8 +155,6 @@ class Strategy:
         """Refuses settings under which it could not do what it is for: an escalating strategy
         with no trial left for the stronger model would run as retry under another name."""
         if self.escalates and loop.escalate_after >= loop.trials:
-            from mulligan.errors import UserError
-
             raise UserError(
                 f"strategy {self.name!r} hands a task to the stronger model after "
                 f"--escalate-after {loop.escalate_after} failed attempts, and --trials "

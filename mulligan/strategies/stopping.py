@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from mulligan.errors import UserError
+
 if TYPE_CHECKING:
     from mulligan.schema import Verdict
 
@@ -52,7 +54,5 @@ STOP_RULES: dict[str, StopRule] = {rule.name: rule for rule in (HONEST, ORACLE)}
 
 def stop_rule(name: str, own_checks_first: bool = True) -> StopRule:
     if name not in STOP_RULES:
-        from mulligan.errors import UserError
-
         raise UserError(f"--stop {name!r}: use one of {', '.join(STOP_RULES)}")
     return replace(STOP_RULES[name], own_checks_first=own_checks_first)

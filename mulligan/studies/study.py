@@ -13,14 +13,14 @@ from mulligan.actor import Tool
 from mulligan.errors import UserError
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.llm.base import ChatModel
-from mulligan.loop import Loop
+from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
 from mulligan.runs.build import loop_for
 from mulligan.runs.executors import Executor
 from mulligan.runs.lifecycle import configured, manifest
 from mulligan.runs.runner import episode_id, later_suffix, run_tasks, self_tests_for
 from mulligan.sandbox import Policy
-from mulligan.schema import Attempt, Episode, Task, Verdict
+from mulligan.schema import Episode, Task
 from mulligan.settings.run_config import RunConfig
 
 ModelFor = Callable[[str], ChatModel]
@@ -208,7 +208,7 @@ class Study:
             run_pass=run_pass,
             repeat=repeat,
             on_episode=report,
-            first=self._first_attempts(first_run, first_source, run_pass, repeat)
+            drawn=self._first_attempts(first_run, first_source, run_pass, repeat)
             if shared
             else None,
             executor=self.executor,
@@ -257,17 +257,17 @@ class Study:
 
     def _first_attempts(
         self, run_id: str, source: str | None, run_pass: int, repeat: int
-    ) -> Callable[[Task], tuple[Attempt, Verdict] | None]:
+    ) -> Callable[[Task], Drawn]:
         """A task's trial 1 as the source strategy made it in the same pass and repeat (read
         back from the log)."""
 
-        def first(task: Task) -> tuple[Attempt, Verdict] | None:
+        def first(task: Task) -> Drawn:
             made = self.memory.log.episode(
                 episode_id(run_id, str(source), task.id, run_pass, repeat)
             )
             if made is None or not made.attempts or made.attempts[0].trial != 1:
-                return None
-            return made.attempts[0], made.verdicts[0]
+                return {}
+            return {1: (made.attempts[0], made.verdicts[0])}
 
         return first
 

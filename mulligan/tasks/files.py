@@ -20,13 +20,6 @@ from mulligan.tasks.validate import task_problems
 TASK_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 
-def load_task_file(path: Path) -> list[Task]:
-    """All tasks of a file; one UserError lists every problem with file, line, task and field."""
-    placed = _load_placed(path)
-    _refuse_duplicates(placed)
-    return [task for task, _ in placed]
-
-
 def _load_placed(path: Path) -> list[tuple[Task, str]]:
     """The file's tasks, each with its place (`file:line`); a UserError lists every problem."""
     text = read_text(path, "task file")
@@ -146,12 +139,8 @@ class _ValueMarkingLoader(yaml.SafeLoader):
             return super().construct_object(node, deep)
         except ValueError as exc:
             why = str(exc).split("; use sys.")[0]  # not advice for a task file's author
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"cannot read {node.value!r:.40}: {why}; quote it to keep it as text",
-                node.start_mark,
-            ) from exc
+            said = f"cannot read {node.value!r:.40}: {why}; quote it to keep it as text"
+            raise yaml.constructor.ConstructorError(None, None, said, node.start_mark) from exc
 
 
 def _noting_duplicates(found: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
@@ -268,7 +257,8 @@ def _expected(error: Any) -> str:
 
 
 def load_task_path(path: Path) -> list[Task]:
-    """A task file, or every task file under a directory (sorted by path)."""
+    """A task file, or every task file under a directory (sorted by path); one UserError
+    lists every problem with file, line, task and field."""
     if path.is_dir():
         files = sorted(
             p
@@ -279,18 +269,19 @@ def load_task_path(path: Path) -> list[Task]:
             raise UserError(
                 f"{path}: no task files (*.yaml, *.yml, *.json, *.jsonl) in this directory"
             )
-        problems, placed = [], []
-        for file in files:
-            try:
-                placed += _load_placed(file)
-            except UserError as exc:
-                problems.append(str(exc))
-        if problems:
-            raise UserError("\n".join(problems))
-        _refuse_duplicates(placed)
-        return [task for task, _ in placed]
-    if not path.exists():
+    elif not path.exists():
         raise UserError(f"{path}: no such file or suite")
-    if not path.is_file():
+    elif not path.is_file():
         raise UserError(f"{path}: not a regular file; give a task file or a directory of them")
-    return load_task_file(path)
+    else:
+        files = [path]
+    problems, placed = [], []
+    for file in files:
+        try:
+            placed += _load_placed(file)
+        except UserError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise UserError("\n".join(problems))
+    _refuse_duplicates(placed)
+    return [task for task, _ in placed]

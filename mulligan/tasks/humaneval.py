@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from importlib import resources
+from itertools import takewhile
 from pathlib import Path
 
 from mulligan import prompts
@@ -92,17 +93,10 @@ def docstring_examples(prompt: str, entry_point: str) -> list[str]:
         stripped = line.strip()
         if stripped.startswith(">>>") and entry_point in stripped:
             call = _without_comment(stripped[3:].strip())
-            want_lines = []
-            for follow in lines[i + 1 :]:
-                if (
-                    not follow.strip()
-                    or follow.strip().startswith(">>>")
-                    or follow.strip() == '"""'
-                ):
-                    break
-                want_lines.append(follow.strip())
-            if want_lines:
-                asserts.append(_assertion(call, " ".join(want_lines), entry_point))
+            follows = (follow.strip() for follow in lines[i + 1 :])
+            want = [*takewhile(lambda f: f and f[:3] != ">>>" and f != '"""', follows)]
+            if want:
+                asserts.append(_assertion(call, " ".join(want), entry_point))
             continue
         arrow = re.match(_CALL_ARROW.pattern.format(name=re.escape(entry_point)), stripped)
         if arrow:

@@ -13,14 +13,13 @@ from mulligan.tasks.rows import read_jsonl, refuse_repeats, text_fields
 
 def asserts_of(test: str, entry_point: str) -> list[str]:
     """The asserts inside `def check(candidate)`, calling the function by its own name."""
-    tree = ast.parse(test)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            for statement in node.body:
-                if isinstance(statement, ast.Assert):
-                    found.append(ast.unparse(statement).replace("candidate(", f"{entry_point}("))
-    return found
+    return [
+        ast.unparse(statement).replace("candidate(", f"{entry_point}(")
+        for node in ast.walk(ast.parse(test))
+        if isinstance(node, ast.FunctionDef) and node.name == "check"
+        for statement in node.body
+        if isinstance(statement, ast.Assert)
+    ]
 
 
 def mbpp_tasks(path: Path) -> list[Task]:

@@ -25,11 +25,9 @@ DOCUMENT_TOOLS = ("search", "lookup")
 
 
 def task_problems(task: Task) -> list[Problem]:
-    no_checks: list[Problem] = [
-        (("checks",), "the task has no checks, so no attempt could ever pass; add one")
-    ]
+    never = "the task has no checks, so no attempt could ever pass; add one"
     return [
-        *(no_checks if not task.checks else []),
+        *([(("checks",), never)] if not task.checks else []),
         *_tool_problems(task, set(BUILTIN_TOOLS)),
         *_workspace_problems(task),
         *_check_problems(task),

@@ -119,6 +119,16 @@ def test_python_tests_from_a_workspace_file(tmp_path: Path) -> None:
     assert "does not exist" in verdict([missing], "done", tmp_path).checks[0].detail
 
 
+def test_a_workspace_file_the_attempt_did_not_write_is_its_failure(tmp_path: Path) -> None:
+    """As for a file check: the attempt could have written it, so the verdict tells something
+    (the attempt is reflected on), and the check is no environment failure."""
+    missing = PythonTestsCheck(tests="assert double(4) == 8", file="nope.py")
+    for check in (missing, FileCheck(path="nope.py")):
+        judged = verdict([check], "done", tmp_path)
+        assert not judged.passed and not judged.environment_failed
+        assert not judged.checks[0].environment
+
+
 def test_command_and_file_checks(tmp_path: Path) -> None:
     (tmp_path / "out.txt").write_text("result: 42\n")
     assert verdict([CommandCheck(command="grep -q 42 out.txt")], "", tmp_path).passed

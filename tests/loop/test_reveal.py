@@ -19,7 +19,7 @@ from mulligan.schema import (
     RegexCheck,
     Task,
 )
-from mulligan.tasks.files import load_task_file
+from mulligan.tasks.files import load_task_path
 from mulligan.tasks.hotpotqa import hotpotqa_tasks
 from mulligan.testing import ScriptedModel
 
@@ -89,11 +89,11 @@ def test_every_check_type_takes_reveal_and_defaults_to_false(tmp_path: Path) -> 
     ]
     body = "id: t\nprompt: p\nchecks:\n" + "".join(f"  - {c}\n" for c in checks)
     (tmp_path / "t.yaml").write_text(body)
-    task = load_task_file(tmp_path / "t.yaml")[0]
+    task = load_task_path(tmp_path / "t.yaml")[0]
     assert [c.reveal for c in task.checks] == [False] * len(checks)
     revealed = body.replace("}", ", reveal: true}")
     (tmp_path / "r.yaml").write_text(revealed)
-    assert all(c.reveal for c in load_task_file(tmp_path / "r.yaml")[0].checks)
+    assert all(c.reveal for c in load_task_path(tmp_path / "r.yaml")[0].checks)
 
 
 def test_hotpotqa_never_reveals_its_answer(tmp_path: Path) -> None:

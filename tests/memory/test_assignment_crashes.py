@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mulligan.loop import LoopSettings
-from mulligan.memory import HashEmbedding, Memory, assignment, in_work
+from mulligan.memory import HashEmbedding, Memory, assignment
 from mulligan.runs.build import build_loop
 from mulligan.schema import Lesson, Task
 from mulligan.testing import FakeOpenAIServer, FakeReply, ScriptedModel
@@ -102,14 +102,14 @@ def test_killed_between_an_attempt_and_its_evidence(
     session(tmp_path / "whole", tasks, model())
     planted(tmp_path / "crash")
     if where == "before judging":
-        judged = in_work.InWorkVerification.judged
+        judged = assignment.InWorkVerification.judged
         crash = once(lambda episode_id, trial: episode_id == "e-units-3" and trial == 2)
 
         def killed(self: Any, episode_id: str, trial: int, *rest: Any) -> None:
             crash(episode_id, trial)
             judged(self, episode_id, trial, *rest)
 
-        monkeypatch.setattr(in_work.InWorkVerification, "judged", killed)
+        monkeypatch.setattr(assignment.InWorkVerification, "judged", killed)
     else:
         judge = assignment.judge
         crash = once(lambda lesson, episode_id, trial: episode_id == "e-units-3")

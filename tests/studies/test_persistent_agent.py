@@ -47,11 +47,12 @@ def test_the_smoke_study_validates_its_lesson_while_working_and_starts_later_ses
     """The lesson written in session 1 is validated by the pairs its later attempts make: in
     session 1 or, when the coins left session 1 one pair short, in session 2 (each session's
     attempts at trial 2 complete at least one pair). From then on it reaches every first
-    attempt, in a new process."""
+    attempt, in a new process. (--paired: the memory arm's attempts shown nothing are the
+    baseline's own draws.)"""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     out = tmp_path / "study"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--out", str(out)],
+        [sys.executable, str(SCRIPT), "--smoke", "--paired", "--out", str(out)],
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,7 @@ from mulligan.report.stats import collect
 from mulligan.schema import Episode
 from mulligan.studies import demo
 from mulligan.studies.transfer import learn_run_id, training_split
-from mulligan.tasks.files import load_task_file
+from mulligan.tasks.files import load_task_path
 from mulligan.testing import FakeOpenAIServer
 
 FAMILY = {"units": "units", "easy": "arithmetic"}
@@ -143,7 +143,7 @@ def test_overlapping_splits_are_refused_with_the_ids_that_overlap(
 
 
 def test_a_training_split_by_file_by_ids_or_by_seeded_sample(tmp_path: Path, tasks: Path) -> None:
-    suite = load_task_file(tasks)
+    suite = load_task_path(tasks)
     test = [t for t in suite if t.id in ("units-3", "units-4")]
     assert [t.id for t in training_split(TRAIN, suite, test, seed=0)] == ["units-1", "units-2"]
     sampled = training_split("sample:3", suite, test, seed=1)

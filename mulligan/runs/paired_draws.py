@@ -1,0 +1,105 @@
+"""A paired study's memory arm reusing the attempts its baseline made (`run --draws-from`).
+
+An attempt the loop would make from a task's bare prompt (no lesson shown, nothing carried,
+its strategy's plain draw) is a draw from the same distribution as the baseline's attempt at
+that trial, when the baseline ran the same task with the same model, sampling, budget and
+prompts, and its strategy carried nothing from one trial to the next. Reusing that draw
+makes the two arms differ only in the attempts a lesson was shown to (common random numbers):
+their comparison measures the lessons, not the sampler. A sampling seed cannot do this on a
+server that batches requests: the same seed does not give the same draw there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mulligan import strategies
+from mulligan.errors import UserError
+from mulligan.loop import Drawn
+from mulligan.memory.reading import MemoryReader
+from mulligan.runs.runner import episode_id
+from mulligan.schema import Task
+
+SAME = (
+    ("config", "actor"),
+    ("config", "budget"),
+    ("config", "compression"),
+    ("config", "endpoint", "model"),
+    ("config", "endpoint", "temperature"),
+    ("local_model", "sha256"),
+)
+"""What a baseline's manifest must share with the run that reuses its draws."""
+
+
+def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        manifest = manifest.get(key) or {}
+    return manifest if manifest != {} else None
+
+
+def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
+    """Each task's attempts the one run logged in `directory` made from its bare prompt, by
+    trial; refused unless that run can stand in for this one's draws (`mine`: its manifest)."""
+    flag = f"--draws-from {directory}"
+    if not (Path(directory).expanduser() / "episodes.db").is_file():
+        raise UserError(f"{flag}: no episode log there; pass the --memory of the baseline's run")
+    reader = MemoryReader(directory)
+    runs = reader.runs()
+    if len(runs) != 1:
+        raise UserError(
+            f"{flag}: holds {len(runs)} runs; pass the memory of one baseline run (a run of "
+            "the same tasks with a strategy reading no store)"
+        )
+    run, theirs = runs[0], runs[0].manifest
+    names = theirs.get("strategies") or []
+    if len(names) != 1 or not _bare(names[0]):
+        raise UserError(
+            f"{flag}: its run used {', '.join(names) or 'no strategy'}; the baseline's strategy "
+            "must read no store and carry nothing between trials (react, retry)"
+        )
+    for path in SAME:
+        if _at(theirs, path) != _at(mine, path):
+            raise UserError(
+                f"{flag}: its {'.'.join(path)} is {_at(theirs, path)!r}, this run's "
+                f"{_at(mine, path)!r}; a baseline's draws stand in only for the same model, "
+                "sampling and budget"
+            )
+    prompts_theirs, prompts_mine = theirs.get("prompt_hashes", {}), mine.get("prompt_hashes", {})
+    changed = sorted(k for k in prompts_theirs.keys() & prompts_mine.keys()
+                     if prompts_theirs[k] != prompts_mine[k])  # fmt: skip
+    if changed:
+        raise UserError(
+            f"{flag}: its prompts differ from this mulligan's ({', '.join(changed)}); reuse "
+            "draws only from a baseline run with the same prompts"
+        )
+    digests, wanted = theirs.get("task_digests") or {}, mine.get("task_digests") or {}
+    unpaired = sorted(t for t in wanted if digests.get(t) != wanted[t])
+    if unpaired:
+        raise UserError(
+            f"{flag}: its run did not attempt task {unpaired[0]!r} as this run states it"
+            f"{'' if digests else ' (it recorded no task digests: an older mulligan)'}; a "
+            "baseline's draws stand in only for the same tasks"
+        )
+
+    def drawn(task: Task) -> Drawn:
+        made = reader.log.episode(episode_id(run.id, names[0], task.id))
+        if made is None:
+            return {}
+        pairs = zip(made.attempts, made.verdicts, strict=False)
+        return {a.trial: (a, v) for a, v in pairs if not a.lesson_ids}
+
+    return drawn
+
+
+def _bare(name: str) -> bool:
+    """A strategy whose every attempt starts from the bare prompt: it reads no store,
+    carries no attempt and draws every trial alike."""
+    s = strategies.for_loop(name)
+    carries = s.uses_store or s.carries_attempt or s.carries_reflections or s.escalates
+    return s.shares_first_attempt and not carries
+
+
+def resolved_directory(directory: str) -> str:
+    return str(Path(directory).expanduser().resolve())

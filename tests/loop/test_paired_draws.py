@@ -1,0 +1,140 @@
+"""`run --draws-from`: a memory arm reuses its baseline's draws wherever its attempt would be
+made from the bare prompt, so the two arms differ only in the attempts a lesson was shown to;
+a baseline that could not stand in for the run's draws is refused."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mulligan.cli import main
+from mulligan.memory import HashEmbedding, Memory
+from mulligan.testing import FakeOpenAIServer, FakeReply
+from tests.memory.helpers import plant
+
+LESSON = "Name the capital city, not the largest city: for Australia that is Canberra."
+REVIEW = "You review a failed attempt"
+
+
+def task_file(path: Path) -> Path:
+    path.write_text(
+        "".join(
+            f"- id: t{n}\n  family: {'capitals' if n == 0 else 'other'}\n  prompt: (t{n}) What is the capital city of "
+            "Australia? One word.\n  checks: [{type: exact_match, answer: Canberra}]\n"
+            for n in range(3)
+        )
+    )
+    return path
+
+
+def server() -> FakeOpenAIServer:
+    """Each actor draw is a wrong answer of its own (`Sydney 7`), right with the lesson in
+    view; the reviewer writes no lesson."""
+    draws = itertools.count(1)
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if REVIEW in body["messages"][0]["content"]:
+            return FakeReply(content=json.dumps({"diagnosis": "Think again.", "lesson": ""}))
+        text = json.dumps(body["messages"])
+        return FakeReply(content="Canberra" if LESSON in text else f"Sydney {next(draws)}")
+
+    return FakeOpenAIServer(policy=policy)
+
+
+def run(fake: FakeOpenAIServer, tasks: Path, memory: Path, *more: str) -> int:
+    return main(
+        ["run", str(tasks), "--trials", "2", "--min-similarity", "0", "--json", "--embedding",
+         "hash", "--base-url", fake.base_url, "--memory", str(memory), *more]
+    )  # fmt: skip
+
+
+def answers(memory: Path) -> dict[tuple[str, int], tuple[str, list[str]]]:
+    log = Memory(memory, HashEmbedding()).log
+    made = [log.episode(row["id"]) for row in log.episodes()]
+    return {
+        (e.task_id, a.trial): (a.answer or "", a.lesson_ids) for e in made if e for a in e.attempts
+    }
+
+
+def actor_calls(fake: FakeOpenAIServer, since: int) -> int:
+    return sum(REVIEW not in r["messages"][0]["content"] for r in fake.requests[since:])
+
+
+def test_the_memory_arm_reuses_the_baselines_draws_where_nothing_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = task_file(tmp_path / "tasks.yaml")
+    with server() as fake:
+        assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
+        arm = tmp_path / "arm"
+        memory = Memory(arm, HashEmbedding())
+        plant(memory, "l1", LESSON, family="capitals", status="validated")
+        del memory
+        start = len(fake.requests)
+        run(fake, tasks, arm, "--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base"))
+        called = actor_calls(fake, start)
+    base, mine = answers(tmp_path / "base"), answers(arm)
+    assert len(base) == 6  # three tasks, two failed attempts each, every one a draw of its own
+    shown = {key for key, (_, ids) in mine.items() if ids}
+    assert shown == {("t0", 1)} and mine[("t0", 1)][0] == "Canberra"  # drawn afresh
+    bare = {key: answer for key, (answer, ids) in mine.items() if not ids}
+    assert len(bare) == 4  # the other family's tasks: both trials the baseline's
+    assert all(bare[key] == base[key][0] for key in bare)  # the baseline's own draw
+    assert called == len(shown)  # the model was asked only for the attempts shown a lesson
+
+
+def test_a_baseline_that_cannot_stand_in_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = task_file(tmp_path / "tasks.yaml")
+    with server() as fake:
+        assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
+        capsys.readouterr()
+        other_model = ["--strategy", "retry[memory]", "--model", "another"]
+        assert (
+            run(fake, tasks, tmp_path / "a", *other_model, "--draws-from", str(tmp_path / "base"))
+            == 2
+        )
+        assert "config.endpoint.model" in capsys.readouterr().err
+        other = tasks.with_name("other.yaml")
+        other.write_text(tasks.read_text().replace("(t2)", "(t2) Really,"))
+        arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
+        assert run(fake, other, tmp_path / "e", *arm) == 2
+        assert "did not attempt task 't2'" in capsys.readouterr().err
+        assert run(fake, tasks, tmp_path / "r", "--strategy", "reflexion") == 1
+        capsys.readouterr()
+        assert (
+            run(
+                fake,
+                tasks,
+                tmp_path / "b",
+                "--strategy",
+                "retry[memory]",
+                "--draws-from",
+                str(tmp_path / "r"),
+            )
+            == 2
+        )
+        assert "carry nothing between trials" in capsys.readouterr().err
+        assert run(fake, tasks, tmp_path / "base", "--strategy", "react") == 1
+        capsys.readouterr()
+        assert (
+            run(
+                fake,
+                tasks,
+                tmp_path / "c",
+                "--strategy",
+                "retry[memory]",
+                "--draws-from",
+                str(tmp_path / "base"),
+            )
+            == 2
+        )
+        assert "holds 2 runs" in capsys.readouterr().err
+        missing = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "nowhere")]
+        assert run(fake, tasks, tmp_path / "d", *missing) == 2
+        assert "--draws-from" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
