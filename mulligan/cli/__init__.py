@@ -9,11 +9,25 @@ import signal
 import sys
 
 from mulligan.cli import help_format
-from mulligan.cli.exits import BAD_INPUT, FAILED, INTERRUPTED
 from mulligan.cli.parser import build_parser, handler_of
 from mulligan.errors import AgentRunError, UserError
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+PASSED = 0
+FAILED = 1
+BAD_INPUT = 2
+INTERRUPTED = 130
+
+EXIT_STATUSES = {  # the same for every command; docs/settings.md lists them from here
+    PASSED: "the command did what it was asked; for run, bench and solve: every task passed",
+    FAILED: "it ran, but something failed: a task did not pass, the endpoint failed, or the "
+    "agent stopped with an error (a budget, the model's behaviour); an endpoint that stops "
+    "answering stops the run, which --resume RUN_ID continues once it answers again",
+    BAD_INPUT: "bad input or usage, reported in one line before any work starts (a flag, a "
+    "setting, a task file, a memory directory, an endpoint that cannot be reached)",
+    INTERRUPTED: "interrupted (Ctrl-C); a run can be continued with --resume RUN_ID",
+}
 
 __all__ = ["build_parser", "entry", "main"]
 
@@ -31,12 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         help_format.settle(args)
         check_flags(args)
         return handler_of(args)(args)
-    except UserError as exc:
+    except (UserError, AgentRunError) as exc:
         print(f"mulligan: {exc}", file=sys.stderr)
-        return BAD_INPUT
-    except AgentRunError as exc:
-        print(f"mulligan: {exc}", file=sys.stderr)
-        return FAILED
+        return BAD_INPUT if isinstance(exc, UserError) else FAILED
     except KeyboardInterrupt:
         print("mulligan: interrupted", file=sys.stderr)
         return INTERRUPTED

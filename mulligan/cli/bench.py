@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 from mulligan import strategies as registry
-from mulligan.actor import Tool
 from mulligan.cli import mcp as cli_mcp
 from mulligan.cli.common import feedback_of, selected, selection_of
-from mulligan.cli.pipeline import Pipeline, RunRequest, open_memory, opened, running
+from mulligan.cli.pipeline import RunRequest, open_memory, opened, running
 from mulligan.cli.progress import Progress
 from mulligan.errors import UserError
 from mulligan.memory.curator import CuratorSettings
@@ -162,7 +161,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 "makes the same attempts in every repeat, so they measure only its own noise",
                 file=sys.stderr,
             )
-        study = bench_study(args, run, suite.tasks, suite.tools)
+        study = Study(
+            tasks=suite.tasks,
+            strategies=request.strategies,
+            model_for=lambda strategy: run.model,
+            memory=run.memory,
+            config=run.config,
+            extra_tools=suite.tools,
+            policy=run.policy,
+            seed=args.seed,
+            passes=args.passes,
+            repeats=args.repeats,
+            design=args.design,
+            info={**request.selection, **run.connected},
+            executor=run.executor,
+            first_from=args.first_from,
+            reflector=run.reflector,
+            escalation=run.escalation,
+        )
         studied = TransferStudy(study, transfer, run.reflector) if transfer else study
         run_study(studied, run.run_id, bool(args.resume), Path(args.out))
     return 0
@@ -182,51 +198,23 @@ def plan_bench(args: argparse.Namespace) -> tuple[RunConfig, Suite, Transfer | N
     study = study_fields(
         names, suite.tasks, args.seed, args.passes, args.design, args.first_from, args.repeats
     )
-    return (
-        config,
-        suite,
-        transfer,
-        RunRequest(
-            command="bench",
-            strategies=names,
-            selection={
-                **selection_of(args),
-                **study,
-                **(transfer.manifest() if transfer else {}),
-                "task_digests": task_digests(tasks),
-            },
-            tasks=tasks,
-            resume=args.resume,
-            memory_default=str(Path(args.out) / "memory"),
-            executor=args.executor,
-            ray_address=args.ray_address,
-            learns=transfer is not None,
-        ),
-    )
-
-
-def bench_study(
-    args: argparse.Namespace, run: Pipeline, tasks: list[Task], extra: list[Tool]
-) -> Study:
-    """The study `bench` runs: the pipeline's model, memory and configuration."""
-    return Study(
+    request = RunRequest(
+        command="bench",
+        strategies=names,
+        selection={
+            **selection_of(args),
+            **study,
+            **(transfer.manifest() if transfer else {}),
+            "task_digests": task_digests(tasks),
+        },
         tasks=tasks,
-        strategies=run.request.strategies,
-        model_for=lambda strategy: run.model,
-        memory=run.memory,
-        config=run.config,
-        extra_tools=extra,
-        policy=run.policy,
-        seed=args.seed,
-        passes=args.passes,
-        repeats=args.repeats,
-        design=args.design,
-        info={**run.request.selection, **run.connected},
-        executor=run.executor,
-        first_from=args.first_from,
-        reflector=run.reflector,
-        escalation=run.escalation,
+        resume=args.resume,
+        memory_default=str(Path(args.out) / "memory"),
+        executor=args.executor,
+        ray_address=args.ray_address,
+        learns=transfer is not None,
     )
+    return config, suite, transfer, request
 
 
 def cmd_report(args: argparse.Namespace) -> int:

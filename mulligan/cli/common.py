@@ -1,5 +1,5 @@
 """What the commands share: the approver, the selected suite and its selection as a manifest
-records it, usage as JSON."""
+records it."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ from typing import Any, Literal
 
 from mulligan.actor.tools import Approver
 from mulligan.errors import UserError
-from mulligan.schema import Role, ToolCall, Usage
+from mulligan.schema import ToolCall
 from mulligan.tasks.suites import Suite, load_suite, select
 
 
 def cli_approver(approve_all: bool) -> Approver:
     def approve(call: ToolCall) -> bool:
-        if approve_all:
-            return True
-        if not sys.stdin.isatty():
-            return False
+        if approve_all or not sys.stdin.isatty():  # asked only on a terminal
+            return approve_all
         answer = input(f"allow {call.name}({call.arguments})? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
@@ -54,8 +52,3 @@ def selection_of(args: argparse.Namespace) -> dict[str, Any]:
         "network": bool(args.network),
         "seed": args.seed,
     }
-
-
-def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:
-    """Tokens and cost (null when the price is unknown), and the same split by role."""
-    return usage.as_json() | {"by_role": {role: u.as_json() for role, u in by_role.items()}}

@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 
 from mulligan import sandbox
-from mulligan.cli.local import REPORTER
+from mulligan.cli.output import REPORTER
 from mulligan.cli.pipeline import connect_models, open_memory
 from mulligan.errors import AgentRunError, UserError
 from mulligan.llm import local_model, local_server
+from mulligan.llm.base import ChatModel, ChatResponse
 from mulligan.llm.connect import connect_local, local_wanted
 from mulligan.llm.local_server import ServerSettings
 from mulligan.runs.build import local_server_settings
@@ -38,16 +39,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         try:
             model, _ = connect_models(config)
-            started = time.perf_counter()
-            reply = model.chat(
-                [{"role": "user", "content": "Reply with the word ok."}], max_tokens=8
-            )
-            took = time.perf_counter() - started
-            report(
-                "endpoint",
-                True,
-                f"{model.base_url} model {model.name}: {reply.text[:40]!r} in {took:.1f}s",
-            )
+            reply, took = timed(model, "Reply with the word ok.", 8)
+            said = f"{reply.text[:40]!r} in {took:.1f}s"
+            report("endpoint", True, f"{model.base_url} model {model.name}: {said}")
         except (UserError, AgentRunError) as exc:
             report("endpoint", False, str(exc))
     needed = local or not endpoint_configured(settings)
@@ -71,6 +65,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def timed(model: ChatModel, prompt: str, max_tokens: int) -> tuple[ChatResponse, float]:
+    """The model's reply to one short prompt, and the seconds it took."""
+    started = time.perf_counter()
+    reply = model.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens)
+    return reply, time.perf_counter() - started
+
+
 def check_local_model(
     settings: EndpointSection,
     report: Report,
@@ -90,12 +91,7 @@ def check_local_model(
         model = connect_local(settings, str(spec), 0.0, REPORTER, local)
         server = local_server.server_at(model.base_url)
         assert server is not None
-        started = time.perf_counter()
-        reply = model.chat(
-            [{"role": "user", "content": "Count from 1 to 40, separated by spaces."}],
-            max_tokens=64,
-        )
-        took = time.perf_counter() - started
+        reply, took = timed(model, "Count from 1 to 40, separated by spaces.", 64)
     except (UserError, AgentRunError) as exc:
         report("local model", False, str(exc))
         return

@@ -6,25 +6,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mulligan import strategies as registry
 from mulligan.errors import UserError
 from mulligan.inputs.paths import output_directory
-from mulligan.settings.embedding import embedding_problem
 from mulligan.settings.fields import bounded_flags, problem_of
+from mulligan.settings.sections import embedding_problem
 
 
 def check_flags(args: argparse.Namespace) -> None:
     """Numbers in range, known strategies and embeddings, usable output paths."""
     for dest, one in bounded_flags().items():
         value = getattr(args, dest, None)
-        problem = problem_of(one, value)
+        problem = None if value is None else problem_of(one, value)
         if problem:
             raise UserError(f"{one.option} {value}: {problem}")
     if getattr(args, "strategy", None) is not None:
-        from mulligan import strategies as registry
-
         registry.for_solve(args.strategy)  # a known name (or solve's auto)
     if getattr(args, "strategies", None) is not None:
-        strategies(args.strategies, "--strategies")
+        # each known with its options, and one the loop runs (not `patch`: only solve runs it)
+        for chosen in registry.parse(args.strategies, "--strategies"):
+            registry.for_loop(chosen.name, "--strategies")
     if getattr(args, "embedding", None):
         problem = embedding_problem(args.embedding)
         if problem:
@@ -44,11 +45,3 @@ def attempt_tools(names: str, workspace: Path) -> None:
             raise UserError(f"--tools: {name!r} is not a tool `attempt` can use; use {usable}")
     if not workspace.is_dir():
         raise UserError(f"--workspace {workspace}: not a directory; pass an existing directory")
-
-
-def strategies(names: str, flag: str) -> list[str]:
-    """Comma-separated strategies, each known with its options (`memory-frozen[cases]`), each
-    one the loop runs (not `patch`, which only `solve` runs)."""
-    from mulligan import strategies as registry
-
-    return [registry.for_loop(s.name, flag).name for s in registry.parse(names, flag)]

@@ -32,16 +32,6 @@ class DefaultsFormatter(argparse.HelpFormatter):
         return super()._format_action(action)
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("mulligan")
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree
-        return "unknown"
-
-
 class VersionAction(argparse.Action):
     """--version: the installed version, looked up only when asked for."""
 
@@ -50,27 +40,24 @@ class VersionAction(argparse.Action):
         self.help = "show the version and exit"
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        print(f"mulligan {version()}")
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"mulligan {version('mulligan')}")
+        except PackageNotFoundError:  # pragma: no cover - run from a source tree
+            print("mulligan unknown")
         parser.exit(0)
 
 
 def _add_global_flags(parser: argparse.ArgumentParser, json: bool, top: bool) -> None:
     """-v (and --json where a command prints JSON) on the top parser and on each command;
     on commands they default to SUPPRESS so they never undo a flag given before them."""
-    default: Any = False if top else argparse.SUPPRESS
-    known = {s for a in parser._actions for s in a.option_strings}
-    if "-v" not in known:
-        parser.add_argument(
-            "-v", "--verbose", action="store_true", default=default, help="log what happens"
-        )
-    if json and "--json" not in known:
-        parser.add_argument(
-            "--json", action="store_true", default=default, help="machine-readable output"
-        )
-    if not top:
-        for action in parser._actions:
-            if action.dest in ("json", "verbose"):
-                action.default = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    if json and "--json" not in parser._option_string_actions:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+    for action in parser._actions:
+        if action.dest in ("json", "verbose"):
+            action.default = False if top else argparse.SUPPRESS
 
 
 def commands_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -7,25 +7,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from mulligan.actor.mcp_tools import MCPServers
-from mulligan.actor.tools import Tool
 from mulligan.schema import Task
 from mulligan.tasks.suites import Suite
 
 
-@contextlib.contextmanager
-def servers(commands: list[str], tasks: Sequence[Task] = ()) -> Iterator[MCPServers]:
-    """Every server the run names (`commands`) or a task names (its `mcp:`), started once."""
-    specs = list(commands) + [spec for task in tasks for spec in task.mcp]
-    with MCPServers(specs) as started:
-        yield started
+def servers(commands: list[str], tasks: Sequence[Task] = ()) -> MCPServers:
+    """Every server the run names (`commands`) or a task names (its `mcp:`), started once
+    when entered."""
+    return MCPServers(list(commands) + [spec for task in tasks for spec in task.mcp])
 
 
 def tools_for(task: Task, started: MCPServers, commands: list[str]) -> Task:
     """The task, naming the tools of the run's servers and of its own."""
-    found: list[Tool] = []
-    for spec in list(commands) + task.mcp:
-        found += started.tools_of.get(spec.strip(), [])
-    names = [t.name for t in found if t.name not in task.tools]
+    specs = list(commands) + task.mcp
+    found = [t.name for spec in specs for t in started.tools_of.get(spec.strip(), [])]
+    names = [name for name in found if name not in task.tools]
     return task.model_copy(update={"tools": task.tools + list(dict.fromkeys(names))})
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,14 +80,11 @@ class ReadMemory:
         self.remote = location if is_server(location) else None
         self.directory = Path(log_directory(location, DEFAULT_MEMORY)).expanduser()
         self.where = self.remote or str(self.directory)
-        self._reader: MemoryReader | None = None
 
-    @property
+    @cached_property
     def reader(self) -> MemoryReader:
         """The episode log (a server's lessons are listed and searched without it)."""
-        if self._reader is None:
-            self._reader = MemoryReader(self.directory)
-        return self._reader
+        return MemoryReader(self.directory)
 
     def _server(self) -> LessonStore:
         from mulligan.memory.store import LessonStore  # chromadb loads for a server alone
@@ -210,7 +208,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _read(args: argparse.Namespace, memory: ReadMemory) -> int:
-    action, as_json = args.action, getattr(args, "json", False)
+    action, as_json = args.action, args.json
     if action == "list":
         lessons_table([(lesson, None) for lesson in memory.lessons()], as_json)
     elif action == "search":
@@ -248,15 +246,13 @@ EXPORT_REPLACES = "write to standard output to replace it (mulligan memory expor
 
 def export(lessons: list[Lesson], out: str | None) -> None:
     """Every stored lesson as a JSON line, to standard output or a new file `out`."""
-    lines = (lesson.model_dump_json() for lesson in lessons)
+    lines = [lesson.model_dump_json() + "\n" for lesson in lessons]
     if out is None:
-        for line in lines:
-            sys.stdout.write(line + "\n")
-        return
-    text = "".join(line + "\n" for line in lines)
-    if os.path.lexists(out):  # made by someone else since it was checked
+        sys.stdout.writelines(lines)
+    elif os.path.lexists(out):  # made by someone else since it was checked
         raise UserError(f"--out {out}: appeared while the memory opened; it is kept")
-    write_whole(Path(out), text)  # a kill leaves no part of it to be taken for the whole
+    else:
+        write_whole(Path(out), "".join(lines))  # a kill leaves no part of it taken for the whole
 
 
 def _need(value: str | None, usage: str) -> str:
@@ -269,7 +265,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     reader = ReadMemory(args).reader
     if args.action == "list":
         found = list(reader.log.episodes(args.run))
-        if getattr(args, "json", False):
+        if args.json:
             for row in found:
                 print(json.dumps(dict(row), default=str))
             return 0

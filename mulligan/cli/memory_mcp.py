@@ -11,7 +11,7 @@ from collections.abc import Callable
 from mulligan import strategies
 from mulligan.agent.mcp_server import serve
 from mulligan.agent.memory_service import MemoryService
-from mulligan.cli.local import REPORTER
+from mulligan.cli.output import REPORTER
 from mulligan.cli.pipeline import running
 from mulligan.memory import Memory
 from mulligan.reflector import Reflector

@@ -28,6 +28,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+HANDLED_IN = {"tasks": "run", "episodes": "memory", "report": "bench", "demo": "bench"}
+"""The module of a command's handler, `cmd_<command>`, where it is not named after the command."""
+
+
 def handler_of(args: argparse.Namespace) -> Handler:
     """The function that runs the parsed command, imported now."""
     module, _, name = str(args.handler).partition(":")
@@ -84,7 +88,6 @@ def add_attempt(commands: Commands) -> None:
     add_network_flag(attempt)
     attempt.add_argument("--json", action="store_true", help="print the Attempt record")
     add_setting_flags(attempt, "attempt")
-    attempt.set_defaults(handler="mulligan.cli.attempt:cmd_attempt")
 
 
 def add_run(commands: Commands) -> None:
@@ -100,7 +103,6 @@ def add_run(commands: Commands) -> None:
     )
     add_run_flags(run, "run")
     add_executor_flags(run)
-    run.set_defaults(handler="mulligan.cli.run:cmd_run")
 
 
 def add_solve(commands: Commands) -> None:
@@ -130,13 +132,11 @@ def add_solve(commands: Commands) -> None:
     solve.add_argument("--yes", action="store_true", help="approve every tool that asks (shell)")
     add_network_flag(solve)
     add_run_flags(solve, "solve")
-    solve.set_defaults(handler="mulligan.cli.solve:cmd_solve")
 
 
 def add_tasks(commands: Commands) -> None:
     tasks = commands.add_parser("tasks", help="list and validate tasks without a model")
     add_selection_flags(tasks)
-    tasks.set_defaults(handler="mulligan.cli.run:cmd_tasks")
 
 
 def add_memory(commands: Commands) -> None:
@@ -168,7 +168,6 @@ def add_memory(commands: Commands) -> None:
     memory.add_argument(
         "--family", help="mcp: the tasks' family when a call names none (default: custom)"
     )
-    memory.set_defaults(handler="mulligan.cli.memory:cmd_memory")
 
     episodes = commands.add_parser("episodes", help="episodes: list, show a trajectory")
     episodes.add_argument("action", choices=["list", "show"])
@@ -176,7 +175,6 @@ def add_memory(commands: Commands) -> None:
     episodes.add_argument("--run", help="only this run's episodes")
     episodes.add_argument("--memory", help=f"memory directory ({DEFAULT_MEMORY})")
     episodes.add_argument("--embedding", help=argparse.SUPPRESS)
-    episodes.set_defaults(handler="mulligan.cli.memory:cmd_episodes")
 
 
 def add_transfer_flags(parser: argparse.ArgumentParser) -> None:
@@ -226,24 +224,20 @@ def add_bench(commands: Commands) -> None:
     add_transfer_flags(bench)
     add_run_flags(bench, "bench")
     add_executor_flags(bench)
-    bench.set_defaults(handler="mulligan.cli.bench:cmd_bench")
 
     report = commands.add_parser("report", help="rebuild a bench report from the log")
     report.add_argument("run_id")
     report.add_argument("--out", default="mulligan-bench")
     report.add_argument("--memory", help="the directory holding episodes.db (default OUT/memory)")
-    report.set_defaults(handler="mulligan.cli.bench:cmd_report")
 
     demo = commands.add_parser("demo", help="the study offline, on a scripted model")
     demo.add_argument("--out", default="mulligan-demo")
     add_command_flag(demo, "seed")
-    demo.set_defaults(handler="mulligan.cli.bench:cmd_demo")
 
 
 def add_doctor(commands: Commands) -> None:
     doctor = commands.add_parser("doctor", help="check the endpoint, the memory and the sandbox")
     add_setting_flags(doctor, "doctor")
-    doctor.set_defaults(handler="mulligan.cli.doctor:cmd_doctor")
 
 
 def add_data(commands: Commands) -> None:
@@ -255,7 +249,6 @@ def add_data(commands: Commands) -> None:
     )
     parser.add_argument("action", choices=["fetch", "list"])
     parser.add_argument("names", nargs="*", help=f"{', '.join(DATASET_NAMES)} (default: all)")
-    parser.set_defaults(handler="mulligan.cli.data:cmd_data")
 
 
 def add_config(commands: Commands) -> None:
@@ -271,7 +264,6 @@ def add_config(commands: Commands) -> None:
         choices=["show", "reference"],
         help="show: each setting's value and source; reference: every setting, as Markdown",
     )
-    parser.set_defaults(handler="mulligan.cli.config:cmd_config")
 
 
 def add_view(commands: Commands) -> None:
@@ -281,7 +273,6 @@ def add_view(commands: Commands) -> None:
     add_command_flag(view, "port")
     view.add_argument("--no-open", action="store_true", help="print the URL, open no browser")
     view.add_argument("--bundle", metavar="DIR", help="write RUN_ID's pages as files, no server")
-    view.set_defaults(handler="mulligan.cli.view:cmd_view")
 
 
 def add_serve(commands: Commands) -> None:
@@ -293,7 +284,6 @@ def add_serve(commands: Commands) -> None:
     )
     add_command_flag(serve, "port")
     add_setting_flags(serve, "serve")
-    serve.set_defaults(handler="mulligan.cli.serve:cmd_serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -306,5 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_doctor, add_data, add_config, add_view, add_serve,
     ):  # fmt: skip
         add(commands)
+    for name, command in help_format.commands_of(parser).items():
+        command.set_defaults(handler=f"mulligan.cli.{HANDLED_IN.get(name, name)}:cmd_{name}")
     help_format.finish(parser)
     return parser

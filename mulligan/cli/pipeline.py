@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies as registry
-from mulligan.cli.local import REPORTER
+from mulligan.cli.output import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import (
@@ -108,25 +108,21 @@ def connect_escalation_model(
     one, with no trial left for it, or with the actor's own model (it would be `retry` under
     another name)."""
     escalating = [s for s in request.may_run() if s.escalates]
-    wanted = [s.name for s in escalating]
-    if not wanted:
+    if not escalating:
         return None
     if config.escalation.model is None:
-        raise UserError(ESCALATION_MISSING.format(strategy=wanted[0]))
+        raise UserError(ESCALATION_MISSING.format(strategy=escalating[0].name))
     for strategy in escalating:
         strategy.check_trials(config.loop)
     stronger = build.connect_stronger(config, REPORTER)
-    if stronger is not None and same_model(stronger, actor):
+    at = (actor.name, actor.base_url)
+    if stronger is not None and (stronger.name, getattr(stronger, "base_url", None)) == at:
         raise UserError(
             f"--escalate-to {stronger.name}: the actor's model at the same endpoint, so "
-            f"{wanted[0]!r} would only retry; name a stronger model (or its own "
+            f"{escalating[0].name!r} would only retry; name a stronger model (or its own "
             "--escalate-base-url)"
         )
     return stronger
-
-
-def same_model(one: ChatModel, other: OpenAIChatModel) -> bool:
-    return (one.name, getattr(one, "base_url", None)) == (other.name, other.base_url)
 
 
 @dataclass
@@ -177,11 +173,16 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
         config = config.updated("endpoint.model", model.name, "the model the endpoint serves")
     given = config.given("budget.max_cost")
     require_price_for_cost_budget(model.name, model.price, given, request.tasks)
-    if request.resume:
-        log_to_resume(config, request.resume, request.memory_default)
+    location, default = config.run.memory or request.memory_default, request.memory_default
+    log = Path(log_directory(location, default)).expanduser() / "episodes.db"
+    if request.resume and not log.exists():  # refused before anything is created
+        raise UserError(
+            f"--resume {request.resume}: no episode log at {log}; "
+            "pass the --memory (bench: --out) the run used"
+        )
     executor = open_executor(
         request.executor, request.ray_address, concurrency=config.run.concurrency,
-        memory_location=config.run.memory or request.memory_default,
+        memory_location=location,
         uses_store=request.uses_store(),
     )  # fmt: skip
     try:
@@ -252,14 +253,3 @@ def open_memory(
             f"--memory {directory}: cannot be created ({exc.strerror}: {exc.filename}); "
             "pass a directory on an ordinary filesystem"
         ) from exc
-
-
-def log_to_resume(config: RunConfig, run_id: str, default: str = DEFAULT_MEMORY) -> None:
-    """`--resume` needs the log that holds the run: refused before anything is created."""
-    location = config.run.memory or default
-    log = Path(log_directory(location, default)).expanduser() / "episodes.db"
-    if not log.exists():
-        raise UserError(
-            f"--resume {run_id}: no episode log at {log}; "
-            "pass the --memory (bench: --out) the run used"
-        )

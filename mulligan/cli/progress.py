@@ -143,13 +143,11 @@ class _ConsoleLines:
 
 
 def _log_handlers_on(stream: TextIO) -> list[logging.StreamHandler[Any]]:
-    found = []
-    for logger in (logging.getLogger(), logging.getLogger("mulligan")):
-        for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) and handler.stream in (
-                stream,
-                sys.stderr,
-                sys.__stderr__,
-            ):
-                found.append(handler)
-    return found
+    loggers = (logging.getLogger(), logging.getLogger("mulligan"))
+    return [
+        handler
+        for logger in loggers
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler)
+        and handler.stream in (stream, sys.stderr, sys.__stderr__)
+    ]

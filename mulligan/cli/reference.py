@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any, get_args
 
-from mulligan.cli.exits import EXIT_STATUSES
+from mulligan.cli import EXIT_STATUSES
 from mulligan.runs.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE
-from mulligan.settings.command_flags import CommandFlags
 from mulligan.settings.fields import Setting, command_flag, number_words, settings
-from mulligan.settings.run_config import SECRETS, SECTIONS, section_model
+from mulligan.settings.run_config import SECRETS, SECTIONS, CommandFlags, section_model
 
 HEADER = """\
 # Settings
@@ -53,50 +52,41 @@ def default_of(one: Setting) -> str:
     return f"`{json.dumps(one.default)}`"
 
 
+def table(heading: str, intro: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """A part of the page: its heading, a paragraph, and a table."""
+    lines = ["| " + " | ".join(row) + " |" for row in [header, *rows]]
+    return [heading, "", intro, "", lines[0], "|" + "---|" * len(header), *lines[1:], ""]
+
+
 def section_table(section: str) -> list[str]:
-    model = section_model(section)
-    title = (model.__doc__ or "").strip().splitlines()[0]
-    lines = [f"## [{section}]", "", title, ""]
-    lines += [
-        "| key | flag | variable | takes | default | what it does |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     for one in settings((section,)):
         flag = f"`{one.option}`" if one.option else "-"
         env = ", ".join(f"`{name}`" for name in one.env) or "-"
-        row = [f"`{one.name}`", flag, env, kind_of(one), default_of(one), cell(one.help)]
-        lines.append("| " + " | ".join(row) + " |")
-    return [*lines, ""]
+        rows.append([f"`{one.name}`", flag, env, kind_of(one), default_of(one), cell(one.help)])
+    title = (section_model(section).__doc__ or "").strip().splitlines()[0]
+    header = ["key", "flag", "variable", "takes", "default", "what it does"]
+    return table(f"## [{section}]", title, header, rows)
 
 
 def command_numbers() -> list[str]:
-    lines = ["## Numbers of commands that are not settings", "",
-             (CommandFlags.__doc__ or "").strip().replace("\n    ", " "), "",
-             "| flag | takes | default | what it does |", "|---|---|---|---|"]  # fmt: skip
-    for name in CommandFlags.model_fields:
-        one = command_flag(name)
-        row = [f"`--{name.replace('_', '-')}`", kind_of(one), default_of(one), cell(one.help)]
-        lines.append("| " + " | ".join(row) + " |")
-    return [*lines, ""]
-
-
-def resume_lists() -> list[str]:
-    lines = ["## What a resumed run may change", ""]
-    lines += ["Every other flag and setting changed on `--resume` is refused, naming it.", ""]
-    lines += [f"- `{path}`: {why}" for path, why in RESUME_MAY_CHANGE.items()]
-    lines += [f"- `--{dest.replace('_', '-')}`: {why}" for dest, why in NOT_RECORDED.items()]
-    return [*lines, ""]
-
-
-def exit_statuses() -> list[str]:
-    lines = ["## Exit statuses", "", "The same for every command.", ""]
-    lines += [f"- `{status}`: {why}" for status, why in EXIT_STATUSES.items()]
-    return [*lines, ""]
+    rows = [
+        [f"`--{name.replace('_', '-')}`", kind_of(one), default_of(one), cell(one.help)]
+        for name in CommandFlags.model_fields
+        for one in [command_flag(name)]
+    ]
+    intro = (CommandFlags.__doc__ or "").strip().replace("\n    ", " ")
+    header = ["flag", "takes", "default", "what it does"]
+    return table("## Numbers of commands that are not settings", intro, header, rows)
 
 
 def settings_reference() -> str:
-    parts = [HEADER]
-    for section in SECTIONS:
-        parts += section_table(section)
-    parts += command_numbers() + resume_lists() + exit_statuses()
+    parts = [HEADER, *(line for section in SECTIONS for line in section_table(section))]
+    parts += command_numbers()
+    parts += ["## What a resumed run may change", ""]
+    parts += ["Every other flag and setting changed on `--resume` is refused, naming it.", ""]
+    parts += [f"- `{path}`: {why}" for path, why in RESUME_MAY_CHANGE.items()]
+    parts += [f"- `--{dest.replace('_', '-')}`: {why}" for dest, why in NOT_RECORDED.items()]
+    parts += ["", "## Exit statuses", "", "The same for every command.", ""]
+    parts += [f"- `{status}`: {why}" for status, why in EXIT_STATUSES.items()]
     return "\n".join(parts).rstrip("\n") + "\n"

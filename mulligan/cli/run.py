@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from mulligan import strategies
 from mulligan.cli import display
 from mulligan.cli import mcp as cli_mcp
-from mulligan.cli.common import selected, selection_of, usage_json
+from mulligan.cli.common import selected, selection_of
 from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import Pipeline, RunRequest, opened
 from mulligan.cli.progress import Progress
@@ -18,7 +19,7 @@ from mulligan.runs.build import box_policy
 from mulligan.runs.lifecycle import task_digests
 from mulligan.runs.paired_draws import draws_from, resolved_directory
 from mulligan.runs.runner import run_tasks, self_tests_for
-from mulligan.schema import Episode, Task
+from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
 from mulligan.tasks.suites import Suite
@@ -27,7 +28,7 @@ from mulligan.tasks.suites import Suite
 def cmd_tasks(args: argparse.Namespace) -> int:
     load_config(vars(args))  # a bad mulligan.toml or MULLIGAN_* variable fails here, as in run
     suite = selected(args)
-    if getattr(args, "json", False):
+    if args.json:
         for task in suite.tasks:
             print(task.model_dump_json())
     else:
@@ -59,24 +60,22 @@ def plan_run(args: argparse.Namespace) -> tuple[RunConfig, Suite, RunRequest]:
     suite = selected(args)
     strategies.for_loop(args.strategy, "--strategy")  # one the loop runs, or a UserError
     tasks = suite.tasks
-    return (
-        config,
-        suite,
-        RunRequest(
-            command="run",
-            strategies=[args.strategy],
-            selection={
-                **selection_of(args),
-                "tasks": [t.id for t in tasks],
-                "task_digests": task_digests(tasks),
-                **({"draws_from": resolved_directory(args.draws_from)} if args.draws_from else {}),
-            },
-            tasks=tasks,
-            resume=args.resume,
-            executor=args.executor,
-            ray_address=args.ray_address,
-        ),
+    selection = {
+        **selection_of(args),
+        "tasks": [t.id for t in tasks],
+        "task_digests": task_digests(tasks),
+        **({"draws_from": resolved_directory(args.draws_from)} if args.draws_from else {}),
+    }
+    request = RunRequest(
+        command="run",
+        strategies=[args.strategy],
+        selection=selection,
+        tasks=tasks,
+        resume=args.resume,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
+    return config, suite, request
 
 
 def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
@@ -139,6 +138,11 @@ def episode_json(episode: Episode) -> str:
             ],
         }
     )
+
+
+def usage_json(usage: Usage, by_role: dict[Role, Usage]) -> dict[str, Any]:
+    """Tokens and cost (null when the price is unknown), and the same split by role."""
+    return usage.as_json() | {"by_role": {role: u.as_json() for role, u in by_role.items()}}
 
 
 def endpoint_failures(episodes: list[Episode]) -> int:

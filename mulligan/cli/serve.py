@@ -16,8 +16,8 @@ import sys
 import time
 from types import FrameType
 
-from mulligan.cli.exits import FAILED
-from mulligan.cli.local import REPORTER
+from mulligan.cli import FAILED
+from mulligan.cli.output import REPORTER
 from mulligan.errors import UserError
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect_local

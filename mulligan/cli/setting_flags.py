@@ -3,16 +3,16 @@ takes its field's type (choices for a Literal, repeatable for a list, on/off for
 help (its description and default); its bounds are the field's, checked by pydantic when the
 run configuration loads, as for a value from a file or variable. Nothing here names a setting.
 
-The parser reads the fields through a generated table (cli/flag_table.json), so `--help` loads
-no pydantic; `python scripts/flag_table.py` writes it again, and a test keeps the committed
-one current."""
+The parser reads argparse's keywords for each flag from a generated table
+(cli/flag_table.json), so `--help` loads no pydantic; `python scripts/flag_table.py` writes it
+again, and a test keeps the committed one current."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mulligan.settings.fields import Setting
@@ -20,35 +20,11 @@ if TYPE_CHECKING:
 TABLE = Path(__file__).with_name("flag_table.json")
 
 
-class FlagRow(NamedTuple):
-    path: str
-    option: str
-    dest: str
-    kind: str
-    """bool, choices, list, int, float or str"""
-    choices: tuple[str, ...] | None
-    help: str
-    default: Any
+def read_table(text: str) -> dict[str, Any]:
+    return dict(json.loads(text))
 
 
-FlagTable = tuple[tuple[tuple[str, str], ...], tuple[FlagRow, ...], dict[str, FlagRow]]
-
-
-def read_table(text: str) -> FlagTable:
-    found = json.loads(text)
-
-    def row(values: list[Any]) -> FlagRow:
-        made = FlagRow(*values)
-        return made._replace(choices=tuple(made.choices) if made.choices else None)
-
-    return (
-        tuple((section, title) for section, title in found["sections"]),
-        tuple(row(values) for values in found["settings"]),
-        {name: row(values) for name, values in found["commands"].items()},
-    )
-
-
-SECTION_TITLES, SETTING_FLAGS, COMMAND_FLAGS = read_table(TABLE.read_text(encoding="utf-8"))
+FLAGS = read_table(TABLE.read_text(encoding="utf-8"))
 
 COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "attempt": ("endpoint", "actor", "budget", "compression", "run.mcp"),
@@ -66,64 +42,55 @@ but it). `run`, `bench` and `solve` take every setting's flag, so a new setting'
 appears there by itself."""
 
 
-def takes(command: str, row: FlagRow) -> bool:
+def takes(command: str, path: str) -> bool:
     chosen = COMMAND_SETTINGS.get(command, ())
-    if any(item == f"-{row.path}" for item in chosen):
+    if f"-{path}" in chosen:
         return False
-    section = row.path.partition(".")[0]
     wanted = [item for item in chosen if not item.startswith("-")]
-    return not wanted or section in wanted or row.path in wanted
+    return not wanted or path.partition(".")[0] in wanted or path in wanted
+
+
+def typed(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The table's keywords with the type named there (`int`, `float`) made the type."""
+    kind = {"int": int, "float": float}.get(kwargs.get("type", ""))
+    return kwargs | ({"type": kind} if kind else {})
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
     """A group per section, with the flag of each setting this command takes."""
-    for section, title in SECTION_TITLES:
-        chosen = [row for row in SETTING_FLAGS if row.path.startswith(f"{section}.")]
-        chosen = [row for row in chosen if takes(command, row)]
-        if not chosen:
-            continue
-        group = parser.add_argument_group(f"[{section}] {title}")
-        for row in chosen:
-            group.add_argument(row.option, **argument(row))
-
-
-def argument(row: FlagRow) -> dict[str, Any]:
-    """argparse's keywords for a flag: its type, choices or action, and help."""
-    kwargs: dict[str, Any] = {"dest": row.dest, "help": row.help, "default": row.default}
-    if row.kind == "bool":
-        kwargs["action"] = "store_true"
-    elif row.kind == "choices":
-        kwargs["choices"] = row.choices
-    elif row.kind == "list":
-        kwargs.update(action="append", metavar="VALUE")
-    elif row.kind in ("int", "float"):
-        kwargs.update(type=int if row.kind == "int" else float)
-        kwargs["metavar"] = "N" if row.kind == "int" else "X"
-    return kwargs
+    for section, title in FLAGS["sections"]:
+        chosen = [
+            (option, kwargs)
+            for path, option, kwargs in FLAGS["settings"]
+            if path.startswith(f"{section}.") and takes(command, path)
+        ]
+        if chosen:
+            group = parser.add_argument_group(f"[{section}] {title}")
+            for option, kwargs in chosen:
+                group.add_argument(option, **typed(kwargs))
 
 
 def add_command_flag(parser: Any, name: str, **more: Any) -> None:
     """A command's number that is not a setting (`CommandFlags`), with its type, default
     and help from there."""
-    kwargs = argument(COMMAND_FLAGS[name]) | more
-    kwargs.pop("dest")
-    parser.add_argument("--" + name.replace("_", "-"), **kwargs)
+    parser.add_argument("--" + name.replace("_", "-"), **typed(FLAGS["commands"][name]) | more)
 
 
 # ---------------------------------------------------------------- the generated table
 
 
-def row_of(one: Setting, dest: str, option: str, default: Any, help_text: str) -> FlagRow:
-    kind = "str"
+def argument(one: Setting, help_text: str, **kwargs: Any) -> dict[str, Any]:
+    """argparse's keywords for a flag: its type (by name), choices or action, and help."""
+    kwargs["help"] = help_text
     if one.kind is bool:
-        kind = "bool"
+        kwargs["action"] = "store_true"
     elif one.choices:
-        kind = "choices"
+        kwargs["choices"] = list(one.choices)
     elif one.is_list:
-        kind = "list"
+        kwargs.update(action="append", metavar="VALUE")
     elif one.kind in (int, float):
-        kind = one.kind.__name__
-    return FlagRow(one.path, option, dest, kind, one.choices, help_text, default)
+        kwargs.update(type=one.kind.__name__, metavar="N" if one.kind is int else "X")
+    return kwargs
 
 
 def shown_default(one: Setting) -> str:
@@ -133,32 +100,29 @@ def shown_default(one: Setting) -> str:
     return f" (default {value})"
 
 
-def flag_table() -> FlagTable:
-    """What cli/flag_table.json holds, made from the fields: the sections' titles, a row per
-    setting with a flag, and a row per command number."""
-    from mulligan.settings.command_flags import CommandFlags
+def flag_table() -> dict[str, Any]:
+    """What cli/flag_table.json holds, made from the fields: the sections' titles, each
+    setting's flag (option and argparse's keywords), and each command number's keywords."""
     from mulligan.settings.fields import command_flag, settings
-    from mulligan.settings.run_config import SECTIONS, section_model
+    from mulligan.settings.run_config import SECTIONS, CommandFlags, section_model
 
-    titles = tuple(
-        (section, (section_model(section).__doc__ or "").strip().splitlines()[0].rstrip("."))
+    titles = [
+        [section, (section_model(section).__doc__ or "").strip().splitlines()[0].rstrip(".")]
         for section in SECTIONS
-    )
-    rows = tuple(
-        row_of(one, one.flag, str(one.option), None, one.help + shown_default(one))
-        for one in settings()
-        if one.flag
-    )
+    ]
+    rows = []
+    for one in settings():
+        if one.flag:
+            shown = one.help + shown_default(one)
+            rows.append([one.path, one.option, argument(one, shown, dest=one.flag, default=None)])
     numbers = {
-        name: row_of(one, name, "--" + name.replace("_", "-"), one.default, one.help)
+        name: argument(one, one.help, default=one.default)
         for name in CommandFlags.model_fields
         for one in [command_flag(name)]
     }
-    return titles, rows, numbers
+    return {"sections": titles, "settings": rows, "commands": numbers}
 
 
 def flag_table_text() -> str:
     """The text of cli/flag_table.json."""
-    titles, rows, numbers = flag_table()
-    table = {"sections": titles, "settings": rows, "commands": numbers}
-    return json.dumps(table, indent=1) + "\n"
+    return json.dumps(flag_table(), indent=1) + "\n"

@@ -12,10 +12,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mulligan import prompts, strategies
+from mulligan import prompts
 from mulligan.actor import build_tools
 from mulligan.actor.context import Protocol
-from mulligan.actor.tools import Approver
 from mulligan.cli import display
 from mulligan.cli.common import cli_approver
 from mulligan.cli.mcp import servers
@@ -43,7 +42,7 @@ from mulligan.solve import (
 from mulligan.solve.choose import choose, run_choice
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
-from mulligan.solve.repair import RepairPipeline, RepairSettings
+from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
 from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines
 
@@ -70,27 +69,6 @@ def solve_protocol(config: RunConfig, served_at: str | None = None) -> Protocol:
         return config.actor.protocol
     where = served_at if served_at is not None else config.endpoint.base_url
     return "text" if self_hosted(where) else "native"
-
-
-def _validated(args: argparse.Namespace) -> tuple[Path, list[str]]:
-    """The directory and checks, or a UserError before anything is started."""
-    checks = [c for c in args.check if c.strip()]
-    if not checks:
-        raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
-    if not args.dir.strip():
-        raise UserError("--dir is empty: name the project's directory (--dir . for this one)")
-    directory = Path(args.dir).expanduser()
-    if not directory.is_dir():
-        raise UserError(f"--dir {args.dir}: not a directory")
-    if directory.resolve() == Path(directory.resolve().anchor):
-        raise UserError(
-            f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
-            "directory (is a variable in --dir empty?)"
-        )
-    strategies.for_solve(args.strategy)  # auto, a known name, or a UserError naming the choices
-    if not args.task.strip():
-        raise UserError("solve needs a TASK: what the attempts should do")
-    return directory, checks
 
 
 def solve_task(
@@ -134,45 +112,42 @@ def top_level(project: Project, limit: int = 40) -> list[str]:
     return names[:limit] + ([f"... ({len(names) - limit} more)"] if len(names) > limit else [])
 
 
-def cmd_solve(args: argparse.Namespace) -> int:
-    return _solve(args, solve_config(args), cli_approver(args.yes))
-
-
-def solve_config(args: argparse.Namespace) -> RunConfig:
+def plan_solve(args: argparse.Namespace) -> tuple[RunConfig, Path, list[str], RunRequest]:
+    """What `solve` states: the project, the task, its checks and the one strategy (the
+    protocol waits for the connection), or a UserError before anything is started."""
     # a project's lessons are stored under its own family: no similarity floor within it
-    defaults = {"loop.min_similarity": 0.0}
-    return load_config(vars(args), defaults=defaults)
+    config = load_config(vars(args), defaults={"loop.min_similarity": 0.0})
+    checks = [c for c in args.check if c.strip()]
+    if not checks:
+        raise UserError('solve needs at least one --check CMD (e.g. --check "pytest -q")')
+    if not args.dir.strip():
+        raise UserError("--dir is empty: name the project's directory (--dir . for this one)")
+    directory = Path(args.dir).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"--dir {args.dir}: not a directory")
+    if directory.resolve() == Path(directory.resolve().anchor):
+        raise UserError(
+            f"--dir {args.dir}: the filesystem's root, not a project; name the project's "
+            "directory (is a variable in --dir empty?)"
+        )
+    if not args.task.strip():
+        raise UserError("solve needs a TASK: what the attempts should do")
+    selection = {
+        "directory": str(directory.resolve()),
+        "task": args.task,
+        "checks": checks,
+        "family": args.family or directory.resolve().name or "project",
+        "tools": args.tools,
+        "check_timeout": args.check_timeout,
+        "network": bool(args.network),
+        "yes": bool(args.yes),
+    }
+    request = RunRequest("solve", [args.strategy], selection, resume=args.resume)
+    return config, directory, checks, request
 
 
-def solve_request(args: argparse.Namespace, directory: Path, checks: list[str]) -> RunRequest:
-    """What `solve` states: the project, the task, its checks, and the one strategy."""
-    return RunRequest(
-        command="solve",
-        strategies=[args.strategy],
-        selection={
-            "directory": str(directory.resolve()),
-            "task": args.task,
-            "checks": checks,
-            "family": args.family or directory.resolve().name or "project",
-            "tools": args.tools,
-            "check_timeout": args.check_timeout,
-            "network": bool(args.network),
-            "yes": bool(args.yes),
-        },
-        resume=args.resume,
-    )
-
-
-def plan_solve(
-    args: argparse.Namespace, config: RunConfig
-) -> tuple[RunConfig, Path, list[str], RunRequest]:
-    """What `solve` states: the project, its checks (the protocol waits for the connection)."""
-    directory, checks = _validated(args)
-    return config, directory, checks, solve_request(args, directory, checks)
-
-
-def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> int:
-    config, directory, checks, request = plan_solve(args, config)
+def cmd_solve(args: argparse.Namespace) -> int:
+    config, directory, checks, request = plan_solve(args)
     memory = config.run.memory or request.memory_default
     outside_memory(directory, Path(log_directory(memory, request.memory_default)))
     finish_interrupted_apply(directory)
@@ -199,7 +174,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 choice.strategy.name,
                 extra_tools=started.tools,
                 workspace_for=copies,
-                approve=approve,
+                approve=cli_approver(args.yes),
                 evaluator=evaluator,
                 actor={"nudge_no_tools": True},
             )
@@ -223,7 +198,7 @@ def _solve(args: argparse.Namespace, config: RunConfig, approve: Approver) -> in
                 )
                 found = episode_id(run.run_id, args.strategy, task.id)
                 outcome = run_choice(choice, task, args.task, found, make_loop, pipeline)
-    return _report(outcome.episode, outcome.chosen, project, copies, args.apply, run.run_id)
+    return _report(outcome, copies, args.apply, run.run_id)
 
 
 def outside_memory(directory: Path, memory: Path) -> None:
@@ -277,20 +252,15 @@ def progress(memory: Memory) -> Callable[[Attempt, Verdict], None]:
     return show
 
 
-def _report(
-    episode: Episode,
-    attempt: Attempt | None,
-    project: Project,
-    copies: ProjectCopies,
-    apply: bool,
-    run_id: str,
-) -> int:
+def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -> int:
+    episode, attempt, project = outcome.episode, outcome.chosen, copies.project
     print(_summary(episode, attempt, run_id), file=sys.stderr)
     if attempt is None:
         endpoint_failures([episode])  # the endpoint's reason, where it refused the requests
         feedback = episode.verdicts[-1].feedback if episode.verdicts else ""
         if feedback:
-            print("last checks said:\n" + _tail(feedback), file=sys.stderr)
+            tail = "\n".join("  " + line for line in last_lines(feedback, 30, mark=True))
+            print("last checks said:\n" + tail, file=sys.stderr)
         return 1
     if not attempt.changes:
         print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
@@ -325,7 +295,3 @@ def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:
         f"{usage.prompt_tokens}+{usage.completion_tokens} tokens · {usage.cost_text()} · "
         f"run id {run_id}"
     )
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join("  " + line for line in last_lines(text, lines, mark=True))

@@ -41,8 +41,6 @@ def _warm(viewer: Viewer, runs: list[RunRow]) -> None:
 def cmd_view(args: argparse.Namespace) -> int:
     from mulligan.view import app
 
-    if args.port is not None and not 0 < args.port < 65536:
-        raise UserError(f"--port {args.port}: not a port; use 1 to 65535, or leave it out")
     reader = _reader(args.memory)
     if args.bundle and not args.run_id:
         raise UserError("--bundle: name the run to write (mulligan view RUN_ID --bundle DIR)")

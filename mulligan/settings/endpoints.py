@@ -83,6 +83,12 @@ class EndpointSection(Section):
         return url
 
 
+def its_own(flag: str, what: str) -> Any:
+    """A second model's endpoint or API key (`--flag`), by default the endpoint's."""
+    shown = f"its {what} (default: the endpoint's)"
+    return Field(default=None, json_schema_extra=FLAG(flag), description=shown)
+
+
 class SecondModelSection(Section):
     """A model beside the actor's (the reflector's, the stronger one `escalate` hands a task
     to): its sections' `model`, `base_url` and `api_key`, the URL checked as the endpoint's."""
@@ -105,16 +111,8 @@ class ReflectorSection(SecondModelSection):
         "curator (default: the actor's); `local`, `local:0.5b` or `local:PATH.gguf` runs it on "
         "this CPU",
     )
-    base_url: str | None = Field(
-        default=None,
-        json_schema_extra=FLAG("reflector_base_url"),
-        description="its endpoint (default: the endpoint's)",
-    )
-    api_key: str | None = Field(
-        default=None,
-        json_schema_extra=FLAG("reflector_api_key"),
-        description="its API key (default: the endpoint's)",
-    )
+    base_url: str | None = its_own("reflector_base_url", "endpoint")
+    api_key: str | None = its_own("reflector_api_key", "API key")
 
 
 class EscalationSection(SecondModelSection):
@@ -127,13 +125,5 @@ class EscalationSection(SecondModelSection):
         description="the stronger model `escalate` hands a task to after the actor's attempts "
         "(--escalate-after) failed; `local`, `local:0.5b` or `local:PATH.gguf` runs it on this CPU",
     )
-    base_url: str | None = Field(
-        default=None,
-        json_schema_extra=FLAG("escalate_base_url"),
-        description="its endpoint (default: the endpoint's)",
-    )
-    api_key: str | None = Field(
-        default=None,
-        json_schema_extra=FLAG("escalate_api_key"),
-        description="its API key (default: the endpoint's)",
-    )
+    base_url: str | None = its_own("escalate_base_url", "endpoint")
+    api_key: str | None = its_own("escalate_api_key", "API key")

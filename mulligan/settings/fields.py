@@ -11,13 +11,12 @@ from __future__ import annotations
 import types
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from mulligan.settings.command_flags import CommandFlags
-from mulligan.settings.run_config import SECTIONS, every_path, section_model
+from mulligan.settings.run_config import SECTIONS, CommandFlags, every_path, section_model
 
 NUMBER_WORDS = {"ttl_days": "a number of days", "check_timeout": "a number of seconds"}
 """How a bound names a number whose unit is not in its field's name."""
@@ -91,9 +90,6 @@ class Setting:
         """A flag that turns a setting on by default off (`--no-compression`)."""
         return self.kind is bool and self.info.default is True
 
-    def value_of_flag(self, value: Any) -> Any:
-        return not value if self.inverted else value
-
     @property
     def default(self) -> Any:
         if self.info.default_factory is not None:
@@ -105,12 +101,12 @@ class Setting:
         return self.info.description or ""
 
     def bounds(self) -> dict[str, float]:
-        found: dict[str, float] = {}
-        for item in self.info.metadata:
-            for key in ("ge", "gt", "le", "lt"):
-                if getattr(item, key, None) is not None:
-                    found[key] = float(getattr(item, key))
-        return found
+        return {
+            key: float(getattr(item, key))
+            for item in self.info.metadata
+            for key in BOUND_WORDS
+            if getattr(item, key, None) is not None
+        }
 
     def words(self) -> str:
         """What the setting takes, as its bound says it: "a whole number at least 1"."""
@@ -120,26 +116,16 @@ class Setting:
         return NUMBER_WORDS.get(self.name, "a whole number" if self.kind is int else "a number")
 
 
+BOUND_WORDS = {"ge": "at least", "gt": "above", "le": "at most", "lt": "below"}
+
+
 def number_words(what: str, bounds: dict[str, float]) -> str:
-    parts = []
-    if "ge" in bounds:
-        parts.append(f"at least {bounds['ge']:g}")
-    if "gt" in bounds:
-        parts.append(f"above {bounds['gt']:g}")
-    if "le" in bounds:
-        parts.append(f"and at most {bounds['le']:g}" if parts else f"at most {bounds['le']:g}")
-    if "lt" in bounds:
-        parts.append(f"and below {bounds['lt']:g}" if parts else f"below {bounds['lt']:g}")
-    return " ".join([what, *parts])
-
-
-OUT_OF_BOUNDS = (
-    "greater_than",
-    "greater_than_equal",
-    "less_than",
-    "less_than_equal",
-    "finite_number",
-)
+    """What a number takes, as its bounds say it (a field has at most one lower and one
+    upper bound): "a number at least 0 and at most 2"."""
+    limits = " and ".join(
+        f"{word} {bounds[key]:g}" for key, word in BOUND_WORDS.items() if key in bounds
+    )
+    return " ".join(filter(None, [what, limits]))
 
 
 def said(one: Setting, error: Any) -> str:
@@ -147,25 +133,20 @@ def said(one: Setting, error: Any) -> str:
     least 1"), or pydantic's own message."""
     if error["type"] == "finite_number":
         return f"must be a finite {one.words().removeprefix('a ')}"
-    if error["type"] in OUT_OF_BOUNDS:
+    if error["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return f"must be {one.words()}"
     return str(error["msg"]).removeprefix("Value error, ")
 
 
 def problem_of(one: Setting, value: Any) -> str | None:
-    """What pydantic finds wrong with a number for this setting or command number, in the
+    """What pydantic finds wrong with `value` for this setting or command number, in the
     words its flag uses; None when it fits (the bounds are the field's, checked by pydantic
     alone)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    kind: Any = one.info.annotation
-    if one.info.metadata:
-        kind = Annotated.__class_getitem__((kind, *one.info.metadata))  # type: ignore[attr-defined]
-    checked: TypeAdapter[Any] = TypeAdapter(kind)
+    model = CommandFlags if one.section == "command" else section_model(one.section)
     try:
-        checked.validate_python(value)
+        model.model_validate({one.name: value})
     except ValidationError as exc:
-        return said(one, exc.errors()[0])
+        return "; ".join(said(one, e) for e in exc.errors())
     return None
 
 

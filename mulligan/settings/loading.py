@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from mulligan.defaults import CONFIG_FILE, user_config_path
 from mulligan.errors import UserError
 from mulligan.inputs.paths import read_text
-from mulligan.settings.fields import said, setting, settings
+from mulligan.settings.fields import problem_of, setting, settings
 from mulligan.settings.run_config import (
     LEGACY_KEYS,
     SECTIONS,
@@ -74,7 +74,7 @@ def load_config(
     for one in settings():
         value = flags.get(one.flag) if one.flag else None
         if value is not None and value is not False:
-            put(str(one.option), one.path, one.value_of_flag(value), str(one.option))
+            put(str(one.option), one.path, not value if one.inverted else value, str(one.option))
     nested: dict[str, dict[str, Any]] = {}
     for key, value in merged.items():
         section, _, name = key.partition(".")
@@ -171,19 +171,14 @@ def _line_of(text: str, key: str, section: str | None = None) -> int | str:
 
 def _checked(key: str, value: Any, where: str) -> Any:
     """One setting on its own, so a bad value is named by where it came from."""
-    section, _, name = key.partition(".")
-    shown = "" if name == "api_key" else f" (got {value!r:.60})"  # never print a secret
-    try:
-        checked = getattr(RunConfig.model_validate({section: {name: value}}), section)
-    except ValidationError as exc:
-        problem = "; ".join(said(setting(key), e) for e in exc.errors())
-        raise UserError(f"{where}: {problem}{shown}") from exc
-    number = getattr(checked, name)
+    one = setting(key)
+    shown = "" if one.name == "api_key" else f" (got {value!r:.60})"  # never print a secret
+    problem = problem_of(one, value)
+    if problem:
+        raise UserError(f"{where}: {problem}{shown}")
     given = value if isinstance(value, list) else [value]
-    read = number if isinstance(number, (list, tuple)) else [number]
     flag = next((item for item in given if isinstance(item, bool)), None)
-    if flag is not None and not any(isinstance(item, bool) for item in read):
-        # pydantic reads true as 1, in a list of numbers too
+    if flag is not None and one.kind is not bool:  # pydantic reads true as 1, in a list too
         raise UserError(f"{where}: a number is needed here, not {str(flag).lower()}")
     return value
 

@@ -11,12 +11,12 @@ composed from sections in mulligan/runs/, is a `<Component>Settings` (`ActorSett
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mulligan.defaults import MIN_SIMILARITY, Carry
-from mulligan.settings.embedding import embedding_problem
 
 DETERMINISTIC_TEMPERATURE = 0.0
 """The temperature of a run nobody set one for, when each task gets one attempt."""
@@ -42,6 +42,22 @@ NO_FLAG: dict[str, Any] = {"flag": None}
 def ENV(*names: str) -> dict[str, Any]:  # noqa: N802
     """A setting read from these variables, first found first (not MULLIGAN_<FLAG>)."""
     return {"env": list(names)}
+
+
+def embedding_problem(spec: str) -> str | None:
+    """What is wrong with an embedding spec (`minilm`, `minilm:DIR`, `hash[:N]`, `openai[:M]`)."""
+    kind, _, argument = spec.partition(":")
+    if kind == "hash":
+        if argument and not (argument.isdigit() and 8 <= int(argument) <= 65536):
+            return "the size after hash: must be a whole number from 8 to 65536 (e.g. hash:512)"
+        return None
+    if kind == "minilm":
+        if argument and not Path(argument).expanduser().is_dir():
+            return f"{argument} is not a directory; give the folder holding model.onnx"
+        return None
+    if kind == "openai":
+        return None
+    return "unknown embedding; use minilm, minilm:DIR, openai, openai:MODEL or hash"
 
 
 class Section(BaseModel):

@@ -5,19 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Protocol
 from urllib.parse import quote, urlencode
-
-
-class Links(Protocol):
-    def runs(self) -> str: ...
-    def run(self, run_id: str, outcome: str = "", strategy: str = "") -> str: ...
-    def episode(self, episode_id: str) -> str:
-        """'' when the page is not there (a bundle holds one run's pages)."""
-        ...
-
-    def lesson(self, lesson_id: str) -> str: ...
-    def css(self) -> str: ...
 
 
 class ServerLinks:
@@ -59,6 +47,7 @@ class BundleLinks:
         return f"run-{slug(run_id)}{variant if outcome or strategy else ''}.html"
 
     def episode(self, episode_id: str) -> str:
+        """'' when the page is not there (a bundle holds one run's pages)."""
         return f"episode-{slug(episode_id)}.html" if episode_id in self.episodes else ""
 
     def lesson(self, lesson_id: str) -> str:
@@ -66,3 +55,6 @@ class BundleLinks:
 
     def css(self) -> str:
         return "view.css"
+
+
+Links = ServerLinks | BundleLinks

@@ -19,7 +19,7 @@ from mulligan.cli.flag_checks import check_flags
 from mulligan.cli.help_format import commands_of
 from mulligan.cli.pipeline import run_manifest
 from mulligan.cli.run import plan_run
-from mulligan.cli.solve import plan_solve, solve_config
+from mulligan.cli.solve import plan_solve
 from mulligan.errors import UserError
 from mulligan.runs.lifecycle import NOT_RECORDED, RESUME_MAY_CHANGE, check_resume
 from mulligan.settings.fields import flag_of
@@ -64,7 +64,7 @@ def _manifest_of(argv: tuple[str, ...]) -> str:
     elif args.command == "bench":
         config, _, _, request = plan_bench(args)
     else:
-        config, _, _, request = plan_solve(args, solve_config(args))
+        config, _, _, request = plan_solve(args)
     return json.dumps(run_manifest(config, request))
 
 

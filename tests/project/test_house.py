@@ -220,7 +220,6 @@ SETTING_MODULES = {
     "mulligan.settings.run_config",
     "mulligan.settings.sections",
     "mulligan.settings.endpoints",
-    "mulligan.settings.command_flags",
 }
 
 
