@@ -17,7 +17,7 @@ from mulligan.cli.progress import Progress
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.runs.build import box_policy
 from mulligan.runs.lifecycle import task_digests
-from mulligan.runs.paired_draws import draws_from, resolved_directory
+from mulligan.runs.paired_draws import draws_from, resolved_directory, share_self_tests
 from mulligan.runs.runner import run_tasks, self_tests_for
 from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.settings.loading import load_config
@@ -97,6 +97,8 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
     writer = SelfTestWriter(run.reflector, run.policy)
     with run.running():
         print(f"run id: {run.run_id}", file=sys.stderr)
+        if args.draws_from and self_tests:
+            share_self_tests(args.draws_from, run.memory.log, run.run_id)
         with progress.shown():
             episodes = run_tasks(
                 run.make_loop(args.strategy, extra_tools=suite.tools),

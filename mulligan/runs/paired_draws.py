@@ -18,6 +18,7 @@ from typing import Any
 from mulligan import strategies
 from mulligan.errors import UserError
 from mulligan.loop import Drawn
+from mulligan.memory.log import EpisodeLog
 from mulligan.memory.reading import MemoryReader
 from mulligan.runs.runner import episode_id
 from mulligan.schema import Task
@@ -28,9 +29,11 @@ SAME = (
     ("config", "compression"),
     ("config", "endpoint", "model"),
     ("config", "endpoint", "temperature"),
+    ("config", "loop", "self_tests"),
     ("local_model", "sha256"),
 )
-"""What a baseline's manifest must share with the run that reuses its draws."""
+"""What a baseline's manifest must share with the run that reuses its draws (a reused
+attempt's verdict holds the checks of the baseline's self-tests)."""
 
 
 def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -91,6 +94,16 @@ def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
         return {a.trial: (a, v) for a, v in pairs if not a.lesson_ids}
 
     return drawn
+
+
+def share_self_tests(directory: str, log: EpisodeLog, run_id: str) -> None:
+    """The self-tests the baseline's run wrote, kept as this run's: its reused attempts were
+    checked against them, so its attempts made afresh are checked against them too."""
+    reader = MemoryReader(directory)
+    (baseline,) = reader.runs()
+    for kept in reader.log.run_self_tests(baseline.id):
+        if log.self_tests(run_id, kept["task_id"]) is None:
+            log.keep_self_tests(run_id, kept["task_id"], kept)
 
 
 def _bare(name: str) -> bool:

@@ -13,6 +13,8 @@ import pytest
 
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory.log import EpisodeLog
+from mulligan.schema import SELF_TEST
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.memory.helpers import plant
 
@@ -138,3 +140,50 @@ def test_a_baseline_that_cannot_stand_in_is_refused(
         missing = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "nowhere")]
         assert run(fake, tasks, tmp_path / "d", *missing) == 2
         assert "--draws-from" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+
+
+CODE_TASK = """\
+- id: double
+  family: code
+  prompt: Write a function f(x) that returns twice x.
+  checks: [{type: python_tests, tests: "assert f(3) == 6", entry_point: f, name: example}]
+"""
+
+
+def test_the_memory_arm_checks_its_attempts_against_the_baselines_self_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reused attempt was judged with the self-tests the baseline's run wrote: the arm keeps
+    those and writes none, so that its attempts made afresh are checked against the same
+    tests; a baseline with another number of self-tests is refused."""
+    tasks = tmp_path / "code.yaml"
+    tasks.write_text(CODE_TASK)
+    written = itertools.count(1)
+
+    def policy(body: dict[str, Any]) -> FakeReply:
+        if body["messages"][0]["content"].startswith("You write unit tests"):
+            n = next(written)
+            return FakeReply(content=f"```python\nassert f({n}) == {2 * n}\n```")
+        return FakeReply(content="```python\ndef f(x):\n    return x * 3\n```")
+
+    with FakeOpenAIServer(policy=policy) as fake:
+        assert run(fake, tasks, tmp_path / "base", "--strategy", "retry", "--self-tests", "1") == 1
+        arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
+        assert run(fake, tasks, tmp_path / "arm", *arm, "--self-tests", "1") == 1
+        assert next(written) == 2  # the baseline's run wrote them, the arm's did not
+        capsys.readouterr()
+        assert run(fake, tasks, tmp_path / "other", *arm, "--self-tests", "2") == 2
+        assert "config.loop.self_tests" in capsys.readouterr().err
+    (tests,) = kept_self_tests(tmp_path / "base")
+    assert kept_self_tests(tmp_path / "arm") == [tests]
+    log = EpisodeLog(tmp_path / "arm" / "episodes.db", read_only=True)
+    episode = log.episode(log.episodes()[0]["id"])
+    assert episode is not None and len(episode.verdicts) == 2  # both the baseline's
+    for verdict in episode.verdicts:
+        checked = [c.name for c in verdict.checks if c.name.startswith(SELF_TEST)]
+        assert [name.split(": ", 1)[1] for name in checked] == tests
+
+
+def kept_self_tests(memory: Path) -> list[list[str]]:
+    log = EpisodeLog(memory / "episodes.db", read_only=True)
+    return [kept["tests"] for kept in log.run_self_tests(log.runs()[0]["id"])]
