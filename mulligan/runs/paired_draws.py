@@ -56,6 +56,12 @@ def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
             "the same tasks with a strategy reading no store)"
         )
     run, theirs = runs[0], runs[0].manifest
+    if run.status != "finished":
+        raise UserError(
+            f"{flag}: its run {run.id} did not finish ({run.status}), so some of its tasks "
+            f"lack the draws this run would pair with; finish it first (its own command with "
+            f"--resume {run.id})"
+        )
     names = theirs.get("strategies") or []
     if len(names) != 1 or not _bare(names[0]):
         raise UserError(

@@ -48,10 +48,14 @@ def server() -> FakeOpenAIServer:
 
 
 def run(fake: FakeOpenAIServer, tasks: Path, memory: Path, *more: str) -> int:
-    return main(
-        ["run", str(tasks), "--trials", "2", "--min-similarity", "0", "--json", "--embedding",
-         "hash", "--base-url", fake.base_url, "--memory", str(memory), *more]
-    )  # fmt: skip
+    return main(argv(fake, tasks, memory, *more))
+
+
+def argv(fake: FakeOpenAIServer, tasks: Path, memory: Path, *more: str) -> list[str]:
+    return [
+        "run", str(tasks), "--trials", "2", "--min-similarity", "0", "--json", "--embedding",
+        "hash", "--base-url", fake.base_url, "--memory", str(memory), *more,
+    ]  # fmt: skip
 
 
 def answers(memory: Path) -> dict[tuple[str, int], tuple[str, list[str]]]:
