@@ -93,7 +93,11 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 print(marked(line), flush=True)
 
     self_tests = run.config.loop.self_tests
-    drawn = draws_from(args.draws_from, run.manifest()) if args.draws_from else None
+    drawn = (
+        draws_from(args.draws_from, run.manifest(), run.memory.log.path)
+        if args.draws_from
+        else None
+    )
     writer = SelfTestWriter(run.reflector, run.policy)
     with run.running():
         print(f"run id: {run.run_id}", file=sys.stderr)

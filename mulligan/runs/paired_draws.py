@@ -42,12 +42,19 @@ def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
     return manifest if manifest != {} else None
 
 
-def draws_from(directory: str, mine: dict[str, Any]) -> Callable[[Task], Drawn]:
+def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Callable[[Task], Drawn]:
     """Each task's attempts the one run logged in `directory` made from its bare prompt, by
-    trial; refused unless that run can stand in for this one's draws (`mine`: its manifest)."""
+    trial; refused unless that run can stand in for this one's draws (`mine`: its manifest;
+    `own_log`: the episode log it writes)."""
     flag = f"--draws-from {directory}"
-    if not (Path(directory).expanduser() / "episodes.db").is_file():
+    log = Path(directory).expanduser() / "episodes.db"
+    if not log.is_file():
         raise UserError(f"{flag}: no episode log there; pass the --memory of the baseline's run")
+    if log.resolve() == own_log.expanduser().resolve():
+        raise UserError(
+            f"{flag}: is this run's own --memory; the baseline's memory holds its run alone, "
+            "so run the memory arm with a --memory of its own"
+        )
     reader = MemoryReader(directory)
     runs = reader.runs()
     if len(runs) != 1:

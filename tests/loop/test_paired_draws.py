@@ -191,3 +191,17 @@ def test_the_memory_arm_checks_its_attempts_against_the_baselines_self_tests(
 def kept_self_tests(memory: Path) -> list[list[str]]:
     log = EpisodeLog(memory / "episodes.db", read_only=True)
     return [kept["tests"] for kept in log.run_self_tests(log.runs()[0]["id"])]
+
+
+def test_the_memory_arm_cannot_run_in_the_baselines_own_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The baseline's memory holds its run alone: a memory arm logged there would read what
+    the baseline wrote and, once started, leave a memory of two runs it could not resume from."""
+    tasks, base = task_file(tmp_path / "tasks.yaml"), tmp_path / "base"
+    with server() as fake:
+        assert run(fake, tasks, base, "--strategy", "retry") == 1
+        capsys.readouterr()
+        assert run(fake, tasks, base, "--strategy", "retry[memory]", "--draws-from", str(base)) == 2
+        assert "this run's own --memory" in capsys.readouterr().err
+    assert len(EpisodeLog(base / "episodes.db", read_only=True).runs()) == 1
