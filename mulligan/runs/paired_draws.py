@@ -30,10 +30,12 @@ SAME = (
     ("config", "endpoint", "model"),
     ("config", "endpoint", "temperature"),
     ("config", "loop", "self_tests"),
+    ("config", "run", "mcp"),
     ("local_model", "sha256"),
 )
-"""What a baseline's manifest must share with the run that reuses its draws (a reused
-attempt's verdict holds the checks of the baseline's self-tests)."""
+"""What a baseline's manifest must share with the run that reuses its draws (the MCP servers'
+tools are in the prompt; a reused attempt's verdict holds the checks of the baseline's
+self-tests)."""
 
 
 def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -80,7 +82,7 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Callable[
             raise UserError(
                 f"{flag}: its {'.'.join(path)} is {_at(theirs, path)!r}, this run's "
                 f"{_at(mine, path)!r}; a baseline's draws stand in only for the same model, "
-                "sampling and budget"
+                "sampling, budget, tools and self-tests"
             )
     prompts_theirs, prompts_mine = theirs.get("prompt_hashes", {}), mine.get("prompt_hashes", {})
     changed = sorted(k for k in prompts_theirs.keys() & prompts_mine.keys()

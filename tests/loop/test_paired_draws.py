@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
+from mulligan.errors import UserError
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.log import EpisodeLog
+from mulligan.memory.reading import MemoryReader
+from mulligan.runs.paired_draws import draws_from
 from mulligan.schema import SELF_TEST
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.memory.helpers import plant
@@ -205,3 +208,16 @@ def test_the_memory_arm_cannot_run_in_the_baselines_own_memory(
         assert run(fake, tasks, base, "--strategy", "retry[memory]", "--draws-from", str(base)) == 2
         assert "this run's own --memory" in capsys.readouterr().err
     assert len(EpisodeLog(base / "episodes.db", read_only=True).runs()) == 1
+
+
+def test_a_baseline_offered_other_tools_is_refused(tmp_path: Path) -> None:
+    """The MCP servers' tools are in every attempt's prompt: a baseline run without them (or
+    with others) drew from another prompt."""
+    tasks, base = task_file(tmp_path / "tasks.yaml"), tmp_path / "base"
+    with server() as fake:
+        assert run(fake, tasks, base, "--strategy", "retry") == 1
+    mine = MemoryReader(base).runs()[0].manifest
+    assert draws_from(str(base), mine, tmp_path / "arm" / "episodes.db")  # the same: taken
+    mine["config"]["run"]["mcp"] = ["python -m some_tools"]
+    with pytest.raises(UserError, match="config.run.mcp"):
+        draws_from(str(base), mine, tmp_path / "arm" / "episodes.db")
