@@ -10,7 +10,9 @@ really ran, so a box that runs nothing cannot pass."""
 
 from __future__ import annotations
 
+import ast
 import json
+import marshal
 import os
 import secrets
 import shutil
@@ -25,6 +27,7 @@ import pytest
 from mulligan import sandbox
 from mulligan.evaluator import Evaluator
 from mulligan.sandbox import Policy
+from mulligan.sandbox.plan import BOX_INIT, make_plan, unshare_argv
 from mulligan.schema import Attempt, CommandCheck, PythonTestsCheck, Task
 from tests.box.test_sandbox import fresh_containment
 from tests.helpers.boxing import fenced, host_paths, loopback_listener, run_check
@@ -344,6 +347,25 @@ def test_the_remount_path_of_older_kernels_keeps_the_host_read_only(
     assert (ws / "inside.txt").read_text() == "planted"
     assert [p for p in outside if os.path.lexists(p)] == []
     assert f"refused {outside[-1]}" in run.stdout, run.describe()  # the host is read-only
+
+
+def test_box_init_reads_nothing_the_unshare_backend_does_not_give_it() -> None:
+    """box_init reads the plan by the plan's own field names: every key it reads is in what
+    the unshare backend hands it (a field renamed on one side only would fail just inside a
+    box, on hosts without bubblewrap, where the box's init can say no more than a KeyError)."""
+    plan = make_plan("/tmp/s", "/tmp/w", True, sandbox.Limits(), None, Policy(toolchain=False))
+    argv = unshare_argv(["/bin/true"], plan)
+    given = marshal.loads(bytes.fromhex(argv[argv.index(str(BOX_INIT)) + 1]))
+    read = {
+        node.slice.value
+        for node in ast.walk(ast.parse(BOX_INIT.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "spec"
+        and isinstance(node.slice, ast.Constant)
+    }
+    assert "memory_bytes" in read  # the reads were found
+    assert read - set(given) == set()
 
 
 LOOPBACK = """
