@@ -77,9 +77,9 @@ PACKAGED = {"1.5b": DEFAULT, "0.5b": SMALL}
 """`local:NAME` for a packaged model (`local` alone is the default); any other name is a path."""
 
 
-def install_command(model: PackagedModel = DEFAULT) -> str:
+def install_command(model: PackagedModel | None = None) -> str:
     """The command that installs the model's extra, run in mulligan's source folder."""
-    return f'pip install -e ".[{model.extra}]"'
+    return f'pip install -e ".[{(model or DEFAULT).extra}]"'
 
 
 class Reporter(Protocol):
@@ -124,21 +124,23 @@ def server_installed() -> bool:
     return importlib.util.find_spec("xllamacpp") is not None
 
 
-def default_installed(model: PackagedModel = DEFAULT) -> bool:
+def default_installed(model: PackagedModel | None = None) -> bool:
     """The packaged model can be had: joined already, or every part installed."""
+    model = model or DEFAULT  # (read when called: a test may stand another in)
     joined = models_dir() / model.filename
     if joined.is_file() and joined.stat().st_size == model.size:
         return True
     return all(model.part(i) for i in range(1, len(model.packages) + 1))
 
 
-def available(model: PackagedModel = DEFAULT) -> bool:
+def available(model: PackagedModel | None = None) -> bool:
     """The `local` extra is installed: the server and the default model."""
     return server_installed() and default_installed(model)
 
 
-def missing_message(model: PackagedModel = DEFAULT) -> str:
+def missing_message(model: PackagedModel | None = None) -> str:
     """What is missing of the `local` extra, and the command that installs it."""
+    model = model or DEFAULT  # (read when called: a test may stand another in)
     parts = [i for i in range(1, len(model.packages) + 1) if model.part(i) is None]
     missing = []
     if not server_installed():
@@ -208,9 +210,10 @@ def sha256_of(path: Path, reporter: Reporter | None = None, what: str = "") -> s
     return digest.hexdigest()
 
 
-def join_default(model: PackagedModel = DEFAULT, reporter: Reporter | None = None) -> ModelFile:
+def join_default(model: PackagedModel | None = None, reporter: Reporter | None = None) -> ModelFile:
     """The packaged model's file in the cache: joined from its parts the first time, its
     sha256 checked; a file that does not match is deleted and refused."""
+    model = model or DEFAULT
     reporter = reporter or LogReporter()
     target = models_dir() / model.filename
     fits = target.is_file() and target.stat().st_size == model.size
