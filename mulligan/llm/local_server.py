@@ -112,13 +112,16 @@ class LocalServer:
     def slots(self) -> int:
         return self.settings.slots or 1
 
+    @property
+    def context(self) -> int:
+        """Tokens of context in all; llama.cpp gives each slot an equal share."""
+        return self.slots * self.settings.context_per_slot
+
     def flags(self) -> list[str]:
-        """The server's flags but for the host and port (the kernel picks a free one); the
-        context is the slots' in all (llama.cpp gives each slot an equal share)."""
-        context = self.slots * self.settings.context_per_slot
+        """The server's flags but for the host and port (the kernel picks a free one)."""
         return [
             "--model", str(self.model.path), "--alias", self.model.alias,
-            "--parallel", str(self.slots), "--ctx-size", str(context),
+            "--parallel", str(self.slots), "--ctx-size", str(self.context),
             "--threads", str(self.threads), "--threads-batch", str(self.threads),
         ]  # fmt: skip
 

@@ -101,6 +101,17 @@ def test_an_endpoint_that_refuses_max_tokens_gets_max_completion_tokens() -> Non
     assert sent == [(True, None), (False, 64), (False, 64)]  # refused once, then remembered
 
 
+def test_a_streamed_request_refused_for_max_tokens_streams_with_max_completion_tokens() -> None:
+    """A step read until its action (streamed) takes the other cap as a whole reply does,
+    and goes on streaming: the refusal named the cap, not the stream."""
+    with FakeOpenAIServer(policy=_refuse_max_tokens) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, backoff=0.0, stream_until=True)
+        answer = model.chat([{"role": "user", "content": "hi"}], max_tokens=64, until=bool)
+        sent = [(r.get("stream"), r.get("max_completion_tokens")) for r in server.requests]
+    assert answer.text.startswith("capped")
+    assert sent == [(True, None), (True, 64)] and model.stream_until
+
+
 def test_other_bad_requests_are_not_mistaken_for_the_cap() -> None:
     with FakeOpenAIServer([FakeReply(status=400, error="bad request: tools")]) as server:
         model = OpenAIChatModel("m", base_url=server.base_url, backoff=0.0)

@@ -15,7 +15,8 @@ import pytest
 
 from mulligan.errors import UserError
 from mulligan.llm.base import ChatResponse
-from mulligan.llm.local_server import LocalServer
+from mulligan.llm.local_model import ModelFile
+from mulligan.llm.local_server import LocalServer, ServerSettings
 from mulligan.llm.openai_client import OpenAIChatModel
 from mulligan.llm.pricing import Price
 from mulligan.runs.build import local_server_settings
@@ -68,6 +69,17 @@ def slots_of(server: LocalServer) -> list[dict[str, Any]]:
         found = json.loads(reply.read())
     assert isinstance(found, list)
     return found
+
+
+def test_the_servers_whole_context_is_each_slots_share_and_what_it_is_started_with() -> None:
+    """`context` (benchmarks/local_model.py prints it) is the slots' shares in all, the
+    `--ctx-size` llama.cpp is given, which splits it equally among the slots."""
+    model = ModelFile(Path("model.gguf"), "model", size=1, sha256="0")
+    server = LocalServer(model, ServerSettings(slots=3, context_per_slot=2048))
+    flags = server.flags()
+    assert server.context == 3 * 2048
+    assert flags[flags.index("--ctx-size") + 1] == str(server.context)
+    assert flags[flags.index("--parallel") + 1] == "3"
 
 
 def test_two_requests_at_once_on_two_slots_both_counted(smollm2: LocalServer) -> None:  # noqa: F811
