@@ -117,7 +117,7 @@ def main() -> None:
                     os.environ["MULLIGAN_PROMPTS_DIR"] = str(folder)
                 else:
                     os.environ.pop("MULLIGAN_PROMPTS_DIR", None)
-                episode = loops[label].run_episode(task, first=(attempt, verdict))
+                episode = loops[label].run_episode(task, drawn={1: (attempt, verdict)})
                 second = episode.attempts[1] if len(episode.attempts) > 1 else None
                 row = {
                     "variant": label,

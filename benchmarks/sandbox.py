@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     args = parser.parse_args()
     levels = ["rlimits"]
-    for backend in levels_module.BACKENDS:
+    for backend in levels_module.NAMES:
         problem = levels_module.probe(backend)
         if problem is None:
             levels.append(backend)
