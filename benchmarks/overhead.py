@@ -88,13 +88,14 @@ def setup_langgraph(base_url: str) -> Task:
     from langchain_core.tools import tool as lc_tool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
+    from pydantic import SecretStr
 
     @lc_tool
     def add(a: int, b: int) -> str:
         """Use to add two integers."""
         return str(a + b)
 
-    llm = ChatOpenAI(model="fake", base_url=base_url, api_key="k", max_retries=0)
+    llm = ChatOpenAI(model="fake", base_url=base_url, api_key=SecretStr("k"), max_retries=0)
     agent = create_react_agent(llm, [add])
 
     def task() -> int:

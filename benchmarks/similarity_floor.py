@@ -48,7 +48,8 @@ def main() -> None:
     for embedder in (HashEmbedding(), MiniLMEmbedding()):
         prompt_vectors = embedder.embed(prompts)
         lesson_vectors = embedder.embed(lessons)
-        related, unrelated = [], []
+        related: list[float] = []
+        unrelated: list[float] = []
         for lesson, vector in zip(lessons, lesson_vectors, strict=True):
             targets = set(RELATED.get(lesson, []))
             for index, prompt_vector in enumerate(prompt_vectors):

@@ -135,10 +135,10 @@ def main() -> None:
     print("| kind | tokens/s, all requests | drafted | accepted | replies as the first kind's |")
     print("|---|---|---|---|---|")
     for kind in kinds:
-        tokens, took, drafted, accepted = totals[kind]
+        all_tokens, all_took, all_drafted, all_accepted = totals[kind]
         same = sum(a == b for a, b in zip(replies[kinds[0]], replies[kind], strict=True))
         print(
-            f"| {kind} | {tokens / took:.2f} | {drafted} | {accepted} | "
+            f"| {kind} | {all_tokens / all_took:.2f} | {all_drafted:.0f} | {all_accepted:.0f} | "
             f"{same}/{len(replies[kind])} |"
         )
 
