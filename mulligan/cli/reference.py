@@ -23,7 +23,9 @@ environment variable, `./mulligan.toml` (a table per section: `[budget]` then
 `max_steps = 20`), the per-user file (`$MULLIGAN_CONFIG`, else `mulligan/config.toml` in
 the platform's config folder), then the default below. `mulligan config show` lists each
 setting's value and where it came from. A run's manifest holds every setting (but the API
-key), and `--resume` refuses a run whose settings differ, naming the first one.
+key), and `--resume` refuses a run whose settings differ, naming the first one. A
+`MULLIGAN_*` variable that mulligan does not read (a misspelt name, say) is named in a
+warning, with the one it looks like.
 """
 
 

@@ -29,6 +29,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+OTHER_VARIABLES = (
+    "MULLIGAN_CONFIG", "MULLIGAN_PRICES", "MULLIGAN_SANDBOX", "MULLIGAN_SANDBOX_REMOUNT",
+    "MULLIGAN_LOCAL", "MULLIGAN_DATA_DIR", "MULLIGAN_MINILM_DIR", "MULLIGAN_PROMPTS_DIR",
+    "MULLIGAN_TRACE", "MULLIGAN_REPORT_FD",
+)  # fmt: skip
+"""The MULLIGAN_* variables read elsewhere than the settings (the box, the local model, the
+data and model folders, and what mulligan hands its own child processes)."""
+
 NO_ENDPOINT = (
     "no model endpoint configured: pass --base-url URL (or set OPENAI_BASE_URL) for a local "
     "server, --api-key KEY (or OPENAI_API_KEY) for a hosted one, and --model NAME "
@@ -71,6 +79,7 @@ def load_config(
             if os.environ.get(name):
                 put(f"${name}", one.path, os.environ[name], f"environment variable {name}")
                 break
+    _warn_unknown_variables()
     for one in settings():
         value = flags.get(one.flag) if one.flag else None
         if value is not None and value is not False:
@@ -90,6 +99,24 @@ def load_config(
         raise UserError(f"settings: {problems}") from exc
     config._sources, config._files = sources, tuple(files)
     return config
+
+
+def known_variables() -> set[str]:
+    return {name for one in settings() for name in one.env} | set(OTHER_VARIABLES)
+
+
+def _warn_unknown_variables() -> None:
+    """A MULLIGAN_* variable no part of mulligan reads is named, with the one it looks like."""
+    import difflib
+    import logging
+
+    known = known_variables()
+    for name in sorted(n for n in os.environ if n.startswith("MULLIGAN_") and n not in known):
+        near = difflib.get_close_matches(name, known, n=1)
+        logging.getLogger("mulligan").warning(
+            "environment variable %s is not one mulligan reads; it is ignored%s", name,
+            f" (did you mean {near[0]}?)" if near else " (`mulligan config reference` lists them)",
+        )  # fmt: skip
 
 
 def _read_toml(path: Path) -> dict[str, tuple[Any, int | str, str]]:

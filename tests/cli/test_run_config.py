@@ -121,6 +121,32 @@ def test_the_environment_is_range_checked_as_the_flags_are(
         load_config({})
 
 
+def test_a_mistyped_variable_is_named_with_the_one_meant_and_a_known_one_is_not(
+    project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A MULLIGAN_* variable mulligan does not read would otherwise be ignored in silence."""
+    monkeypatch.setenv("MULLIGAN_TRIAL", "5")
+    monkeypatch.setenv("MULLIGAN_SANDBOX", "auto")  # read by the box, not a setting
+    with caplog.at_level("WARNING", logger="mulligan"):
+        config = load_config({})
+    assert config.loop.trials != 5
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert "MULLIGAN_TRIAL" in warned and "MULLIGAN_TRIALS" in warned
+    assert "MULLIGAN_SANDBOX" not in warned
+
+
+def test_every_variable_the_package_reads_is_known_to_the_check() -> None:
+    from mulligan.settings.loading import known_variables
+
+    package = Path(__file__).parents[2] / "mulligan"
+    read = {
+        name
+        for file in package.rglob("*.py")
+        for name in re.findall(r"\bMULLIGAN_[A-Z][A-Z_]*[A-Z]\b", file.read_text())
+    } - {"MULLIGAN_FIELD_NAME"}  # (a docstring's pattern)
+    assert read <= known_variables()
+
+
 def test_config_show_names_every_setting_and_its_source(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
