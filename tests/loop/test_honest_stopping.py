@@ -87,7 +87,7 @@ def test_a_visible_pass_with_a_hidden_failure_is_submitted_and_scored_a_fail(
         stronger = model if strategy.escalates else None  # the same endpoint takes over
         loop = build_loop(model, settings, memory=memory, escalation=stronger)
         episode = loop.run_episode(code_task())
-        requests = json.dumps(server.requests)
+        requests = json.dumps([r["messages"] for r in server.requests])
     assert not episode.passed  # scored by the hidden tests
     assert episode.verdicts[0].visible_passed is True
     expected = 3 if stop == "oracle" and strategy.repeats else 1
@@ -124,7 +124,7 @@ def test_no_request_of_the_selection_strategy_names_a_hidden_check(tmp_path: Pat
             strategy="select", trials=2, separate=True, stop_at_pass=False, probes="always"
         )
         episode = build_loop(model, settings).run_episode(code_task())
-        requests = json.dumps(server.requests)
+        requests = json.dumps([r["messages"] for r in server.requests])  # (not the seeds)
     assert episode.selection is not None and episode.selection.separation  # it was asked
     assert "to compare what they do" in requests and "Program A" in requests
     assert HIDDEN_MARKER not in requests and "hidden tests" not in requests
