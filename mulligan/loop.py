@@ -107,7 +107,7 @@ class Loop:
         `drawn`: attempts already made from the bare prompt (a paired study shares them); a
         trial its strategy draws otherwise (another temperature) is made afresh."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
-        drawn = {t: d for t, d in (drawn or {}).items() if strategy.draw(t, self.settings).plain}
+        drawn = drawn or {}
         episode = self._resumed(task, episode_id, position)
         pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))
@@ -119,8 +119,8 @@ class Loop:
         for trial in range(len(episode.attempts) + 1, trials + 1):
             if episode.verdicts and self.stop.ends(episode.verdicts[-1]):
                 break  # the answer is submitted
-            retrieve, carried = self._retriever(task, episode), self.settings.carried_reflections
-            lessons = strategy.lessons_for(reflections, carried, retrieve, trial)
+            retrieve, kept = self._retriever(task, episode), self.settings.carried_reflections
+            lessons = strategy.lessons_for(reflections, kept, retrieve, trial)
             attempt, verdict = self._attempt(task, episode, trial, lessons, drawn)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
@@ -144,9 +144,9 @@ class Loop:
         would be made from the bare prompt; steps are logged as they come, and those logged
         before a crash resumed."""
         texts, carried = self.strategy.carry_over(task, episode, lessons, self.settings.carry)
-        if trial in drawn and not lessons and not carried:
-            return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
         draw = self.strategy.draw(trial, self.settings)
+        if trial in drawn and draw.plain and not lessons and not carried:  # the bare prompt
+            return drawn[trial][0].shared(), drawn[trial][1].model_copy(deep=True)
         actor = self.escalation if draw.escalated and self.escalation else self.actor
         memory = self.memory
         with self._workspace(task) as workspace:

@@ -17,7 +17,7 @@ from mulligan.cli.progress import Progress
 from mulligan.evaluator.self_tests import SelfTestWriter
 from mulligan.runs.build import box_policy
 from mulligan.runs.lifecycle import task_digests
-from mulligan.runs.paired_draws import draws_from, resolved_directory, share_self_tests
+from mulligan.runs.paired_draws import draws_from, resolved_directory
 from mulligan.runs.runner import run_tasks, self_tests_for
 from mulligan.schema import Episode, Role, Task, Usage
 from mulligan.settings.loading import load_config
@@ -93,7 +93,7 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 print(marked(line), flush=True)
 
     self_tests = run.config.loop.self_tests
-    drawn = (
+    baseline = (
         draws_from(args.draws_from, run.manifest(), run.memory.log.path)
         if args.draws_from
         else None
@@ -101,8 +101,8 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
     writer = SelfTestWriter(run.reflector, run.policy)
     with run.running():
         print(f"run id: {run.run_id}", file=sys.stderr)
-        if args.draws_from and self_tests:
-            share_self_tests(args.draws_from, run.memory.log, run.run_id)
+        if baseline and self_tests:
+            baseline.share_self_tests(run.memory.log, run.run_id)
         with progress.shown():
             episodes = run_tasks(
                 run.make_loop(args.strategy, extra_tools=suite.tools),
@@ -112,7 +112,7 @@ def _run_suite(args: argparse.Namespace, run: Pipeline, suite: Suite) -> int:
                 memory=run.memory,
                 concurrency=run.config.run.concurrency,
                 on_episode=report,
-                drawn=drawn,
+                drawn=baseline,
                 executor=run.executor,
                 prepare=self_tests_for(run.memory.log, run.run_id, writer, self_tests)
                 if self_tests

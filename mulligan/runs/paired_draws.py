@@ -11,7 +11,7 @@ server that batches requests: the same seed does not give the same draw there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,33 @@ def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
     return manifest if manifest != {} else None
 
 
-def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Callable[[Task], Drawn]:
-    """Each task's attempts the one run logged in `directory` made from its bare prompt, by
-    trial; refused unless that run can stand in for this one's draws (`mine`: its manifest;
-    `own_log`: the episode log it writes)."""
+@dataclass(frozen=True)
+class Baseline:
+    """The one run in a baseline's memory: called with a task, the attempts it made from the
+    task's bare prompt, by trial."""
+
+    reader: MemoryReader
+    run_id: str
+    strategy: str
+
+    def __call__(self, task: Task) -> Drawn:
+        made = self.reader.log.episode(episode_id(self.run_id, self.strategy, task.id))
+        if made is None:
+            return {}
+        pairs = zip(made.attempts, made.verdicts, strict=False)
+        return {a.trial: (a, v) for a, v in pairs if not a.lesson_ids}
+
+    def share_self_tests(self, log: EpisodeLog, run_id: str) -> None:
+        """The self-tests the baseline's run wrote, kept as run `run_id`'s: its reused attempts
+        were checked against them, so its attempts made afresh are checked against them too."""
+        for kept in self.reader.log.run_self_tests(self.run_id):
+            if log.self_tests(run_id, kept["task_id"]) is None:
+                log.keep_self_tests(run_id, kept["task_id"], kept)
+
+
+def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Baseline:
+    """The one run logged in `directory`, refused unless it can stand in for this run's
+    draws (`mine`: its manifest; `own_log`: the episode log it writes)."""
     flag = f"--draws-from {directory}"
     log = Path(directory).expanduser() / "episodes.db"
     if not log.is_file():
@@ -100,25 +123,7 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Callable[
             f"{'' if digests else ' (it recorded no task digests: an older mulligan)'}; a "
             "baseline's draws stand in only for the same tasks"
         )
-
-    def drawn(task: Task) -> Drawn:
-        made = reader.log.episode(episode_id(run.id, names[0], task.id))
-        if made is None:
-            return {}
-        pairs = zip(made.attempts, made.verdicts, strict=False)
-        return {a.trial: (a, v) for a, v in pairs if not a.lesson_ids}
-
-    return drawn
-
-
-def share_self_tests(directory: str, log: EpisodeLog, run_id: str) -> None:
-    """The self-tests the baseline's run wrote, kept as this run's: its reused attempts were
-    checked against them, so its attempts made afresh are checked against them too."""
-    reader = MemoryReader(directory)
-    (baseline,) = reader.runs()
-    for kept in reader.log.run_self_tests(baseline.id):
-        if log.self_tests(run_id, kept["task_id"]) is None:
-            log.keep_self_tests(run_id, kept["task_id"], kept)
+    return Baseline(reader, run.id, names[0])
 
 
 def _bare(name: str) -> bool:

@@ -103,50 +103,25 @@ def test_a_baseline_that_cannot_stand_in_is_refused(
     with server() as fake:
         assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
         capsys.readouterr()
-        other_model = ["--strategy", "retry[memory]", "--model", "another"]
-        assert (
-            run(fake, tasks, tmp_path / "a", *other_model, "--draws-from", str(tmp_path / "base"))
-            == 2
-        )
-        assert "config.endpoint.model" in capsys.readouterr().err
+
+        def refused(tasks: Path, memory: str, baseline: str, *more: str) -> str:
+            """What a memory arm drawing from `baseline` says as it refuses to start."""
+            arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / baseline)]
+            assert run(fake, tasks, tmp_path / memory, *arm, *more) == 2
+            return capsys.readouterr().err
+
+        assert "config.endpoint.model" in refused(tasks, "a", "base", "--model", "another")
         other = tasks.with_name("other.yaml")
         other.write_text(tasks.read_text().replace("(t2)", "(t2) Really,"))
-        arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
-        assert run(fake, other, tmp_path / "e", *arm) == 2
-        assert "did not attempt task 't2'" in capsys.readouterr().err
+        assert "did not attempt task 't2'" in refused(other, "e", "base")
         assert run(fake, tasks, tmp_path / "r", "--strategy", "reflexion") == 1
         capsys.readouterr()
-        assert (
-            run(
-                fake,
-                tasks,
-                tmp_path / "b",
-                "--strategy",
-                "retry[memory]",
-                "--draws-from",
-                str(tmp_path / "r"),
-            )
-            == 2
-        )
-        assert "carry nothing between trials" in capsys.readouterr().err
+        assert "carry nothing between trials" in refused(tasks, "b", "r")
         assert run(fake, tasks, tmp_path / "base", "--strategy", "react") == 1
         capsys.readouterr()
-        assert (
-            run(
-                fake,
-                tasks,
-                tmp_path / "c",
-                "--strategy",
-                "retry[memory]",
-                "--draws-from",
-                str(tmp_path / "base"),
-            )
-            == 2
-        )
-        assert "holds 2 runs" in capsys.readouterr().err
-        missing = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "nowhere")]
-        assert run(fake, tasks, tmp_path / "d", *missing) == 2
-        assert "--draws-from" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+        assert "holds 2 runs" in refused(tasks, "c", "base")
+        assert "--draws-from" in refused(tasks, "d", "nowhere")
+        assert not (tmp_path / "nowhere").exists()
 
 
 CODE_TASK = """\
