@@ -22,8 +22,9 @@ OUT/persistent.json.
 
 Arguments after `--` go to every `mulligan run` (the endpoint, `--reflector-model`,
 `--concurrency`, ...); `mulligan serve` keeps one local model up across the sessions.
-`--resume` continues a study in OUT: a larger --sessions extends it (the seeded stream keeps
-its earlier sessions while the sample is drawn the same way), a killed session resumes.
+`--resume` continues a study in OUT: a killed session resumes, and a larger --sessions extends
+it (the stream is recorded in OUT/stream.json; new sessions come from the tasks not yet in it,
+in the suite's seeded order).
 `--smoke` runs three short sessions on a synthetic suite against the package's fake
 endpoint (a model that answers right only with the lesson it writes in view): a check that
 the study runs, not a measurement.
@@ -44,18 +45,63 @@ from typing import Any
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, ValiditySection, by_chance_while_working
 from mulligan.report.paired import mcnemar_exact
+from mulligan.schema import Task
 from mulligan.tasks.suites import load_suite, select
 
 SMOKE_LESSON = "Convert the km to metres by multiplying by 1000."
 
 
 def sessions_of(
-    suite: str, data: str | None, sessions: int, per: int, seed: int
+    suite: str, data: str | None, sessions: int, per: int, seed: int, out: Path, resume: bool
 ) -> list[list[str]]:
-    """The stream: a seeded sample of sessions x per tasks, in sessions."""
-    tasks = select(load_suite(suite, data=data).tasks, sample=sessions * per, seed=seed)
-    ids = [task.id for task in tasks]
-    return [ids[n * per : (n + 1) * per] for n in range(sessions) if ids[n * per : (n + 1) * per]]
+    """The stream: a seeded sample of sessions x per tasks, in sessions, recorded in
+    OUT/stream.json. Resumed with more sessions, a study keeps the sessions it recorded and
+    draws the new ones from the tasks not yet in it, in the suite's seeded order (a sample of
+    another size is another sample, so drawing again would change the earlier sessions)."""
+    tasks = load_suite(suite, data=data).tasks
+    recorded = out / "stream.json"
+    if resume and recorded.exists():
+        stream: list[list[str]] = json.loads(recorded.read_text())
+        if stream and len(stream[0]) != per:
+            raise SystemExit(f"{recorded}: its sessions are not of {per}; pass that --per-session")
+    else:
+        stream = drawn_before(tasks, sessions, per, seed, out) if resume else []
+        stream = stream or first_draw(tasks, sessions, per, seed)
+    taken = {i for ids in stream for i in ids}
+    rest = [task.id for task in select(tasks, sample=len(tasks), seed=seed) if task.id not in taken]
+    while len(stream) < sessions and len(rest) >= per:
+        stream.append(rest[:per])
+        rest = rest[per:]
+    stream = [ids for ids in stream if ids]
+    out.mkdir(parents=True, exist_ok=True)
+    recorded.write_text(json.dumps(stream))
+    return stream[:sessions]
+
+
+def first_draw(tasks: list[Task], sessions: int, per: int, seed: int) -> list[list[str]]:
+    ids = [task.id for task in select(tasks, sample=min(sessions * per, len(tasks)), seed=seed)]
+    return [ids[n * per : (n + 1) * per] for n in range(sessions)]
+
+
+def drawn_before(
+    tasks: list[Task], sessions: int, per: int, seed: int, out: Path
+) -> list[list[str]]:
+    """The stream of a study that kept sessions before the stream was recorded: the first
+    draw of the size whose sessions match the tasks each kept session ran."""
+    kept = {
+        int(f.name.split("-")[1]): {e["task_id"] for e in json.loads(f.read_text())[1]}
+        for f in out.glob("session-*-baseline.json")
+    }
+    if not kept:
+        return []
+    for size in [sessions, *range(max(kept), sessions), *range(sessions + 1, max(kept) + 6)]:
+        stream = first_draw(tasks, size, per, seed)
+        if all(n <= len(stream) and set(stream[n - 1]) == ids for n, ids in kept.items()):
+            return stream
+    raise SystemExit(
+        f"{out}: its sessions are not a draw of this suite with --seed {seed} and "
+        f"--per-session {per}; resume it with the flags it was started with"
+    )
 
 
 def unfinished_run(memory: Path) -> str | None:
@@ -249,7 +295,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", nargs="?", help="humaneval, mbpp, or a task file")
     parser.add_argument("--data", help="the suite's data file, as `mulligan run --data`")
-    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--sessions", type=int, help="default 5 (--smoke: 3, at most 3)")
     parser.add_argument("--per-session", type=int, default=40)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
@@ -269,20 +315,23 @@ def main() -> None:
         help="the memory arm reuses the baseline's draws where it shows nothing (run "
         "--draws-from): the arms differ only in the attempts shown a lesson",
     )
-    parser.add_argument("--smoke", action="store_true", help="3 short sessions, fake endpoint")
+    parser.add_argument("--smoke", action="store_true", help="short sessions, fake endpoint")
     mine, passed = split_at_dashes(sys.argv[1:])
     args = parser.parse_args(mine)
     args.passed = passed  # after --: flags for every `mulligan run`
+    out = Path(args.out)
     if args.smoke:
-        args.sessions, args.per_session = 3, 4
+        args.sessions, args.per_session = min(args.sessions or 3, 3), 4
         with smoke_endpoint(args) as suite:
-            rows = study(suite, sessions_of(suite, None, 3, 4, args.seed), args)
+            stream = sessions_of(suite, None, args.sessions, 4, args.seed, out, args.resume)
+            rows = study(suite, stream, args)
     else:
         if not args.suite:
             parser.error("name a suite (humaneval, mbpp or a task file), or pass --smoke")
-        stream = sessions_of(args.suite, args.data, args.sessions, args.per_session, args.seed)
+        stream = sessions_of(
+            args.suite, args.data, args.sessions or 5, args.per_session, args.seed, out, args.resume
+        )
         rows = study(args.suite, stream, args)
-    out = Path(args.out)
     (out / "persistent.json").write_text(json.dumps(rows, indent=1))
     text = table(rows, args.strategy, args.baseline)
     (out / "persistent.md").write_text(text + "\n")

@@ -77,34 +77,49 @@ def test_the_smoke_study_validates_its_lesson_while_working_and_starts_later_ses
     assert "by chance" in done.stdout
 
 
-def test_a_resumed_study_runs_no_session_twice_and_resumes_the_one_cut_short(
+def test_a_resumed_study_runs_no_session_twice_resumes_the_one_cut_short_and_extends(
     tmp_path: Path,
 ) -> None:
-    """--resume keeps the sessions an earlier call finished and resumes the run a kill left
-    unfinished in the memory's log rather than starting the session again."""
+    """--resume keeps the sessions an earlier call finished, resumes the run a kill left
+    unfinished in the memory's log rather than starting the session again, and with more
+    --sessions adds new ones from the tasks the recorded stream has not used, leaving the
+    earlier sessions' tasks as they were (a fresh seeded sample of the larger size would
+    have changed them)."""
     import sqlite3
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     out = tmp_path / "study"
     command = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out)]
-    assert subprocess.run(command, capture_output=True, timeout=600, env=env).returncode == 0
+    started = subprocess.run(
+        [*command, "--sessions", "2"], capture_output=True, timeout=600, env=env
+    )
+    assert started.returncode == 0, started.stderr
     before = json.loads((out / "persistent.json").read_text())
-    with sqlite3.connect(out / "memory" / "episodes.db") as db:  # session 3 as a kill left it
+    stream = json.loads((out / "stream.json").read_text())
+    assert len(stream) == 2
+    with sqlite3.connect(out / "memory" / "episodes.db") as db:  # session 2 as a kill left it
         (newest,) = db.execute("select id from runs order by started_at desc limit 1").fetchone()
         db.execute("update runs set status = 'running' where id = ?", [newest])
-    (out / "session-3-memory.json").unlink()
-    (out / "session-3-baseline.json").unlink()
+    (out / "session-2-memory.json").unlink()
+    (out / "session-2-baseline.json").unlink()
 
     done = subprocess.run(
-        [*command, "--resume"], capture_output=True, text=True, timeout=600, env=env
+        [*command, "--resume", "--sessions", "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
+    extended = json.loads((out / "stream.json").read_text())
+    assert extended[:2] == stream and len(extended) == 3
+    assert not set(extended[2]) & {task for ids in stream for task in ids}
     with sqlite3.connect(out / "memory" / "episodes.db") as db:
         runs = db.execute("select id, status from runs order by started_at").fetchall()
         episodes = db.execute("select count(*) from episodes").fetchone()[0]
-    assert len(runs) == 3 and runs[-1] == (newest, "finished")
-    assert episodes == sum(row["memory"]["tasks"] for row in before)
+    assert len(runs) == 3 and runs[1] == (newest, "finished")
+    assert episodes == 12  # four tasks a session, none run twice
     after = json.loads((out / "persistent.json").read_text())
-    assert [row["run_id"] for row in after] == [row["run_id"] for row in before]
-    assert after[:2] == before[:2]  # the finished sessions' figures as they were measured
-    assert [row["memory"]["passed"] for row in after] == [r["memory"]["passed"] for r in before]
+    assert [row["run_id"] for row in after[:2]] == [row["run_id"] for row in before]
+    assert after[:1] == before[:1]  # the finished session's figures as they were measured
+    assert after[1]["memory"]["passed"] == before[1]["memory"]["passed"]
