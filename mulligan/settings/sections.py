@@ -28,6 +28,9 @@ TEMPERATURE_LADDER = (0.0, 0.3, 0.6, 0.9, 1.2)
 """The rungs `warming` climbs (from greedy decoding up) and `select-diverse` spreads over."""
 MAX_CONCURRENCY = 256
 """Tasks at once, at most."""
+MAX_TRIALS = 1000
+"""Attempts per task, at most: five times the 200 draws a task that pass@100 estimates use, so a
+real study fits and a typo (`--trials 1000000`) is refused before a million attempts are planned."""
 
 
 def FLAG(name: str) -> dict[str, Any]:  # noqa: N802  (read as a marker beside Field)
@@ -154,7 +157,9 @@ class CompressionSection(Section):
 class LoopSection(Section):
     """The outer loop: trials, the stopping rule, carry-over, retrieval, self-tests."""
 
-    trials: int = Field(default=3, ge=1, description="attempts per task (not for react)")
+    trials: int = Field(
+        default=3, ge=1, le=MAX_TRIALS, description="attempts per task (not for react)"
+    )
     stop: Literal["honest", "oracle"] = Field(
         default="honest",
         description="when an episode ends: honest (at the first attempt whose visible checks "

@@ -113,6 +113,7 @@ CASES = [
     Case("--max-steps negative", _run("--max-steps", "-2"), ["--max-steps"]),
     Case("--trials 0", _run("--trials", "0"), ["--trials"]),
     Case("--trials negative", _run("--trials", "-1"), ["--trials"]),
+    Case("--trials huge", _run("--trials", "1000000"), ["--trials", "1000"]),
     Case("--timeout 0", _run("--timeout", "0"), ["--timeout"]),
     Case("--timeout nan", _run("--timeout", "nan"), ["--timeout"]),
     Case("--max-seconds negative", _run("--max-seconds", "-1"), ["--max-seconds"]),
