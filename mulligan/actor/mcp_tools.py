@@ -9,6 +9,8 @@ server that died comes back as an error observation; closing stops every server.
 
 A tool whose input schema is not a schema refuses its whole server (a UserError naming the
 tool and the fault): an attempt offered a quiet subset of the tools asked for is another run.
+So does a tool whose name would be a built-in tool's (server `read`, tool `file`: `read_file`),
+which would replace the built-in; the error says to name the server otherwise.
 
 The servers are the user's own programs: they run as the user, outside the box.
 """
@@ -31,6 +33,7 @@ from typing import IO, Any
 
 import pydantic
 
+from mulligan.actor.builtin_tools import BUILTIN_TOOLS
 from mulligan.actor.tool_schemas import FIX_SCHEMA, schema_fault
 from mulligan.actor.tools import Tool
 from mulligan.errors import UserError
@@ -247,6 +250,13 @@ class MCPServers:
 
     def _tool(self, server: _Server, listed: Any, taken: set[str]) -> MCPTool:
         safe = safe_name(f"{server.name}_{listed.name}")[:MAX_TOOL_NAME]
+        if safe in BUILTIN_TOOLS:
+            named = NAME_SPEC.match(server.spec)
+            command = named.group(2) if named else server.spec
+            raise UserError(
+                f"--mcp {server.spec!r}: its tool {listed.name!r} would be offered as {safe}, the"
+                f" name of a built-in tool; give the server another name: --mcp 'NAME={command}'"
+            )
         name = distinct(safe, taken)
         if name != safe:
             log.warning(

@@ -160,6 +160,11 @@ def test_mcp_servers_come_from_the_config_file_too(tmp_path: Path) -> None:
             "--mcp 'no-such-program-for-mulligan': the server did not start",
         ),
         ("'unclosed", '--mcp "\'unclosed": cannot read the command'),
+        (
+            f"read={START} --file-tool",
+            "its tool 'file' would be offered as read_file, the name of a built-in tool;"
+            f" give the server another name: --mcp 'NAME={START} --file-tool'",
+        ),
     ],
 )
 def test_a_server_that_cannot_start_is_one_line_and_exit_2(
