@@ -21,10 +21,15 @@ def first_json_object(text: str) -> dict[str, Any] | None:
 
     Each try reads a window from its brace, and the whole text only when the window cut the
     object short: an error's position is counted in lines from the start of what was read,
-    so a long reply of braces, read whole at each, took minutes."""
+    so a long reply of braces, read whole at each, took minutes. A try nested deeper than
+    Python reads skips the braces in the rest of its window, an object among them too: each
+    would be read down to the same limit (a megabyte of unclosed `{"a":` took seconds, a try at
+    each of its 200,000 braces), and no model nests a thousand deep."""
     decoder = json.JSONDecoder()
-    for match in _OBJECT_START.finditer(text):
+    match = _OBJECT_START.search(text)
+    while match is not None:
         start = match.start()
+        match = _OBJECT_START.search(text, start + 1)
         window = text[start : start + WINDOW]
         try:
             return dict(decoder.raw_decode(window)[0])
@@ -32,10 +37,15 @@ def first_json_object(text: str) -> dict[str, Any] | None:
             ran_out = exc.pos >= len(window) - 10 or exc.msg.startswith("Unterminated")
             if not ran_out or len(window) == len(text) - start:
                 continue
+        except RecursionError:
+            match = _OBJECT_START.search(text, start + WINDOW)
+            continue
         except UNREADABLE_JSON:
             continue
         try:
             return dict(decoder.raw_decode(text, start)[0])
+        except RecursionError:
+            match = _OBJECT_START.search(text, start + WINDOW)
         except UNREADABLE_JSON:
             continue
     return None

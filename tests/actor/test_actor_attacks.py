@@ -308,7 +308,7 @@ def test_a_tool_is_cut_off_where_the_attempts_time_runs_out() -> None:
 
 
 @pytest.mark.timeout(60)  # a hang guard: each read its whole reply at every brace, for minutes
-@pytest.mark.parametrize("flood", ["{", '{"', '{"a"\n'])
+@pytest.mark.parametrize("flood", ["{", '{"', '{"a"\n', '{"a":', '[{"a":', "["])
 def test_a_megabyte_of_braces_is_read_as_a_format_error_not_a_hang(flood: str) -> None:
     text = flood * (1_000_000 // len(flood))
     budget = BudgetSection(max_reply_tokens=10**6, max_tokens=10**7)  # a cap ignored

@@ -18,6 +18,7 @@ from mulligan.actor.text_protocol import (
     parse_text_turn,
     recover_text_tool_calls,
 )
+from mulligan.jsontext import WINDOW
 from mulligan.testing import ScriptedModel
 
 TOOLS = ["calculator", "search", "lookup", "python"]
@@ -300,3 +301,22 @@ def test_an_input_object_that_is_not_json_is_an_error_not_the_tools_one_argument
     result = attempt.steps[0].results[0]
     assert ran == [] and result.status == "error"
     assert "not valid JSON" in result.output and written.strip() in result.output
+
+
+@pytest.mark.parametrize("flood", ['{"a":', '[{"a":', '{"a": [[[[[[[[[['])
+def test_json_nested_past_what_python_reads_is_tried_once_a_window_not_at_every_brace(
+    flood: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each try at a brace of an unclosed flood of objects read down to Python's recursion
+    limit before it failed: a megabyte reply took a try at each of its 200,000 braces."""
+    tries = []
+    decode = json.JSONDecoder.raw_decode
+
+    def counted(self: json.JSONDecoder, text: str, at: int = 0) -> tuple[object, int]:
+        tries.append(at)
+        return decode(self, text, at)
+
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", counted)
+    text = "Thought: x\n" + flood * (20 * WINDOW // len(flood))
+    assert isinstance(parse_text_turn(text, TOOLS), ParseFailure)  # fed back as a format error
+    assert len(tries) <= 2 * len(text) // WINDOW, len(tries)
