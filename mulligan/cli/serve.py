@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import signal
 import socket
 import sys
@@ -29,13 +30,22 @@ SHARED_SLOTS = 4
 POLL_SECONDS = 1.0
 
 
-def port_is_free(port: int) -> bool:
+def why_not_listen(port: int) -> str | None:
+    """Why this process cannot listen on `port` of 127.0.0.1 (what to do about it too), or
+    None when it can."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "already in use on 127.0.0.1; pick another port"
+            if exc.errno == errno.EACCES and port < 1024:
+                return (
+                    "this user may not listen on it (ports below 1024 need root); "
+                    "pick a port above 1024"
+                )
+            return f"cannot listen on 127.0.0.1 ({exc.strerror or exc}); pick another port"
+    return None
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -50,11 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"--model {spec}: `mulligan serve` runs a model on this machine; "
             "pass --model local, local:0.5b or local:PATH.gguf"
         )
-    if args.port is not None and not port_is_free(args.port):
-        raise UserError(
-            f"--port {args.port}: already in use on 127.0.0.1; pick another port, or leave "
-            "--port out for a free one"
-        )
+    if args.port is not None and (why := why_not_listen(args.port)):
+        raise UserError(f"--port {args.port}: {why}, or leave --port out for a free one")
     packaged = local_model.packaged(spec)
     if packaged is not None and not local_model.available(packaged):
         raise UserError(local_model.missing_message(packaged))

@@ -4,6 +4,7 @@ until Ctrl-C or SIGTERM, and gone after. Runs the stand-in for `xllamacpp`
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mulligan.cli import main
 from tests.helpers.ports import free_port
 from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.llm.test_local_server import WAIT, gone_within, standin, started_servers
@@ -71,6 +73,31 @@ def test_serve_refuses_a_port_in_use(standin: dict[str, str]) -> None:
         _, err = done.communicate(timeout=WAIT)
     assert done.returncode == 2
     assert f"--port {port}: already in use on 127.0.0.1" in err
+
+
+@pytest.mark.parametrize(
+    ("refused", "says"),
+    [
+        (errno.EACCES, "--port 80: this user may not listen on it (ports below 1024 need root);"
+         " pick a port above 1024"),
+        (errno.EADDRINUSE, "--port 80: already in use on 127.0.0.1; pick another port"),
+    ],
+    ids=["not-permitted", "in-use"],
+)  # fmt: skip
+def test_serve_says_why_it_cannot_listen_on_the_port(
+    refused: int, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port below 1024 without root is refused as not permitted, not as in use (the tests
+    run as root, so the refusal is the socket's, simulated)."""
+
+    def bind(self: socket.socket, address: tuple[str, int]) -> None:
+        raise OSError(refused, os.strerror(refused))
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    assert main(["serve", "--model", "local", "--port", "80"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert ("in use" in err) == (refused == errno.EADDRINUSE)
 
 
 def test_serve_runs_only_a_model_on_this_machine(standin: dict[str, str]) -> None:
