@@ -200,6 +200,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
+    elif action == "upgrade":  # opening it for writing brought it up to date
+        print(f"{memory.log.path}: up to date")
     elif action == "verify":
         from mulligan.cli.verify import cmd_verify
 

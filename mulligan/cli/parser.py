@@ -143,8 +143,20 @@ def add_memory(commands: Commands) -> None:
     memory = commands.add_parser("memory", help="lessons: list, search, show, retract, ...")
     memory.add_argument(
         "action",
-        choices=["list", "search", "show", "retract", "export", "import", "stats", "verify", "mcp"],
-        help="mcp: serve the memory to other agents over MCP on stdio (tools recall, report)",
+        choices=[
+            "list",
+            "search",
+            "show",
+            "retract",
+            "export",
+            "import",
+            "stats",
+            "verify",
+            "mcp",
+            "upgrade",
+        ],
+        help="mcp: serve the memory to other agents over MCP on stdio (tools recall, report); "
+        "upgrade: bring an older mulligan's episode log up to date, changing nothing else",
     )
     memory.add_argument("query", nargs="?", help="text, lesson id, file (import), tasks (verify)")
     add_command_flag(memory, "k")

@@ -48,24 +48,34 @@ class LessonUse:
     task_id: str
 
 
-class MemoryReader:
-    """The episode log of a memory directory, read-only."""
+class OlderLog(UserError):
+    """The episode log lacks a migration (`missing`): an older mulligan wrote it, and a
+    command that only reads leaves it as it is."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, where: str, missing: str) -> None:
+        super().__init__(f"{where}: the episode log was written by an older mulligan (it "
+                         f"lacks migration {missing}), and a command that only reads leaves it "
+                         "as it is; `mulligan memory upgrade` (or the next run, bench or "
+                         "solve with this --memory) brings it up to date")  # fmt: skip
+        self.where, self.missing = where, missing
+
+
+class MemoryReader:
+    """The episode log of a memory directory, read-only; `where` names it in errors (the flag
+    that gave it: --memory unless told)."""
+
+    def __init__(self, directory: str | Path, where: str = "") -> None:
         self.directory = Path(directory).expanduser()
+        where = where or f"--memory {directory}"
         path = self.directory / "episodes.db"
         if not path.is_file():
-            raise UserError(f"--memory {directory}: no episode log (episodes.db); {HOW_TO_FIX}")
+            raise UserError(f"{where}: no episode log (episodes.db); {HOW_TO_FIX}")
         self.log = EpisodeLog(path, read_only=True)
         done = {r["name"] for r in self._query("select name from migrations")}
-        refuse_newer(done, f"--memory {directory}")
+        refuse_newer(done, where)
         missing = [name for name, _ in MIGRATIONS if name not in done]
         if missing:
-            raise UserError(f"--memory {directory}: the episode log was written by an older "
-                            f"mulligan (it lacks migration {missing[0]}), and a command that "
-                            "only reads leaves it as it is; the next run, bench or solve with "
-                            "this --memory, or `mulligan memory retract` or `import`, brings it "
-                            "up to date")  # fmt: skip
+            raise OlderLog(where, missing[0])
 
     def _query(self, sql: str, args: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self.log._lock:

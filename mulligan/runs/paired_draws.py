@@ -19,7 +19,7 @@ from mulligan import strategies
 from mulligan.errors import UserError
 from mulligan.loop import Drawn
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.reading import MemoryReader
+from mulligan.memory.reading import MemoryReader, OlderLog
 from mulligan.runs.runner import episode_id
 from mulligan.schema import Task
 
@@ -80,7 +80,15 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Baseline:
             f"{flag}: is this run's own --memory; the baseline's memory holds its run alone, "
             "so run the memory arm with a --memory of its own"
         )
-    reader = MemoryReader(directory)
+    try:
+        reader = MemoryReader(directory, flag)
+    except OlderLog as older:  # the baseline is only read: its way round writes into a copy
+        raise UserError(
+            f"{flag}: the episode log was written by an older mulligan (it lacks migration "
+            f"{older.missing}), and a baseline is only read, never brought up to date; bring "
+            f"a copy up to date and draw from it: cp -a {directory} COPY && mulligan memory "
+            "upgrade --memory COPY, then --draws-from COPY"
+        ) from None
     runs = reader.runs()
     if len(runs) != 1:
         raise UserError(

@@ -4,8 +4,11 @@ a baseline that could not stand in for the run's draws is refused."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +199,37 @@ def test_a_baseline_offered_other_tools_is_refused(tmp_path: Path) -> None:
     mine["config"]["run"]["mcp"] = ["python -m some_tools"]
     with pytest.raises(UserError, match="config.run.mcp"):
         draws_from(str(base), mine, tmp_path / "arm" / "episodes.db")
+
+
+def test_a_baseline_an_older_mulligan_wrote_is_left_as_it_is_and_a_copy_is_brought_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline is only read: its refusal says to bring a copy up to date, never to run a
+    command on it that writes (a run with its --memory would leave it two runs, refused from
+    then on as a baseline), and the copy it says to make stands in."""
+    tasks, base, copy = task_file(tmp_path / "tasks.yaml"), tmp_path / "base", tmp_path / "copy"
+    arm = ["--strategy", "retry[memory]", "--draws-from"]
+    with server() as fake:
+        assert run(fake, tasks, base, "--strategy", "retry") == 1
+        with sqlite3.connect(base / "episodes.db") as connection:  # as before its migration
+            connection.execute("drop table self_tests")
+            connection.execute("delete from migrations where name = '004_self_tests'")
+        connection.close()
+        capsys.readouterr()
+        assert run(fake, tasks, tmp_path / "arm", *arm, str(base)) == 2
+        err = capsys.readouterr().err
+        assert f"--draws-from {base}: the episode log was written by an older mulligan" in err
+        assert f"cp -a {base} COPY && mulligan memory upgrade --memory COPY" in err, err
+        assert "the next run" not in err, err
+        assert "004_self_tests" not in migrations(base)  # left as it was
+        shutil.copytree(base, copy, symlinks=True)  # the way round it names
+        assert main(["memory", "upgrade", "--memory", str(copy)]) == 0
+        assert "004_self_tests" in migrations(copy) and capsys.readouterr().out
+        assert run(fake, tasks, tmp_path / "arm", *arm, str(copy)) == 1, capsys.readouterr().err
+
+
+def migrations(memory: Path) -> set[str]:
+    """The migrations the memory's log holds (read-only)."""
+    uri = f"{(memory / 'episodes.db').resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        return {name for (name,) in connection.execute("select name from migrations")}
