@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from mulligan import prompts
 from mulligan.evaluator.checks import RUNNERS, CheckContext
@@ -28,7 +29,7 @@ class SelfTests:
     dropped: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
-    def as_json(self) -> dict[str, object]:
+    def as_json(self) -> dict[str, Any]:
         return {"tests": self.tests, "dropped": self.dropped, "usage": self.usage.model_dump()}
 
 

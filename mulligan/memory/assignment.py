@@ -184,8 +184,9 @@ class AssignmentLog(LessonLog):
             return ["shown"] if made[-1].shown else []
 
         with self._lock:
-            where = {"episode_id": episode_id, "trial": trial, "once": True}
-            now = self.change_lessons([lesson], "assigned", take, **where)
+            now = self.change_lessons(
+                [lesson], "assigned", take, episode_id=episode_id, trial=trial, once=True
+            )
             found = made[0] if made else at(self.db.conn, episode_id, trial)
         if found is None:
             raise RuntimeError(f"no assignment logged for {episode_id} trial {trial}")

@@ -10,7 +10,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from mulligan.schema import Lesson, LessonStatus
 
@@ -61,11 +61,19 @@ class LessonChanges:
     stored: bool = False
 
 
-def serialized(method: Callable[..., Any]) -> Callable[..., Any]:
-    """One thread at a time on the shared connection (bench runs tasks on threads)."""
+Log = TypeVar("Log", bound="LessonLog")
+Given = ParamSpec("Given")
+Made = TypeVar("Made")
+
+
+def serialized(
+    method: Callable[Concatenate[Log, Given], Made],
+) -> Callable[Concatenate[Log, Given], Made]:
+    """One thread at a time on the shared connection (bench runs tasks on threads); the
+    method's signature kept, so its callers are type-checked."""
 
     @functools.wraps(method)
-    def wrapper(self: LessonLog, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Log, /, *args: Given.args, **kwargs: Given.kwargs) -> Made:
         with self._lock:
             return method(self, *args, **kwargs)
 
@@ -142,18 +150,30 @@ class LessonLog:
 
     @serialized
     def change_lessons(
-        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
+        self,
+        lessons: list[Lesson],
+        event: str,
+        change: LessonChange,
+        *,
+        episode_id: str = "",
+        trial: int = 0,
+        details: list[str] | None = None,
+        once: bool = False,
+        stored: bool = False,
     ) -> list[Lesson]:
         """Change lessons and log the events in one transaction, atomic against every writer.
 
         `change` gets each lesson as this log has it now (one the log has never seen: as
         given), changes it in place and returns the further events it caused (a status
-        change). `where`: the rest of `LessonChanges` by name; with `once`, a lesson that
-        already has `event` for this episode's trial is left as it is (a resumed run counts
-        nothing twice). Returns the lessons as they now are.
+        change). The rest as in `LessonChanges`; with `once`, a lesson that already has
+        `event` for this episode's trial is left as it is (a resumed run counts nothing
+        twice). Returns the lessons as they now are.
         """
+        changes = LessonChanges(
+            lessons, event, change, episode_id, trial, details or [], once, stored
+        )
         with self._immediate() as conn:
-            return self._changed(conn, LessonChanges(lessons, event, change, **where))
+            return self._changed(conn, changes)
 
     def _changed(self, conn: sqlite3.Connection, changes: LessonChanges) -> list[Lesson]:
         """`change_lessons` inside a transaction already open."""

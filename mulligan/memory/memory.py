@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
@@ -125,8 +125,8 @@ class Memory(KeepsWritten):
         however often a resumed run gets here; the hidden checks decide nothing."""
         if passed is not None:
             count = functools.partial(apply_outcome, passed=passed)
-            where = {"episode_id": episode_id, "trial": trial, "once": bool(episode_id)}
-            self.change(shown, "helped" if passed else "hurt", count, **where)
+            self.change(shown, "helped" if passed else "hurt", count,
+                        episode_id=episode_id, trial=trial, once=bool(episode_id))  # fmt: skip
         if not self.frozen:  # (a frozen store's lessons keep their evidence as it is)
             self.in_work.judged(episode_id, trial, passed, self.rules)
 
@@ -154,11 +154,12 @@ class Memory(KeepsWritten):
                 raise RuntimeError(f"the lesson store is frozen: lesson {lesson.id} not stored")
             kept, new = self.store.add_or_strengthen(lesson)
             self._stored_ids.add(kept.id)
-        source = lesson.source
-        where = {"episode_id": source.episode_id, "trial": source.trial, "stored": persistent}
+        episode_id, trial = lesson.source.episode_id, lesson.source.trial
         if new:
-            return self.log.change_lessons([kept], "created", unchanged, **where)[0]
-        return self.change([kept], "reinforced", reinforced, **where)[0]
+            return self.log.change_lessons([kept], "created", unchanged, episode_id=episode_id,
+                                           trial=trial, stored=persistent)[0]  # fmt: skip
+        return self.change([kept], "reinforced", reinforced, episode_id=episode_id, trial=trial,
+                           stored=persistent)[0]  # fmt: skip
 
     def retrieve(
         self,
@@ -303,7 +304,16 @@ class Memory(KeepsWritten):
         return len(lessons)
 
     def change(
-        self, lessons: list[Lesson], event: str, change: LessonChange, **where: Any
+        self,
+        lessons: list[Lesson],
+        event: str,
+        change: LessonChange,
+        *,
+        episode_id: str = "",
+        trial: int = 0,
+        details: list[str] | None = None,
+        once: bool = False,
+        stored: bool = False,
     ) -> list[Lesson]:
         """Change lessons where their counters live (the log: one transaction), logged as
         `event`, then refresh the store's cached copy (also the curator's merges and drops).
@@ -315,7 +325,10 @@ class Memory(KeepsWritten):
         if self.frozen:  # the event is logged, the stored lesson left as it is
             frozen, counted = self._stored([lesson.id for lesson in lessons]), change
             change = lambda lesson: [] if lesson.id in frozen else counted(lesson)  # noqa: E731
-        now = self.log.change_lessons(lessons, event, change, **where)
+        now = self.log.change_lessons(
+            lessons, event, change,
+            episode_id=episode_id, trial=trial, details=details, once=once, stored=stored,
+        )  # fmt: skip
         for mine, fresh in zip(lessons, now, strict=True):
             mine.validity = fresh.validity.model_copy()
         self._recache(now)

@@ -245,3 +245,19 @@ def test_the_chances_agree_with_settle_on_every_sequence_of_pairs() -> None:
             chance[lesson.validity.status] += p
     luck = by_chance(3, 0.3, rules)
     assert (luck.validated, luck.refuted) == pytest.approx((chance["validated"], chance["refuted"]))
+
+
+def test_a_misspelt_filter_of_a_lesson_change_is_refused_at_the_call(tmp_path: Path) -> None:
+    """The filters of a change are parameters by name, not `**where` passed on: a type checker
+    reads every caller's keywords (mypy names a misspelt one), and at run time a misspelt one
+    is a TypeError at the call, before anything is changed."""
+    import inspect
+
+    memory = seeded(tmp_path / "m")
+    lesson = memory.lessons(["helps"])[0]
+    for change in (memory.change, memory.log.change_lessons):
+        kinds = {p.kind for p in inspect.signature(change).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds, change
+        with pytest.raises(TypeError, match="episod_id"):
+            change([lesson], "helped", lambda lesson: [], episod_id="e1", trial=2)  # type: ignore[call-arg]
+    assert memory.lessons(["helps"])[0].validity == lesson.validity
