@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
-from mulligan.errors import UserError
+from mulligan.errors import UserError, field_problems
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
@@ -59,9 +59,7 @@ class LoopSettings(LoopSection, MemorySection):
         try:
             return handler(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "loop settings"
-            raise UserError(f"{where}: {first['msg']}") from exc
+            raise UserError(field_problems(exc, "loop settings")[0]) from exc
 
     @model_validator(mode="after")
     def _known_names(self) -> LoopSettings:

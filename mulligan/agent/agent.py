@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from mulligan import strategies
 from mulligan.defaults import DEFAULT_MEMORY
-from mulligan.errors import UserError
+from mulligan.errors import UserError, field_problems
 from mulligan.inputs.memory_files import memory_directory
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop
@@ -200,6 +200,4 @@ def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: s
     try:
         return Task.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "task"
-        raise UserError(f"Agent.solve: {where}: {first['msg']}") from exc
+        raise UserError(f"Agent.solve: {field_problems(exc, 'task')[0]}") from exc
