@@ -287,7 +287,7 @@ class RepairPipeline:
         checked = [c for c in done if not c.refused]
         if not self.reflector or not checked:
             return []
-        best = min(checked, key=lambda c: changed_lines(c.attempt.changes))
+        best = min(checked, key=lambda c: len(changed_lines(c.attempt.changes)))
         reflection = self.reflector.reflect(task, best.attempt, best.verdict, lessons, episode.id)
         episode.attempts[-1].charge("reflector", self.reflector.take_usage())
         lessons = [r for r in [reflection.diagnosis, *reflection.lessons] if r is not None]
@@ -326,11 +326,7 @@ def _not_checked(task: Task, reason: str) -> Verdict:
 
 def _note(attempt: Attempt, verdict: Verdict) -> str:
     """What a failed candidate did and what came of it, for the next round's prompt."""
-    changed = [
-        line
-        for line in attempt.changes.splitlines()
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
+    changed = changed_lines(attempt.changes)
     if not changed:
         return f"Attempt {attempt.trial}: {verdict.feedback[:600]}"
     failure = read_failure(verdict.feedback, [])
@@ -342,13 +338,13 @@ def _note(attempt: Attempt, verdict: Verdict) -> str:
     )
 
 
-def changed_lines(diff: str) -> int:
-    """Lines a unified diff removes or adds (its headers not counted)."""
-    return sum(
-        1
+def changed_lines(diff: str) -> list[str]:
+    """The lines a unified diff removes or adds (not its headers)."""
+    return [
+        line
         for line in diff.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
-    )
+    ]
 
 
 def selected(episode: Episode) -> Attempt | None:
@@ -361,7 +357,7 @@ def selected(episode: Episode) -> Attempt | None:
         attempt, verdict = pair
         checks = sum(c.passed for c in verdict.checks)
         tests = max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
-        return (-checks, -tests, changed_lines(attempt.changes), attempt.trial)
+        return (-checks, -tests, len(changed_lines(attempt.changes)), attempt.trial)
 
     passing = [(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True) if v.passed]
     return min(passing, key=rank)[0] if passing else None
