@@ -19,7 +19,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from mulligan import prompts, sandbox, strategies
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.memory import Memory
+from mulligan.memory.memory import episode_for
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
@@ -106,7 +106,7 @@ class RepairPipeline:
 
     def run(self, task: Task, diagnosis: Diagnosis, request: str, episode_id: str) -> Outcome:
         """`request`: the user's task in their words; `task`: its checks and id."""
-        episode = self._episode(task, episode_id)
+        episode = episode_for(self.memory, episode_id, self.run_id, task.id, self.strategy.name)
         self._ran = diagnosis.ran
         lessons = self._lessons(task, episode)
         earlier = [_note(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True)]
@@ -242,13 +242,6 @@ class RepairPipeline:
         return response.text
 
     # ------------------------------------------------------------ memory and the log
-
-    def _episode(self, task: Task, episode_id: str) -> Episode:
-        strategy = self.strategy.name
-        if self.memory:
-            return self.memory.episode_for(episode_id, self.run_id, task.id, strategy)
-        eid = episode_id or uuid.uuid4().hex[:12]
-        return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
     def _lessons(self, task: Task, episode: Episode) -> list[Lesson]:
         if not self.memory or not self.settings.retrieved_lessons:
