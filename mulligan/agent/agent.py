@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from mulligan import strategies
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError, field_problems
-from mulligan.inputs.memory_files import memory_directory
+from mulligan.inputs.memory_files import is_server, memory_directory
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
@@ -157,7 +157,7 @@ class Agent:
 
     def _open_memory(self) -> Memory:
         location = self.config.run.memory or DEFAULT_MEMORY
-        if URL.match(location):
+        if is_server(location):
             raise UserError(
                 f"Agent(memory={location!r}): a lesson store on a chroma server needs a log "
                 "directory too: pass Memory(DIRECTORY, store=URL)"
