@@ -44,7 +44,7 @@ from typing import Any
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, ValiditySection, by_chance_while_working
-from mulligan.report.paired import mcnemar_exact
+from mulligan.report.paired import pair_table
 from mulligan.schema import Task
 from mulligan.tasks.suites import load_suite, select
 
@@ -238,12 +238,11 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
             rows.append(kept[0])
             continue
         m, b = arm_numbers(with_memory), arm_numbers(without)
-        only_m = sum(m["passed"][t] and not b["passed"].get(t, False) for t in m["passed"])
-        only_b = sum(b["passed"][t] and not m["passed"].get(t, False) for t in b["passed"])
+        paired = pair_table(m["passed"], b["passed"])
         rules = ValiditySection(validate_after=args.validate_after, refute_after=args.refute_after)
         rows.append({
             "session": n, "run_id": run_id, "memory": m, "baseline": b,
-            "only_memory": only_m, "only_baseline": only_b, "p": mcnemar_exact(only_m, only_b),
+            "only_memory": paired.only_a, "only_baseline": paired.only_b, "p": paired.p,
             "lessons": memory_numbers(out / "memory", run_id, rules),
         })  # fmt: skip
         (out / "persistent.json").write_text(json.dumps(rows, indent=1))

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 from mulligan.memory.embeddings import make_embedder
 from mulligan.memory.log import EpisodeLog
+from mulligan.memory.store_reading import cosine
 from mulligan.schema import Episode, Lesson
 from mulligan.tasks.suites import load_suite
 
@@ -32,11 +32,6 @@ def passed_at(episode: Episode | None, trial: int) -> bool | None:
     if episode is None or len(episode.verdicts) < trial:
         return None
     return episode.verdicts[trial - 1].passed
-
-
-def cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)) or 1.0)
 
 
 def main() -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """Bad input or configuration. The CLI shows the message without a traceback."""
@@ -37,3 +42,9 @@ class EndpointUnreachable(AgentRunError):
         super().__init__(message)
         self.unmetered_calls = unmetered_calls
         """Earlier tries that timed out after the request was sent (as for `ModelError`)."""
+
+
+def field_problems(exc: ValidationError, whole: str, prefix: str = "") -> list[str]:
+    """pydantic's complaints, each as `field.path: message` (`whole` names the record itself,
+    where the complaint is about no one field; `prefix`: the section the record sits in)."""
+    return [f"{prefix}{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors()]

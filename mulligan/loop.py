@@ -7,7 +7,6 @@ reflect, and its stop rule whether the episode is over; it compares no names.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -20,10 +19,11 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from mulligan import sandbox, strategies
 from mulligan.actor import Actor, Tool, build_tools
-from mulligan.errors import UserError
+from mulligan.errors import UserError, field_problems
 from mulligan.evaluator import Evaluator
 from mulligan.evaluator.selector import Selector
 from mulligan.memory import Memory
+from mulligan.memory.memory import episode_for
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, Episode, Lesson, Task, Verdict, tells_nothing
@@ -59,9 +59,7 @@ class LoopSettings(LoopSection, MemorySection):
         try:
             return handler(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "loop settings"
-            raise UserError(f"{where}: {first['msg']}") from exc
+            raise UserError(field_problems(exc, "loop settings")[0]) from exc
 
     @model_validator(mode="after")
     def _known_names(self) -> LoopSettings:
@@ -108,7 +106,9 @@ class Loop:
         trial its strategy draws otherwise (another temperature) is made afresh."""
         strategy, trials = self.strategy, self.strategy.trials(self.settings.trials)
         drawn = drawn or {}
-        episode = self._resumed(task, episode_id, position)
+        episode = episode_for(
+            self.memory, episode_id, self.run_id, task.id, self.settings.strategy, position
+        )
         pending = self.memory is not None and self.memory.reflection_to_redo(episode)
         reflections = list(episode_reflections(episode, self.memory))
         if self.memory and pending:  # a crash cut it short
@@ -289,15 +289,6 @@ class Loop:
         return None
 
     # ------------------------------------------------------------ plumbing
-
-    def _resumed(self, task: Task, episode_id: str | None, position: int) -> Episode:
-        strategy = self.settings.strategy
-        if self.memory:
-            return self.memory.episode_for(
-                episode_id or "", self.run_id, task.id, strategy, position
-            )
-        eid = episode_id or uuid.uuid4().hex[:12]
-        return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
 
     def _workspace(self, task: Task) -> AbstractContextManager[Path | None]:
         if self.settings.workspace_for:

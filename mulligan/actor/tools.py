@@ -15,6 +15,7 @@ from typing import Any, get_type_hints
 
 import pydantic
 
+from mulligan.errors import field_problems
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.schema import ToolCall, ToolResult, ToolStatus
 from mulligan.text_cut import head, head_and_tail
@@ -189,7 +190,8 @@ class ToolRegistry:
         try:
             arguments = chosen.arguments.model_validate(raw)
         except pydantic.ValidationError as exc:
-            return "error", f"Error: invalid arguments for {call.name}: {_brief(exc)}"
+            problems = "; ".join(field_problems(exc, "arguments"))
+            return "error", f"Error: invalid arguments for {call.name}: {problems}"
         if chosen.needs_approval and not (self.approve and self.approve(call)):
             return "denied", f"Denied: {call.name} needs approval and it was not given."
         left = deadline - time.monotonic()
@@ -234,10 +236,3 @@ def _single_argument(chosen: Tool, value: Any) -> dict[str, Any] | None:
     """A bare value for a tool with exactly one parameter is that parameter."""
     names = list(chosen.arguments.model_fields)
     return {names[0]: value} if len(names) == 1 else None
-
-
-def _brief(exc: pydantic.ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-        for err in exc.errors()
-    )

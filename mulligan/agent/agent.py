@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from mulligan import strategies
 from mulligan.defaults import DEFAULT_MEMORY
-from mulligan.errors import UserError
-from mulligan.inputs.memory_files import memory_directory
+from mulligan.errors import UserError, field_problems
+from mulligan.inputs.memory_files import is_server, memory_directory
 from mulligan.llm.base import ChatModel
 from mulligan.loop import Loop
 from mulligan.memory import Memory, make_embedder
@@ -157,7 +157,7 @@ class Agent:
 
     def _open_memory(self) -> Memory:
         location = self.config.run.memory or DEFAULT_MEMORY
-        if URL.match(location):
+        if is_server(location):
             raise UserError(
                 f"Agent(memory={location!r}): a lesson store on a chroma server needs a log "
                 "directory too: pass Memory(DIRECTORY, store=URL)"
@@ -200,6 +200,4 @@ def task_of(prompt: str, checks: Sequence[Check], task_id: str | None, family: s
     try:
         return Task.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "task"
-        raise UserError(f"Agent.solve: {where}: {first['msg']}") from exc
+        raise UserError(f"Agent.solve: {field_problems(exc, 'task')[0]}") from exc

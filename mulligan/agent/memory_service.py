@@ -26,6 +26,7 @@ from typing import Any
 from mulligan.errors import UserError
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory
+from mulligan.memory.memory import episode_for
 from mulligan.memory.validity import evidence_phrase
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
@@ -155,8 +156,8 @@ class MemoryService:
         """This session's episode of the task, started at its first recall or report."""
         if task.id not in self._episodes:
             episode_id = f"{self.run_id}:{task.id}"
-            self._episodes[task.id] = self.memory.episode_for(
-                episode_id, self.run_id, task.id, STRATEGY, len(self._episodes)
+            self._episodes[task.id] = episode_for(
+                self.memory, episode_id, self.run_id, task.id, STRATEGY, len(self._episodes)
             )
         return self._episodes[task.id]
 

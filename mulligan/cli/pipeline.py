@@ -42,7 +42,7 @@ from mulligan.memory.embeddings import embedding_available
 from mulligan.memory.log import EpisodeLog
 from mulligan.runs import build
 from mulligan.runs.build import ESCALATION_MISSING, loop_for, with_default_temperature
-from mulligan.runs.executors import Executor, open_executor
+from mulligan.runs.executors import open_executor
 from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
 from mulligan.schema import Task
@@ -50,6 +50,7 @@ from mulligan.settings.run_config import RunConfig
 
 if TYPE_CHECKING:
     from mulligan.llm.openai_client import OpenAIChatModel  # openai loads on connect()
+    from mulligan.runs.executors import Executor
 
 
 @dataclass

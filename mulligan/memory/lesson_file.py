@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pydantic
 
-from mulligan.errors import UserError
+from mulligan.errors import UserError, field_problems
 from mulligan.inputs.paths import read_text
 from mulligan.jsontext import UNREADABLE_JSON
 from mulligan.schema import Lesson
@@ -37,9 +37,7 @@ def lesson_lines(path: Path) -> list[str]:
         try:
             lesson = Lesson.model_validate(record)
         except pydantic.ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(map(str, first["loc"])) or "(the record)"
-            raise _not_a_lesson(where, f"{field}: {first['msg']}") from exc
+            raise _not_a_lesson(where, field_problems(exc, "(the record)")[0]) from exc
         if not lesson.id.strip():
             raise _not_a_lesson(where, "id: empty; every lesson needs one")
         for counter in COUNTERS:

@@ -83,20 +83,6 @@ class Memory(KeepsWritten):
     def start_episode(self, episode: Episode, position: int = 0) -> None:
         self.log.start_episode(episode, position)
 
-    def episode_for(
-        self, episode_id: str, run_id: str, task_id: str, strategy: str, position: int = 0
-    ) -> Episode:
-        """The episode of that id from the log to go on with, else a new one, started."""
-        found = self.resume_episode(episode_id) if episode_id else None
-        if found:
-            return found
-        episode = Episode(
-            id=episode_id or uuid.uuid4().hex[:12], run_id=run_id, task_id=task_id,
-            strategy=strategy,
-        )  # fmt: skip
-        self.start_episode(episode, position)
-        return episode
-
     def resume_episode(self, episode_id: str) -> Episode | None:
         """An episode from the log to go on with: help or harm a crash left uncounted is
         counted, the store's copies of the lessons it touched made the log's again."""
@@ -333,6 +319,27 @@ class Memory(KeepsWritten):
             mine.validity = fresh.validity.model_copy()
         self._recache(now)
         return now
+
+
+def episode_for(
+    memory: Memory | None,
+    episode_id: str | None,
+    run_id: str,
+    task_id: str,
+    strategy: str,
+    position: int = 0,
+) -> Episode:
+    """The episode of that id from the memory's log to go on with, else a new one (started in
+    the log; without a memory, kept nowhere)."""
+    found = memory.resume_episode(episode_id) if memory and episode_id else None
+    if found:
+        return found
+    episode = Episode(
+        id=episode_id or uuid.uuid4().hex[:12], run_id=run_id, task_id=task_id, strategy=strategy
+    )
+    if memory:
+        memory.start_episode(episode, position)
+    return episode
 
 
 def told(attempt: Attempt, verdict: Verdict) -> bool | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import ValidationError
 
 from mulligan import prompts, strategies
+from mulligan.errors import field_problems
 from mulligan.memory.curator import Curation, curation_of, estimated_tokens
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import Luck, ValiditySection
@@ -111,9 +112,7 @@ def transfer_stats(log: EpisodeLog, stats: RunStats) -> TransferStats | None:
     try:
         rules = ValiditySection.model_validate(logged)
     except ValidationError as exc:  # a log from another version, or edited by hand
-        found.luck_refused = "; ".join(
-            f"validity.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-        )
+        found.luck_refused = "; ".join(field_problems(exc, "", "validity."))
     else:
         without = logged_without(log, verify_run_id(stats.run_id))
         found.luck = luck(found.lessons.values(), without, rules)

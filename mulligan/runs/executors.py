@@ -8,36 +8,17 @@ chosen, so the extra is needed only then).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from mulligan.errors import UserError
 from mulligan.inputs.memory_files import is_server
-from mulligan.loop import Drawn, Loop
-from mulligan.memory import Memory
-from mulligan.schema import Episode, Task
+
+if TYPE_CHECKING:  # the one executor besides threads (ray loads only when it is chosen)
+    from mulligan.runs.ray_executor import RayExecutor as Executor
 
 EXECUTORS = ("threads", "ray")
 QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0"}
 """Ray sends no usage report anywhere (set unless the user set it)."""
-
-
-class Executor(Protocol):
-    def run(
-        self,
-        make_loop: Callable[[], Loop],
-        jobs: list[tuple[int, Task, str]],
-        memory: Memory,
-        concurrency: int,
-        on_episode: Callable[[Task, Episode], None] | None,
-        drawn: Callable[[Task], Drawn] | None = None,
-    ) -> list[Episode]:
-        """An episode for every (position, task, episode id), in order; finished ones are
-        read back from the log, the others run elsewhere while this process logs them.
-        `drawn` gives a task's attempts already made (a paired study), read here, sent along."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def open_executor(

@@ -260,6 +260,9 @@ class RayExecutor:
         on_episode: Callable[[Task, Episode], None] | None,
         drawn: Callable[[Task], Drawn] | None = None,
     ) -> list[Episode]:
+        """An episode for every (position, task, episode id), in order; finished ones are
+        read back from the log, the others run on the workers while this process logs them.
+        `drawn` gives a task's attempts already made (a paired study), read here, sent along."""
         workers = self._pool()
         token = f"run{next(self._calls)}"
         _DRIVER_MEMORIES[token] = memory

@@ -5,13 +5,16 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mulligan.evaluator.self_tests import SelfTestWriter, with_self_tests
 from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
 from mulligan.memory.log import EpisodeLog
-from mulligan.runs.executors import Executor
 from mulligan.schema import Episode, Task
+
+if TYPE_CHECKING:
+    from mulligan.runs.executors import Executor
 
 
 def self_tests_for(

@@ -19,7 +19,6 @@ import logging
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from mulligan import prompts, sandbox, strategies
 from mulligan.errors import ModelError
 from mulligan.llm.base import ChatModel, Message
 from mulligan.memory import Memory
+from mulligan.memory.memory import episode_for
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
 from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
@@ -106,7 +106,7 @@ class RepairPipeline:
 
     def run(self, task: Task, diagnosis: Diagnosis, request: str, episode_id: str) -> Outcome:
         """`request`: the user's task in their words; `task`: its checks and id."""
-        episode = self._episode(task, episode_id)
+        episode = episode_for(self.memory, episode_id, self.run_id, task.id, self.strategy.name)
         self._ran = diagnosis.ran
         lessons = self._lessons(task, episode)
         earlier = [_note(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True)]
@@ -243,13 +243,6 @@ class RepairPipeline:
 
     # ------------------------------------------------------------ memory and the log
 
-    def _episode(self, task: Task, episode_id: str) -> Episode:
-        strategy = self.strategy.name
-        if self.memory:
-            return self.memory.episode_for(episode_id, self.run_id, task.id, strategy)
-        eid = episode_id or uuid.uuid4().hex[:12]
-        return Episode(id=eid, run_id=self.run_id, task_id=task.id, strategy=strategy)
-
     def _lessons(self, task: Task, episode: Episode) -> list[Lesson]:
         if not self.memory or not self.settings.retrieved_lessons:
             return []
@@ -287,7 +280,7 @@ class RepairPipeline:
         checked = [c for c in done if not c.refused]
         if not self.reflector or not checked:
             return []
-        best = min(checked, key=lambda c: changed_lines(c.attempt.changes))
+        best = min(checked, key=lambda c: len(changed_lines(c.attempt.changes)))
         reflection = self.reflector.reflect(task, best.attempt, best.verdict, lessons, episode.id)
         episode.attempts[-1].charge("reflector", self.reflector.take_usage())
         lessons = [r for r in [reflection.diagnosis, *reflection.lessons] if r is not None]
@@ -326,11 +319,7 @@ def _not_checked(task: Task, reason: str) -> Verdict:
 
 def _note(attempt: Attempt, verdict: Verdict) -> str:
     """What a failed candidate did and what came of it, for the next round's prompt."""
-    changed = [
-        line
-        for line in attempt.changes.splitlines()
-        if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    ]
+    changed = changed_lines(attempt.changes)
     if not changed:
         return f"Attempt {attempt.trial}: {verdict.feedback[:600]}"
     failure = read_failure(verdict.feedback, [])
@@ -342,13 +331,13 @@ def _note(attempt: Attempt, verdict: Verdict) -> str:
     )
 
 
-def changed_lines(diff: str) -> int:
-    """Lines a unified diff removes or adds (its headers not counted)."""
-    return sum(
-        1
+def changed_lines(diff: str) -> list[str]:
+    """The lines a unified diff removes or adds (not its headers)."""
+    return [
+        line
         for line in diff.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
-    )
+    ]
 
 
 def selected(episode: Episode) -> Attempt | None:
@@ -361,7 +350,7 @@ def selected(episode: Episode) -> Attempt | None:
         attempt, verdict = pair
         checks = sum(c.passed for c in verdict.checks)
         tests = max((int(n) for n in PASSED_TESTS.findall(verdict.feedback)), default=0)
-        return (-checks, -tests, changed_lines(attempt.changes), attempt.trial)
+        return (-checks, -tests, len(changed_lines(attempt.changes)), attempt.trial)
 
     passing = [(a, v) for a, v in zip(episode.attempts, episode.verdicts, strict=True) if v.passed]
     return min(passing, key=rank)[0] if passing else None

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mulligan import strategies as registry
 from mulligan.actor import Tool
@@ -17,12 +17,14 @@ from mulligan.llm.base import ChatModel
 from mulligan.loop import Drawn, Loop
 from mulligan.memory import Memory
 from mulligan.runs.build import loop_for
-from mulligan.runs.executors import Executor
 from mulligan.runs.lifecycle import configured, manifest
 from mulligan.runs.runner import episode_id, later_suffix, run_tasks, self_tests_for
 from mulligan.sandbox import Policy
 from mulligan.schema import Episode, Task
 from mulligan.settings.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from mulligan.runs.executors import Executor
 
 ModelFor = Callable[[str], ChatModel]
 """The chat model for a strategy: the same endpoint and settings for every strategy."""

@@ -31,6 +31,18 @@ def code_task_prompt(code: str, entry_point: str) -> str:
     )
 
 
+def code_task(
+    task_id: str, family: str, prompt: str, entry: str, checks: list[Check], solution: str | None
+) -> Task:
+    """A function to complete in Python: its prompt as `code_task_prompt` shows it, the code
+    it was given kept whole (`signature_prompt`), and its canonical solution where known."""
+    known = {"canonical_solution": solution} if solution is not None else {}
+    return Task(
+        id=task_id, family=family, prompt=code_task_prompt(prompt, entry), tools=["python"],
+        checks=checks, metadata={"entry_point": entry, **known, "signature_prompt": prompt},
+    )  # fmt: skip
+
+
 def _docstring_apart(code: str, entry_point: str) -> tuple[str, str]:
     """(the entry point's docstring, the code without it), or ("", code)."""
     try:
@@ -197,19 +209,7 @@ def humaneval_tasks(path: Path | None = None) -> list[Task]:
                 visibility="hidden",
             )
         )
-        tasks.append(
-            Task(
-                id=problem["task_id"],
-                family="humaneval",
-                prompt=code_task_prompt(prompt, entry),
-                tools=["python"],
-                checks=checks,
-                metadata={
-                    "entry_point": entry,
-                    "canonical_solution": problem.get("canonical_solution", ""),
-                    "signature_prompt": prompt,
-                },
-            )
-        )
+        solution = problem.get("canonical_solution", "")
+        tasks.append(code_task(problem["task_id"], "humaneval", prompt, entry, checks, solution))
     refuse_repeats(source, "task_id", ((number, row["task_id"]) for number, row in rows))
     return tasks

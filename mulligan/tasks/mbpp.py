@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mulligan.errors import UserError
 from mulligan.schema import Check, PythonTestsCheck, Task
-from mulligan.tasks.humaneval import code_task_prompt, prelude_of
+from mulligan.tasks.humaneval import code_task, prelude_of
 from mulligan.tasks.rows import read_jsonl, refuse_repeats, text_fields
 
 
@@ -45,15 +45,7 @@ def mbpp_tasks(path: Path) -> list[Task]:
         checks.append(
             PythonTestsCheck(name="hidden tests", tests=test, prelude=prelude, visibility="hidden")
         )
-        tasks.append(
-            Task(
-                id=problem.get("name", f"mbpp/{line_number}"),
-                family="mbpp",
-                prompt=code_task_prompt(prompt, entry),
-                tools=["python"],
-                checks=checks,
-                metadata={"entry_point": entry, "signature_prompt": prompt},
-            )
-        )
+        task_id = problem.get("name", f"mbpp/{line_number}")
+        tasks.append(code_task(task_id, "mbpp", prompt, entry, checks, None))
     refuse_repeats(path, "name", ((n, task.id) for (n, _), task in zip(rows, tasks, strict=True)))
     return tasks
