@@ -61,9 +61,13 @@ def sessions_of(
     tasks = load_suite(suite, data=data).tasks
     recorded = out / "stream.json"
     if resume and recorded.exists():
-        stream: list[list[str]] = json.loads(recorded.read_text())
-        if stream and len(stream[0]) != per:
-            raise SystemExit(f"{recorded}: its sessions are not of {per}; pass that --per-session")
+        kept = json.loads(recorded.read_text())
+        stream: list[list[str]] = kept["sessions"]
+        if (kept["seed"], len(stream[0])) != (seed, per):
+            raise SystemExit(
+                f"{recorded}: the study was drawn with --seed {kept['seed']} and --per-session "
+                f"{len(stream[0])}; resume it with those"
+            )
     else:
         stream = drawn_before(tasks, sessions, per, seed, out) if resume else []
         stream = stream or first_draw(tasks, sessions, per, seed)
@@ -74,7 +78,7 @@ def sessions_of(
         rest = rest[per:]
     stream = [ids for ids in stream if ids]
     out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(stream))
+    recorded.write_text(json.dumps({"seed": seed, "sessions": stream}))
     return stream[:sessions]
 
 

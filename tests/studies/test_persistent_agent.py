@@ -95,7 +95,7 @@ def test_a_resumed_study_runs_no_session_twice_resumes_the_one_cut_short_and_ext
     )
     assert started.returncode == 0, started.stderr
     before = json.loads((out / "persistent.json").read_text())
-    stream = json.loads((out / "stream.json").read_text())
+    stream = json.loads((out / "stream.json").read_text())["sessions"]
     assert len(stream) == 2
     with sqlite3.connect(out / "memory" / "episodes.db") as db:  # session 2 as a kill left it
         (newest,) = db.execute("select id from runs order by started_at desc limit 1").fetchone()
@@ -111,7 +111,11 @@ def test_a_resumed_study_runs_no_session_twice_resumes_the_one_cut_short_and_ext
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    extended = json.loads((out / "stream.json").read_text())
+    reseeded = subprocess.run(
+        [*command, "--resume", "--seed", "2"], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert reseeded.returncode != 0 and "--seed 1" in reseeded.stderr
+    extended = json.loads((out / "stream.json").read_text())["sessions"]
     assert extended[:2] == stream and len(extended) == 3
     assert not set(extended[2]) & {task for ids in stream for task in ids}
     with sqlite3.connect(out / "memory" / "episodes.db") as db:
