@@ -37,6 +37,11 @@ SAME = (
 tools are in the prompt; a reused attempt's verdict holds the checks of the baseline's
 self-tests)."""
 
+NOT_IN_A_BARE_DRAW = frozenset({"lessons", "case", "carry", "reflect", "insight", "generalise"})
+"""Prompts only a shown lesson or case, a carried attempt, the reviewer or the curator reads:
+a memory arm may word them otherwise than its baseline did (a study of how lessons are written
+or shown, paired on one baseline), since no attempt it reuses read them."""
+
 
 def _at(manifest: dict[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
@@ -116,7 +121,7 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Baseline:
                 "sampling, budget, tools and self-tests"
             )
     prompts_theirs, prompts_mine = theirs.get("prompt_hashes", {}), mine.get("prompt_hashes", {})
-    changed = sorted(k for k in prompts_theirs.keys() & prompts_mine.keys()
+    changed = sorted(k for k in prompts_theirs.keys() & prompts_mine.keys() - NOT_IN_A_BARE_DRAW
                      if prompts_theirs[k] != prompts_mine[k])  # fmt: skip
     if changed:
         raise UserError(

@@ -233,3 +233,40 @@ def migrations(memory: Path) -> set[str]:
     uri = f"{(memory / 'episodes.db').resolve().as_uri()}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
         return {name for (name,) in connection.execute("select name from migrations")}
+
+
+def test_prompts_only_a_shown_lesson_or_the_reviewer_reads_may_differ_from_the_baselines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory arm that words its lessons block (or its reviewer) otherwise still draws from
+    the bare prompt its baseline drew from, so it may reuse the baseline's draws: a study can
+    vary how lessons are written and shown, paired on one baseline. A prompt a bare draw
+    reads (the actor's instructions) changed is refused, named."""
+    from mulligan.prompts import PACKAGE_DIR
+
+    tasks = task_file(tmp_path / "tasks.yaml")
+    mine = tmp_path / "prompts"
+    mine.mkdir()
+    marker = "Advice from other tasks: follow an item only where it fits this task."
+    (mine / "lessons.md").write_text(marker + "\n" + (PACKAGE_DIR / "lessons.md").read_text())
+    (mine / "reflect.md").write_text(
+        "Reviewer, briefly.\n" + (PACKAGE_DIR / "reflect.md").read_text()
+    )
+    with server() as fake:
+        assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
+        monkeypatch.setenv("MULLIGAN_PROMPTS_DIR", str(mine))
+        arm = tmp_path / "arm"
+        memory = Memory(arm, HashEmbedding())
+        plant(memory, "l1", LESSON, family="capitals", status="validated")
+        del memory
+        start = len(fake.requests)
+        run(fake, tasks, arm, "--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base"))
+        asked = [json.dumps(r["messages"]) for r in fake.requests[start:]]
+        assert actor_calls(fake, start) == 1 and any(marker in text for text in asked)
+        capsys.readouterr()
+        (mine / "actor_native.md").write_text(
+            "Answer tersely.\n" + (PACKAGE_DIR / "actor_native.md").read_text()
+        )
+        arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
+        assert run(fake, tasks, tmp_path / "arm2", *arm) == 2
+        assert "prompts differ" in capsys.readouterr().err
