@@ -201,6 +201,27 @@ def test_a_baseline_offered_other_tools_is_refused(tmp_path: Path) -> None:
         draws_from(str(base), mine, tmp_path / "arm" / "episodes.db")
 
 
+def test_a_prompt_one_run_had_and_the_other_lacked_is_a_prompt_that_differs(
+    tmp_path: Path,
+) -> None:
+    """A baseline whose mulligan lacked a prompt this one's bare draws read (or had one this
+    one lacks) drew from another prompt; one only a shown lesson or the reviewer reads may
+    be there in one run alone."""
+    tasks, base = task_file(tmp_path / "tasks.yaml"), tmp_path / "base"
+    with server() as fake:
+        assert run(fake, tasks, base, "--strategy", "retry") == 1
+    mine = MemoryReader(base).runs()[0].manifest
+    own = tmp_path / "arm" / "episodes.db"
+    del mine["prompt_hashes"]["lessons"]
+    assert draws_from(str(base), mine, own)  # read by a shown lesson alone: taken
+    mine["prompt_hashes"]["a_new_nudge"] = "0123456789ab"
+    with pytest.raises(UserError, match=r"prompts differ.*a_new_nudge"):
+        draws_from(str(base), mine, own)
+    del mine["prompt_hashes"]["a_new_nudge"], mine["prompt_hashes"]["task"]
+    with pytest.raises(UserError, match=r"prompts differ.*\btask\b"):
+        draws_from(str(base), mine, own)
+
+
 def test_a_baseline_an_older_mulligan_wrote_is_left_as_it_is_and_a_copy_is_brought_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
