@@ -34,7 +34,8 @@ from mulligan.inputs.paths import output_file, write_whole
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for
 from mulligan.memory.lesson_file import lesson_lines
-from mulligan.memory.reading import MemoryReader
+from mulligan.memory.log import EpisodeLog
+from mulligan.memory.reading import MemoryReader, OlderLog
 from mulligan.memory.store_reading import refuse_another, search_lessons, stored_embedding
 from mulligan.memory.validity import ValiditySection, evidence_phrase, online_phrase
 from mulligan.schema import Lesson
@@ -182,6 +183,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         output_file(Path(args.out), "--out", EXPORT_REPLACES)
     if action in READING_ACTIONS:
         return _read(args, ReadMemory(args))
+    if action == "upgrade":
+        return upgrade(load_config(vars(args)).run.memory or DEFAULT_MEMORY)
     if action == "import":  # every line checked before the memory is even opened
         lines = lesson_lines(Path(_need(args.query, "import FILE.jsonl")))
     if action == "mcp":  # the endpoint first: nothing is created for a command that cannot run
@@ -200,12 +203,33 @@ def cmd_memory(args: argparse.Namespace) -> int:
         count = memory.import_jsonl(lines, trust=args.trust, source=args.query)
         state = "as exported (--trust)" if args.trust else "as new candidates"
         print(f"imported {count} lessons {state}")
-    elif action == "upgrade":  # opening it for writing brought it up to date
-        print(f"{memory.log.path}: up to date")
     elif action == "verify":
         from mulligan.cli.verify import cmd_verify
 
         return cmd_verify(args, memory)
+    return 0
+
+
+def upgrade(location: str) -> int:
+    """The episode log at `location` brought up to date. It is read first: one up to date, a
+    newer mulligan's, or none at all is never opened to write (nor made)."""
+    if is_server(location):
+        raise UserError(
+            f"--memory {location}: a chroma server holds lessons, not an episode log; pass "
+            f"the directory whose log to bring up to date (runs with a server log in "
+            f"{DEFAULT_MEMORY})"
+        )
+    memory_directory(location)
+    memory_to_read(location)
+    try:
+        reader = MemoryReader(location)
+    except OlderLog:
+        log = EpisodeLog(Path(location).expanduser() / "episodes.db")
+        log.close()  # every change in the file: a copy of episodes.db alone holds them
+        applied = ", ".join(log.migrated) or "nothing: another process had"
+        print(f"{log.path}: brought up to date (applied {applied})")
+        return 0
+    print(f"{reader.log.path}: already up to date; nothing changed")
     return 0
 
 

@@ -6,6 +6,7 @@ Schema changes are an append-only list of migrations; plain tables, JSON in text
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -47,6 +48,30 @@ class LogLock:
             ) from None
 
 
+BUSY_SECONDS = 30.0
+"""How long opening the log to write waits for another process writing it."""
+
+
+def _unwritable(path: Path, exc: sqlite3.OperationalError) -> UserError | None:
+    """Why the log could not be opened to write, in one line: another writer held it past the
+    wait, or the file or its directory may not be written (None: neither, a bug)."""
+    if "locked" in str(exc) or "busy" in str(exc):
+        return UserError(
+            f"{path}: another process is writing the episode log (it stayed locked for "
+            f"{BUSY_SECONDS:g} s); let it finish or stop it, then run again"
+        )
+    if "readonly" in str(exc) or "unable to open" in str(exc):
+        return cannot_write(path, str(exc))
+    return None
+
+
+def cannot_write(path: Path, why: str) -> UserError:
+    return UserError(
+        f"{path}: cannot be written ({why}); make it and its directory writable, or pass a "
+        "--memory that is (a copy: cp -a)"
+    )
+
+
 class EpisodeLog(AssignmentLog):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """`read_only`: an existing log, never written, created or migrated, and no side file
@@ -55,17 +80,34 @@ class EpisodeLog(AssignmentLog):
         files and seeing its commits (view)."""
         self.path = Path(path)
         self._lock, self._reading, self._shared = LogLock(self.path), read_only, False
+        self.migrated: list[str] = []
+        """The migrations opening it applied (none: it was up to date, or only read)."""
         if read_only:
             self._db = self._reader()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, check_same_thread=False, timeout=30)  # busy: 30 s
+        for place in (self.path, self.path.parent):  # before SQLite makes a side file there
+            if place.exists() and not os.access(place, os.W_OK):
+                raise cannot_write(self.path, f"no permission to write {place}")
+        connection = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_SECONDS)
         self._db = sqlite_utils.Database(connection)
+        try:
+            with self._lock:
+                self.db.enable_wal()
+                # WAL + NORMAL: a commit survives a crash of mulligan; a power cut may lose the last
+                self.db.conn.execute("PRAGMA synchronous = NORMAL")
+                self.migrated = migrate(self.db, str(self.path))
+        except BaseException as exc:
+            connection.close()  # (the side files it made go with it)
+            refusal = isinstance(exc, sqlite3.OperationalError) and _unwritable(self.path, exc)
+            if refusal:
+                raise refusal from exc
+            raise
+
+    def close(self) -> None:
+        """Closed: a log opened to write leaves every commit in its file, and no side file."""
         with self._lock:
-            self.db.enable_wal()
-            # WAL + NORMAL: a commit survives a crash of mulligan; a power cut may lose the last
-            self.db.conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(self.db, str(self.path))
+            self._db.conn.close()
 
     @property
     def db(self) -> sqlite_utils.Database:

@@ -14,19 +14,21 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 
-def migrate(db: sqlite_utils.Database, where: str) -> None:
+def migrate(db: sqlite_utils.Database, where: str) -> list[str]:
     """Apply the migrations the log lacks, in order, in one transaction (a log opened to
-    write; one opened to read is never migrated)."""
+    write; one opened to read is never migrated); the names of those applied."""
     with db.conn:
         db.conn.execute("BEGIN IMMEDIATE")
         if "migrations" not in db.table_names():
             db.table("migrations").create({"name": str, "applied_at": float}, pk="name")
         done = {row["name"] for row in db.table("migrations").rows}
         refuse_newer(done, where)
+        applied = [name for name, _ in MIGRATIONS if name not in done]
         for name, change in MIGRATIONS:
-            if name not in done:
+            if name in applied:
                 change(db)
                 db.table("migrations").insert({"name": name, "applied_at": time.time()})
+    return applied
 
 
 def refuse_newer(done: set[str], where: str) -> None:

@@ -71,6 +71,9 @@ class MemoryReader:
         if not path.is_file():
             raise UserError(f"{where}: no episode log (episodes.db); {HOW_TO_FIX}")
         self.log = EpisodeLog(path, read_only=True)
+        if not self._query("select name from sqlite_master where name = 'migrations'"):
+            raise UserError(f"{where}: the episode log is empty (episodes.db holds no tables); "
+                            f"{HOW_TO_FIX}")  # fmt: skip
         done = {r["name"] for r in self._query("select name from migrations")}
         refuse_newer(done, where)
         missing = [name for name, _ in MIGRATIONS if name not in done]

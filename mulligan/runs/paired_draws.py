@@ -121,8 +121,8 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Baseline:
                 "sampling, budget, tools and self-tests"
             )
     prompts_theirs, prompts_mine = theirs.get("prompt_hashes", {}), mine.get("prompt_hashes", {})
-    changed = sorted(k for k in prompts_theirs.keys() & prompts_mine.keys() - NOT_IN_A_BARE_DRAW
-                     if prompts_theirs[k] != prompts_mine[k])  # fmt: skip
+    named = (prompts_theirs.keys() | prompts_mine.keys()) - NOT_IN_A_BARE_DRAW  # one's alone too
+    changed = sorted(k for k in named if prompts_theirs.get(k) != prompts_mine.get(k))
     if changed:
         raise UserError(
             f"{flag}: its prompts differ from this mulligan's ({', '.join(changed)}); reuse "

@@ -201,6 +201,27 @@ def test_a_baseline_offered_other_tools_is_refused(tmp_path: Path) -> None:
         draws_from(str(base), mine, tmp_path / "arm" / "episodes.db")
 
 
+def test_a_prompt_one_run_had_and_the_other_lacked_is_a_prompt_that_differs(
+    tmp_path: Path,
+) -> None:
+    """A baseline whose mulligan lacked a prompt this one's bare draws read (or had one this
+    one lacks) drew from another prompt; one only a shown lesson or the reviewer reads may
+    be there in one run alone."""
+    tasks, base = task_file(tmp_path / "tasks.yaml"), tmp_path / "base"
+    with server() as fake:
+        assert run(fake, tasks, base, "--strategy", "retry") == 1
+    mine = MemoryReader(base).runs()[0].manifest
+    own = tmp_path / "arm" / "episodes.db"
+    del mine["prompt_hashes"]["lessons"]
+    assert draws_from(str(base), mine, own)  # read by a shown lesson alone: taken
+    mine["prompt_hashes"]["a_new_nudge"] = "0123456789ab"
+    with pytest.raises(UserError, match=r"prompts differ.*a_new_nudge"):
+        draws_from(str(base), mine, own)
+    del mine["prompt_hashes"]["a_new_nudge"], mine["prompt_hashes"]["task"]
+    with pytest.raises(UserError, match=r"prompts differ.*\btask\b"):
+        draws_from(str(base), mine, own)
+
+
 def test_a_baseline_an_older_mulligan_wrote_is_left_as_it_is_and_a_copy_is_brought_up_to_date(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -270,3 +291,39 @@ def test_prompts_only_a_shown_lesson_or_the_reviewer_reads_may_differ_from_the_b
         arm = ["--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base")]
         assert run(fake, tasks, tmp_path / "arm2", *arm) == 2
         assert "prompts differ" in capsys.readouterr().err
+
+
+def test_no_baseline_strategy_renders_a_prompt_an_arm_may_word_otherwise(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every strategy a baseline may run (each option of each, as `draws_from` decides) makes
+    its attempts without rendering any prompt in NOT_IN_A_BARE_DRAW, even when every attempt
+    fails: were one rendered, a baseline's draws would depend on it, and an arm wording it
+    otherwise could not reuse them."""
+    from mulligan import prompts, strategies
+    from mulligan.runs.paired_draws import NOT_IN_A_BARE_DRAW, _bare
+
+    names = [
+        s.with_options(words).name
+        for s in strategies.REGISTRY.values()
+        if not s.outside_loop
+        for words in [[], *([o.word] for o in s.options)]
+    ]
+    baselines = [name for name in names if _bare(name)]
+    assert {"react", "retry", "select"} <= set(baselines)
+    rendered: list[str] = []
+    real = prompts.render
+
+    def spy(name: str, /, **variables: Any) -> str:
+        rendered.append(name)
+        return real(name, **variables)
+
+    monkeypatch.setattr(prompts, "render", spy)
+    tasks = task_file(tmp_path / "tasks.yaml")
+    with server() as fake:
+        for n, name in enumerate(baselines):
+            rendered.clear()
+            assert run(fake, tasks, tmp_path / f"base{n}", "--strategy", name) == 1
+            assert "task" in rendered, (name, rendered)  # the spy sees the attempts' prompts
+            assert NOT_IN_A_BARE_DRAW.isdisjoint(rendered), (name, sorted(set(rendered)))
+    capsys.readouterr()
