@@ -59,7 +59,13 @@ def test_humaneval_canonical_solutions_pass_and_empty_bodies_fail() -> None:
         fenced(t.metadata["signature_prompt"] + t.metadata["canonical_solution"]) for t in tasks
     ]
     passed = judge_all(tasks, canonical)
-    assert [t.id for t, v in zip(tasks, passed, strict=True) if not v.passed] == []
+    first = {t.id: v for t, v in zip(tasks, passed, strict=True) if not v.passed}
+    # judged again alone: a check's time limit reached on a machine loaded by other work
+    # (four boxes at once beside model servers) is not the solution failing
+    retried = [(t, a) for t, a in zip(tasks, canonical, strict=True) if t.id in first]
+    again = judge_all([t for t, _ in retried], [a for _, a in retried])
+    failing = [t.id for (t, _), v in zip(retried, again, strict=True) if not v.passed]
+    assert failing == [], {i: [c.detail for c in first[i].checks] for i in failing}
     empty = [fenced(t.metadata["signature_prompt"] + "    pass\n") for t in tasks]
     failed = judge_all(hidden_only(tasks), empty)
     assert sum(not v.passed for v in failed) == 164
