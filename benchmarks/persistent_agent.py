@@ -69,7 +69,7 @@ def sessions_of(
                 f"{len(stream[0])}; resume it with those"
             )
     else:
-        stream = drawn_before(tasks, sessions, per, seed, out) if resume else []
+        stream = drawn_before(tasks, per, seed, out) if resume else []
         stream = stream or first_draw(tasks, sessions, per, seed)
     taken = {i for ids in stream for i in ids}
     rest = [task.id for task in select(tasks, sample=len(tasks), seed=seed) if task.id not in taken]
@@ -87,20 +87,19 @@ def first_draw(tasks: list[Task], sessions: int, per: int, seed: int) -> list[li
     return [ids[n * per : (n + 1) * per] for n in range(sessions)]
 
 
-def drawn_before(
-    tasks: list[Task], sessions: int, per: int, seed: int, out: Path
-) -> list[list[str]]:
+def drawn_before(tasks: list[Task], per: int, seed: int, out: Path) -> list[list[str]]:
     """The stream of a study that kept sessions before the stream was recorded: the first
-    draw of the size whose sessions match the tasks each kept session ran."""
+    draw, of any size that holds its kept sessions, whose sessions match the tasks each kept
+    session ran."""
     kept = {
         int(f.name.split("-")[1]): {e["task_id"] for e in json.loads(f.read_text())[1]}
         for f in out.glob("session-*-baseline.json")
     }
     if not kept:
         return []
-    for size in [sessions, *range(max(kept), sessions), *range(sessions + 1, max(kept) + 6)]:
+    for size in range(max(kept), len(tasks) // per + 1):
         stream = first_draw(tasks, size, per, seed)
-        if all(n <= len(stream) and set(stream[n - 1]) == ids for n, ids in kept.items()):
+        if all(set(stream[n - 1]) == ids for n, ids in kept.items()):
             return stream
     raise SystemExit(
         f"{out}: its sessions are not a draw of this suite with --seed {seed} and "
