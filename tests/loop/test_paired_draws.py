@@ -76,6 +76,17 @@ def actor_calls(fake: FakeOpenAIServer, since: int) -> int:
     return sum(REVIEW not in r["messages"][0]["content"] for r in fake.requests[since:])
 
 
+def run_memory_arm(fake: FakeOpenAIServer, tasks: Path, arm: Path, baseline: Path) -> int:
+    """The memory arm, a validated lesson for the capitals family planted in its memory, run
+    drawing from `baseline`; returns how many requests the server had before it."""
+    memory = Memory(arm, HashEmbedding())
+    plant(memory, "l1", LESSON, family="capitals", status="validated")
+    del memory
+    start = len(fake.requests)
+    run(fake, tasks, arm, "--strategy", "retry[memory]", "--draws-from", str(baseline))
+    return start
+
+
 def test_the_memory_arm_reuses_the_baselines_draws_where_nothing_is_shown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -83,12 +94,7 @@ def test_the_memory_arm_reuses_the_baselines_draws_where_nothing_is_shown(
     with server() as fake:
         assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
         arm = tmp_path / "arm"
-        memory = Memory(arm, HashEmbedding())
-        plant(memory, "l1", LESSON, family="capitals", status="validated")
-        del memory
-        start = len(fake.requests)
-        run(fake, tasks, arm, "--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base"))
-        called = actor_calls(fake, start)
+        called = actor_calls(fake, run_memory_arm(fake, tasks, arm, tmp_path / "base"))
     base, mine = answers(tmp_path / "base"), answers(arm)
     assert len(base) == 6  # three tasks, two failed attempts each, every one a draw of its own
     shown = {key for key, (_, ids) in mine.items() if ids}
@@ -276,12 +282,7 @@ def test_prompts_only_a_shown_lesson_or_the_reviewer_reads_may_differ_from_the_b
     with server() as fake:
         assert run(fake, tasks, tmp_path / "base", "--strategy", "retry") == 1
         monkeypatch.setenv("MULLIGAN_PROMPTS_DIR", str(mine))
-        arm = tmp_path / "arm"
-        memory = Memory(arm, HashEmbedding())
-        plant(memory, "l1", LESSON, family="capitals", status="validated")
-        del memory
-        start = len(fake.requests)
-        run(fake, tasks, arm, "--strategy", "retry[memory]", "--draws-from", str(tmp_path / "base"))
+        start = run_memory_arm(fake, tasks, tmp_path / "arm", tmp_path / "base")
         asked = [json.dumps(r["messages"]) for r in fake.requests[start:]]
         assert actor_calls(fake, start) == 1 and any(marker in text for text in asked)
         capsys.readouterr()
