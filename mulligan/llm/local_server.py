@@ -251,14 +251,30 @@ def serve(model: ModelFile, settings: ServerSettings | None = None) -> LocalServ
         return server
 
 
-def served_facts(base_url: str) -> dict[str, object] | None:
+def served_facts(base_url: str, waits: tuple[float, ...] = ()) -> dict[str, object] | None:
     """What a llama.cpp server another process runs (`mulligan serve`, or the user's own)
     says of itself at /props: its slots, build and model file, with the file's size and
-    sha256 when it is on this machine; None for an endpoint that is no llama.cpp server."""
-    try:
-        props = _request(base_url.rstrip("/").removesuffix("/v1") + "/props", None, timeout=5)
-    except (OSError, ValueError):
-        return None
+    sha256 when it is on this machine; None for an endpoint that is no llama.cpp server.
+    A server not listening yet or still loading its model is asked again after each of
+    `waits` (seconds), as a model call would be: a run started beside its server still
+    records what it serves."""
+    url = base_url.rstrip("/").removesuffix("/v1") + "/props"
+    for wait in (*waits, None):
+        try:
+            props = _request(url, None, timeout=5)
+            break
+        except urllib.error.HTTPError as exc:
+            starting = exc.code == 503  # "Loading model"
+        except urllib.error.URLError as exc:
+            starting = isinstance(exc.reason, ConnectionError)
+        except (OSError, ValueError):
+            return None
+        if not starting:
+            return None
+        if wait is None:
+            log.warning("%s did not answer /props: this run's manifest records no model file", url)
+            return None
+        time.sleep(wait)
     slots, path = props.get("total_slots"), Path(str(props.get("model_path") or ""))
     if not isinstance(slots, int) or isinstance(slots, bool):
         return None

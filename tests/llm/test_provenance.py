@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -98,6 +101,63 @@ def test_a_llama_cpp_server_of_another_process_is_recorded_with_slots_build_and_
     with FakeOpenAIServer(route_bodies={"/props": json.dumps(props)}) as server:
         fields = local_fields(OpenAIChatModel("m", base_url=server.base_url))
     assert fields["local_slots"] == 4 and fields["local_model"] == {"file": "mem"}  # no checksum
+
+
+def test_a_llama_cpp_server_still_starting_is_waited_for_as_a_model_call_would_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started beside its server (nothing listening yet, then "Loading model") records
+    the server's model once it answers, within the patience a model call would have."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gguf = tmp_path / "small.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 8)
+    props = {"total_slots": 2, "build_info": "b1", "model_path": str(gguf)}
+    answers = [(503, {"error": {"code": 503, "message": "Loading model"}}), (200, props)]
+
+    class Starting(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = answers.pop(0) if len(answers) > 1 else answers[0]
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with socket.socket() as probe:  # a port nothing listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadingHTTPServer(("127.0.0.1", port), Starting, bind_and_activate=False)
+
+    def open_late() -> None:  # refused until then
+        server.server_bind()
+        server.server_activate()
+        server.serve_forever()
+
+    later = threading.Timer(0.15, open_late)
+    later.start()
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", backoff=0.1)
+    try:
+        fields = local_fields(model)
+    finally:
+        later.join(0.5)
+        server.shutdown()
+        server.server_close()
+    assert fields["local_model"]["file"] == "small.gguf"
+    assert fields["local_slots"] == 2 and answers == [(200, props)]
+
+
+def test_a_server_that_never_answers_is_recorded_as_such_after_a_model_calls_patience(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = OpenAIChatModel("m", base_url=f"http://127.0.0.1:{port}/v1", backoff=0.05)
+    assert local_fields(model) == {}
+    assert "records no model file" in caplog.text and str(port) in caplog.text
 
 
 @pytest.mark.parametrize(("slots", "said"), [(4, True), (1, False), (None, False)])
