@@ -114,11 +114,11 @@ def draws_from(directory: str, mine: dict[str, Any], own_log: Path) -> Baseline:
             "must read no store and carry nothing between trials (react, retry)"
         )
     for path in SAME:
-        if _at(theirs, path) != _at(mine, path):
+        if (said := _at(theirs, path)) != (own := _at(mine, path)):
             raise UserError(
-                f"{flag}: its {'.'.join(path)} is {_at(theirs, path)!r}, this run's "
-                f"{_at(mine, path)!r}; a baseline's draws stand in only for the same model, "
-                "sampling, budget, tools and self-tests"
+                f"{flag}: its {'.'.join(path)} is {'not recorded' if said is None else repr(said)}"
+                f", this run's {'not recorded' if own is None else repr(own)}; a baseline's "
+                "draws stand in only for the same model, sampling, budget, tools and self-tests"
             )
     prompts_theirs, prompts_mine = theirs.get("prompt_hashes", {}), mine.get("prompt_hashes", {})
     named = (prompts_theirs.keys() | prompts_mine.keys()) - NOT_IN_A_BARE_DRAW  # one's alone too
