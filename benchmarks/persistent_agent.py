@@ -24,7 +24,9 @@ Arguments after `--` go to every `mulligan run` (the endpoint, `--reflector-mode
 `--concurrency`, ...); `mulligan serve` keeps one local model up across the sessions.
 `--resume` continues a study in OUT: a killed session resumes, and a larger --sessions extends
 it (the stream is recorded in OUT/stream.json; new sessions come from the tasks not yet in it,
-in the suite's seeded order).
+in the suite's seeded order). `--kind WORD` draws the stream from the tasks whose prompt names
+WORD alone: tasks that recur in kind, as one project's would, so that a lesson one task wrote
+is retrieved by others of its kind and can be verified while working.
 `--smoke` runs three short sessions on a synthetic suite against the package's fake
 endpoint (a model that answers right only with the lesson it writes in view): a check that
 the study runs, not a measurement.
@@ -52,21 +54,34 @@ SMOKE_LESSON = "Convert the km to metres by multiplying by 1000."
 
 
 def sessions_of(
-    suite: str, data: str | None, sessions: int, per: int, seed: int, out: Path, resume: bool
+    suite: str,
+    data: str | None,
+    sessions: int,
+    per: int,
+    seed: int,
+    out: Path,
+    resume: bool,
+    kind: str | None = None,
 ) -> list[list[str]]:
     """The stream: a seeded sample of sessions x per tasks, in sessions, recorded in
     OUT/stream.json. Resumed with more sessions, a study keeps the sessions it recorded and
     draws the new ones from the tasks not yet in it, in the suite's seeded order (a sample of
-    another size is another sample, so drawing again would change the earlier sessions)."""
+    another size is another sample, so drawing again would change the earlier sessions).
+    With a `kind`, only the tasks whose prompt names it (case aside) are drawn."""
     tasks = load_suite(suite, data=data).tasks
+    if kind is not None:
+        tasks = [task for task in tasks if kind.lower() in task.prompt.lower()]
+        if not tasks:
+            raise SystemExit(f"--kind {kind!r}: no task of {suite} names it in its prompt")
     recorded = out / "stream.json"
     if resume and recorded.exists():
         kept = json.loads(recorded.read_text())
         stream: list[list[str]] = kept["sessions"]
-        if (kept["seed"], len(stream[0])) != (seed, per):
+        if (kept["seed"], len(stream[0]), kept.get("kind")) != (seed, per, kind):
+            drawn = f" and --kind {kept['kind']!r}" if kept.get("kind") else ""
             raise SystemExit(
-                f"{recorded}: the study was drawn with --seed {kept['seed']} and --per-session "
-                f"{len(stream[0])}; resume it with those"
+                f"{recorded}: the study was drawn with --seed {kept['seed']}, --per-session "
+                f"{len(stream[0])}{drawn}; resume it with those"
             )
     else:
         stream = drawn_before(tasks, per, seed, out) if resume else []
@@ -78,7 +93,9 @@ def sessions_of(
         rest = rest[per:]
     stream = [ids for ids in stream if ids]
     out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps({"seed": seed, "sessions": stream}))
+    recorded.write_text(
+        json.dumps({"seed": seed, "sessions": stream} | ({"kind": kind} if kind else {}))
+    )
     return stream[:sessions]
 
 
@@ -301,6 +318,11 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, default=40)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--kind",
+        help="draw only tasks whose prompt names this text: a stream whose tasks recur in kind, "
+        "as one project's would",
+    )
     parser.add_argument("--strategy", default="retry[memory]", help="the memory arm")
     parser.add_argument("--baseline", default="retry", help="the same strategy without memory")
     parser.add_argument("--validate-after", type=int, default=ValiditySection().validate_after)
@@ -325,13 +347,22 @@ def main() -> None:
     if args.smoke:
         args.sessions, args.per_session = min(args.sessions or 3, 3), 4
         with smoke_endpoint(args) as suite:
-            stream = sessions_of(suite, None, args.sessions, 4, args.seed, out, args.resume)
+            stream = sessions_of(
+                suite, None, args.sessions, 4, args.seed, out, args.resume, args.kind
+            )
             rows = study(suite, stream, args)
     else:
         if not args.suite:
             parser.error("name a suite (humaneval, mbpp or a task file), or pass --smoke")
         stream = sessions_of(
-            args.suite, args.data, args.sessions or 5, args.per_session, args.seed, out, args.resume
+            args.suite,
+            args.data,
+            args.sessions or 5,
+            args.per_session,
+            args.seed,
+            out,
+            args.resume,
+            args.kind,
         )
         rows = study(args.suite, stream, args)
     (out / "persistent.json").write_text(json.dumps(rows, indent=1))

@@ -127,3 +127,31 @@ def test_a_resumed_study_runs_no_session_twice_resumes_the_one_cut_short_and_ext
     assert [row["run_id"] for row in after[:2]] == [row["run_id"] for row in before]
     assert after[:1] == before[:1]  # the finished session's figures as they were measured
     assert after[1]["memory"]["passed"] == before[1]["memory"]["passed"]
+
+
+def test_a_stream_of_one_kind_draws_only_tasks_whose_prompt_names_it(tmp_path: Path) -> None:
+    """--kind WORD makes a stream whose tasks recur in kind, as one project's would: only
+    tasks whose prompt names WORD; a resume must name the same kind, and a kind no task
+    names is refused."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    out = tmp_path / "study"
+    command = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out)]
+    done = subprocess.run(
+        [*command, "--kind", "A path is 1", "--sessions", "2"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads((out / "stream.json").read_text())
+    assert recorded["kind"] == "A path is 1"
+    assert len(recorded["sessions"]) == 1  # the kind's 4 tasks make one session of 4
+    assert set(recorded["sessions"][0]) == {"units-1", "units-10", "units-11", "units-12"}
+    other = subprocess.run(
+        [*command, "--resume", "--kind", "A path is 2"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert other.returncode != 0 and "--kind 'A path is 1'" in other.stderr
+    none = subprocess.run(
+        [*command.copy()[:-1], str(tmp_path / "new"), "--kind", "zebra"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert none.returncode != 0 and "no task" in none.stderr and "zebra" in none.stderr
