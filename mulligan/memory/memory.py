@@ -178,11 +178,13 @@ class Memory(KeepsWritten):
         if shuffled:
             found = stand_ins(self.store.all(), task, found)
         truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x, _ in found])}
-        found = [
-            (lesson, score)
-            for lesson, score in found
-            if lesson.id not in truth or truth[lesson.id].validity.status in ACTIVE
-        ]  # the store's copy may lag behind the log for a moment
+
+        def as_the_log_says(lesson: Lesson) -> bool:
+            """The store's copy may lag behind the log (a kill before its rewrite)."""
+            among = ACTIVE if shuffled or lesson.kind == "case" else statuses  # (searched so)
+            return lesson.id not in truth or truth[lesson.id].validity.status in among
+
+        found = [(lesson, score) for lesson, score in found if as_the_log_says(lesson)]
         self._stored_ids.update(lesson.id for lesson, _ in found)
 
         def count(lesson: Lesson) -> list[str]:

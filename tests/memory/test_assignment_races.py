@@ -128,3 +128,21 @@ def test_a_run_of_one_trial_assigns_nothing_and_shows_no_candidate(tmp_path: Pat
     assert not any(RIGHT in prompt_of(call.messages) for call in model.calls)
     assert memory.log.assignments_of_lesson("rule") == []
     assert memory.lessons(["rule"])[0].validity.evidence.pairs == 0
+
+
+def test_trial_1_never_sees_a_candidate_the_store_still_holds_as_validated(
+    tmp_path: Path,
+) -> None:
+    """A validated lesson demoted to a candidate again (`memory verify`), killed before the
+    store's copy was rewritten: the log says candidate, the store still says validated.
+    Trial 1 goes by the log."""
+    mem = tmp_path / "mem"
+    plant(Memory(mem, HashEmbedding()), "rule", RIGHT, status="validated")
+    log = Memory(mem, HashEmbedding()).log
+    log.change_lessons(log.lessons(["rule"]), "status:candidate", to_status("candidate"))
+    memory = Memory(mem, HashEmbedding())
+    assert memory.store.get(["rule"])[0].validity.status == "validated"  # the copy lags
+    model = failing_model()
+    first = episode(mem, model, units_tasks(1)[0])
+    assert "rule" not in first.attempts[0].lesson_ids
+    assert RIGHT not in prompt_of(model.calls[0].messages)
