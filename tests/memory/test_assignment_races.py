@@ -146,3 +146,21 @@ def test_trial_1_never_sees_a_candidate_the_store_still_holds_as_validated(
     first = episode(mem, model, units_tasks(1)[0])
     assert "rule" not in first.attempts[0].lesson_ids
     assert RIGHT not in prompt_of(model.calls[0].messages)
+
+
+def test_a_lesson_validated_before_a_kill_cut_short_the_store_s_rewrite_is_shown_again(
+    tmp_path: Path,
+) -> None:
+    """Validated in the log, killed before the store's copy was rewritten (it still says
+    candidate), and the run not resumed: the next attempt whose search meets the lesson
+    rewrites the copy, and from then on it is shown, from trial 1."""
+    mem = tmp_path / "mem"
+    plant(Memory(mem, HashEmbedding()), "rule", RIGHT)
+    log = Memory(mem, HashEmbedding()).log
+    log.change_lessons(log.lessons(["rule"]), "status:validated", to_status("validated"))
+    first, second = units_tasks(2)
+    met = episode(mem, failing_model(), first)
+    assert ["rule" in attempt.lesson_ids for attempt in met.attempts] == [False, False, True]
+    after = episode(mem, failing_model(), second)
+    assert all("rule" in attempt.lesson_ids for attempt in after.attempts)
+    assert Memory(mem, HashEmbedding()).store.get(["rule"])[0].validity.status == "validated"
