@@ -124,8 +124,9 @@ def judge(
 ) -> list[str]:
     """Record the attempt's outcome on its half, pair it with the oldest unpaired half of
     the other arm at the same position, and add the pair to `lesson`'s evidence (changed in
-    place; its status settled). Returns the events that caused. Run inside the write
-    transaction that saves `lesson`."""
+    place; its status settled). A lesson no longer a candidate (settled while the attempt
+    ran) makes no pair. Returns the events that caused. Run inside the write transaction
+    that saves `lesson`."""
     mine = at(conn, episode_id, trial)
     if mine is None or mine.told is not None:
         return []
@@ -137,6 +138,8 @@ def judge(
         "update assignments set told = 1, passed = ? where episode_id = ? and trial = ?",
         [int(passed), *where],
     )
+    if lesson.validity.status != "candidate":
+        return []  # settled (elsewhere, while the attempt ran): it makes no more pairs
     mine = replace(mine, told=True, passed=passed)
     query = (
         f"select {COLUMNS} from assignments where lesson_id = ? and trial = ? and shown = ?"
@@ -276,8 +279,12 @@ class InWorkVerification:
             return []
         found, now = self.episodes.assign_attempt(episode_id, trial, task.id, lesson)
         self.recache(now)
-        if not found.shown or not now or now[0].validity.status != "candidate":
-            return []  # (resumed after it was settled: shown as its status says, or not)
+        if not now or now[0].id in exclude:
+            return []
+        if now[0].validity.status == "validated":  # settled since its arm was drawn (a
+            return now[:1]  # resumed attempt, or another process): shown to every attempt
+        if not found.shown or now[0].validity.status != "candidate":
+            return []  # withheld; or refuted or retracted since: never shown again
         shown = now[0].model_copy(deep=True)
         shown.validity.status = "validated"  # shown as it would be once validated: unmarked
         return [shown]

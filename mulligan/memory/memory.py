@@ -177,12 +177,13 @@ class Memory(KeepsWritten):
             found += self.store.search(text, cases, family, exclude, floor, kinds=("case",))
         if shuffled:
             found = stand_ins(self.store.all(), task, found)
-        truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x, _ in found])}
-        found = [
-            (lesson, score)
-            for lesson, score in found
-            if lesson.id not in truth or truth[lesson.id].validity.status in ACTIVE
-        ]  # the store's copy may lag behind the log for a moment
+        truth = self._as_logged([lesson for lesson, _ in found])
+
+        def as_the_log_says(lesson: Lesson) -> bool:
+            among = ACTIVE if shuffled or lesson.kind == "case" else statuses  # (searched so)
+            return lesson.id not in truth or truth[lesson.id].validity.status in among
+
+        found = [(lesson, score) for lesson, score in found if as_the_log_says(lesson)]
         self._stored_ids.update(lesson.id for lesson, _ in found)
 
         def count(lesson: Lesson) -> list[str]:
@@ -230,8 +231,19 @@ class Memory(KeepsWritten):
     def _active(self, task: Task, k: int, exclude: set[str], floor: float) -> list[Lesson]:
         """The top-k active general lessons for the task, as the log has them now."""
         found = self.store.search(task.prompt, k, task.family, min_similarity=floor)
-        truth = self.log.lessons([lesson.id for lesson, _ in found if lesson.id not in exclude])
-        return [lesson for lesson in truth if lesson.validity.status in ACTIVE]
+        truth = self._as_logged([lesson for lesson, _ in found if lesson.id not in exclude])
+        return [lesson for lesson in truth.values() if lesson.validity.status in ACTIVE]
+
+    def _as_logged(self, found: list[Lesson]) -> dict[str, Lesson]:
+        """The log's record of lessons the store found, by id. A store copy whose status lags
+        behind the log's (a kill between a change and its rewrite) is rewritten from it, so a
+        lesson validated then is found as validated from now on."""
+        truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x in found])}
+        if not self.frozen:
+            now = {i: lesson.validity.status for i, lesson in truth.items()}
+            self._recache([truth[x.id] for x in found if now.get(x.id, x.validity.status)
+                           != x.validity.status])  # fmt: skip
+        return truth
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
         """The reflector wrote a better lesson in place of `old`: it is no longer used."""

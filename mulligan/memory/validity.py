@@ -79,6 +79,7 @@ def by_chance(
     without the lesson and `with_rate` with it (default: the same, a lesson that changes
     nothing). A pair helps with probability with(1 - without), hurts with without(1 - with)."""
     shown = pass_rate if with_rate is None else with_rate
+    _possible(pairs, pass_rate, shown)
     helps, hurts = shown * (1 - pass_rate), pass_rate * (1 - shown)
     chances = {"validated": 0.0, "refuted": 0.0, "candidate": 0.0}
     for helped in range(pairs + 1):
@@ -96,6 +97,7 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
     status reached stops the count: a validated lesson is shown to every attempt and makes
     no more pairs, a refuted one none. The lesson changes nothing: shown, an attempt passes
     as often as without it."""
+    _possible(pairs, pass_rate)
     helps = hurts = pass_rate * (1 - pass_rate)
     open_counts, settled = {(0, 0): 1.0}, {"validated": 0.0, "refuted": 0.0}
     for _ in range(pairs):
@@ -112,6 +114,15 @@ def by_chance_while_working(pairs: int, pass_rate: float, rules: ValiditySection
             else:
                 settled[status] += chance
     return Luck(pairs, pass_rate, pass_rate, settled["validated"], settled["refuted"])
+
+
+def _possible(pairs: int, *rates: float) -> None:
+    """A count of pairs and pass rates chances can be computed for (else a bug: raises)."""
+    if pairs < 0:
+        raise ValueError(f"{pairs} pairs: a count of pairs is 0 or more")
+    for rate in rates:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"a pass rate of {rate}: a rate is between 0 and 1")
 
 
 def is_usable(

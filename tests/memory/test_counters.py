@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from mulligan.memory import HashEmbedding, Memory, ValiditySection
-from mulligan.memory.validity import apply_evidence, apply_outcome, by_chance, settle
+from mulligan.memory.validity import (
+    apply_evidence,
+    apply_outcome,
+    by_chance,
+    by_chance_while_working,
+    settle,
+)
 from mulligan.schema import (
     Attempt,
     Episode,
@@ -245,6 +252,45 @@ def test_the_chances_agree_with_settle_on_every_sequence_of_pairs() -> None:
             chance[lesson.validity.status] += p
     luck = by_chance(3, 0.3, rules)
     assert (luck.validated, luck.refuted) == pytest.approx((chance["validated"], chance["refuted"]))
+
+
+@pytest.mark.parametrize("rules", [ValiditySection(), ValiditySection(validate_after=1)])
+def test_the_chances_while_working_agree_with_settling_after_every_pair(
+    rules: ValiditySection,
+) -> None:
+    """Every sequence of pairs, settled after each and stopped once the lesson is no longer a
+    candidate, gives the chances `by_chance_while_working` computes."""
+    pass_rate, pairs = 0.3, 4
+    odds = {"helped": 0.21, "hurt": 0.21, "same": 0.58}  # p(1 - p) each way at p = 0.3
+    chance = {"validated": 0.0, "refuted": 0.0}
+    for sequence in itertools.product(odds, repeat=pairs):
+        lesson = Lesson(id="x", text="t", kind="insight", source=LessonSource(task_id="s"))
+        for n, outcome in enumerate(sequence):
+            if lesson.validity.status != "candidate":
+                break  # settled: the rest of the sequence makes no pair
+            apply_evidence(lesson, f"t{n}", outcome == "helped", outcome == "hurt")
+            settle(lesson, rules)
+        if lesson.validity.status in chance:
+            chance[lesson.validity.status] += math.prod(odds[o] for o in sequence)
+    luck = by_chance_while_working(pairs, pass_rate, rules)
+    assert (luck.validated, luck.refuted) == pytest.approx((chance["validated"], chance["refuted"]))
+
+
+@pytest.mark.parametrize(("pairs", "pass_rate"), [(0, 0.5), (0, 0.0), (5, 0.0), (5, 1.0)])
+def test_no_pair_or_a_task_that_always_or_never_passes_settles_nothing_by_chance(
+    pairs: int, pass_rate: float
+) -> None:
+    luck = by_chance_while_working(pairs, pass_rate, ValiditySection(validate_after=1))
+    assert (luck.validated, luck.refuted) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(("pairs", "pass_rate"), [(3, 1.5), (3, -0.2), (-1, 0.5)])
+def test_a_chance_asked_of_an_impossible_pass_rate_or_count_is_a_bug_that_raises(
+    pairs: int, pass_rate: float
+) -> None:
+    for chances in (by_chance, by_chance_while_working):
+        with pytest.raises(ValueError, match="pass rate|pairs"):
+            chances(pairs, pass_rate, ValiditySection())
 
 
 def test_a_misspelt_filter_of_a_lesson_change_is_refused_at_the_call(tmp_path: Path) -> None:
