@@ -240,9 +240,8 @@ class Memory(KeepsWritten):
         lesson validated then is found as validated from now on."""
         truth = {lesson.id: lesson for lesson in self.log.lessons([x.id for x in found])}
         if not self.frozen:
-            now = {i: lesson.validity.status for i, lesson in truth.items()}
-            self._recache([truth[x.id] for x in found if now.get(x.id, x.validity.status)
-                           != x.validity.status])  # fmt: skip
+            held = {x.id: x.validity.status for x in found}
+            self._recache([x for i, x in truth.items() if x.validity.status != held[i]])
         return truth
 
     def supersede(self, old: Lesson, new_id: str, episode_id: str = "", trial: int = 0) -> None:
