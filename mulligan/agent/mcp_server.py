@@ -67,7 +67,8 @@ def build_server(service: MemoryService) -> Any:
         """After an attempt: what it answered, whether the task's own checks passed, what
         they said (`feedback`), and the ids of the lessons and diagnoses it was shown.
         Recorded as evidence for those lessons; after a failure the reflector writes a
-        diagnosis and a general lesson, stored as a candidate. An unknown id is refused and
+        diagnosis and a general lesson, stored as a candidate (`reflection` says whether it
+        was written, or why not). An unknown id, or one recall never shows, is refused and
         nothing is recorded."""
         return answered(lambda: service.report(task, answer, passed, feedback, shown or [], family))
 
