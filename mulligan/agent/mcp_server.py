@@ -4,8 +4,8 @@ mulligan/actor/mcp_tools.py's).
 
 Two tools: `recall(task)` before an attempt, `report(task, answer, passed, feedback, shown)`
 after it. A bad argument (one a tool does not take included) comes back as the tool's error
-(`is_error`, one line saying what to pass), and nothing is stored. `passed` must be a JSON boolean: the text "true" is refused, not
-read as one.
+(`is_error`, one line saying what to pass), and nothing is stored. `passed` must be a JSON
+boolean: the text "true" is refused, not read as one.
 """
 
 from __future__ import annotations
