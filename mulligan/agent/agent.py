@@ -67,6 +67,8 @@ class Agent:
         **settings: Any,
     ) -> None:
         given_kinds(model, reflector, memory)
+        if strategy is not None and not isinstance(strategy, str):
+            raise UserError(f"Agent(strategy={strategy!r}): a strategy's name, such as 'retry'")
         flags = dict(settings)
         named = {one.flag for one in all_settings() if one.flag} - {"model", "memory"}
         unknown = sorted(set(flags) - named)
@@ -130,6 +132,8 @@ class Agent:
             return self.memory.store.all()
         if isinstance(ids, str):
             raise UserError("Agent.lessons: a list of lesson ids, not str: pass [ID]")
+        if not all(isinstance(i, str) for i in ids):
+            raise UserError(f"Agent.lessons: a list of lesson ids, not {list(ids)!r}")
         return self.memory.lessons(list(ids))
 
     @property

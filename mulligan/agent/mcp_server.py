@@ -3,14 +3,15 @@ the official SDK's server. The only module that imports the SDK's server side (i
 mulligan/actor/mcp_tools.py's).
 
 Two tools: `recall(task)` before an attempt, `report(task, answer, passed, feedback, shown)`
-after it. A bad argument comes back as the tool's error (`is_error`, one line saying what to
-pass), and nothing is stored. `passed` must be a JSON boolean: the text "true" is refused, not
-read as one.
+after it. A bad argument (one a tool does not take included) comes back as the tool's error
+(`is_error`, one line saying what to pass), and nothing is stored. `passed` must be a JSON
+boolean: the text "true" is refused, not read as one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from inspect import signature
 from typing import Any
 
 from pydantic import StrictBool
@@ -43,7 +44,22 @@ def build_server(service: MemoryService) -> Any:
         except UserError as exc:  # the client's mistake: said in the tool's result
             raise ToolError(str(exc)) from exc
 
-    server = MCPServer(NAME, instructions=INSTRUCTIONS)
+    taken: dict[str, list[str]] = {}  # each tool's arguments, by its name
+
+    class Server(MCPServer):
+        """The SDK's server, refusing an argument no tool of that name takes: the SDK drops
+        it, and a misspelt `shown` would record an attempt that was shown nothing."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], *rest: Any) -> Any:
+            unknown = sorted(set(arguments) - set(taken.get(name, arguments)))
+            if unknown:
+                raise ToolError(
+                    f"{name}: no argument {unknown[0]!r}; it takes {', '.join(taken[name])} "
+                    "(nothing was recorded)"
+                )
+            return await super().call_tool(name, arguments, *rest)
+
+    server = Server(NAME, instructions=INSTRUCTIONS)
 
     @server.tool()
     def recall(task: str, family: str = "") -> dict[str, Any]:
@@ -67,10 +83,12 @@ def build_server(service: MemoryService) -> Any:
         """After an attempt: what it answered, whether the task's own checks passed, what
         they said (`feedback`), and the ids of the lessons and diagnoses it was shown.
         Recorded as evidence for those lessons; after a failure the reflector writes a
-        diagnosis and a general lesson, stored as a candidate. An unknown id is refused and
+        diagnosis and a general lesson, stored as a candidate (`reflection` says whether it
+        was written, or why not). An unknown id, or one recall never shows, is refused and
         nothing is recorded."""
         return answered(lambda: service.report(task, answer, passed, feedback, shown or [], family))
 
+    taken.update({tool.__name__: list(signature(tool).parameters) for tool in (recall, report)})
     return server
 
 

@@ -12,8 +12,9 @@ verification pair). After a failure the reflector writes a diagnosis (shown agai
 task's next recall in the same session) and at most one general lesson, kept as a candidate:
 nothing a client's agent wrote is a rule until verified.
 
-Bad arguments (a blank task, a lesson id the memory does not hold) are `UserError`s raised
-before anything is stored.
+Bad arguments (a blank task, a lesson id the memory does not hold or one recall never
+shows) are `UserError`s raised before anything is stored. A reflector that fails or cannot
+be reached leaves the outcome recorded and the report saying so.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from mulligan.errors import UserError
+from mulligan.errors import EndpointUnreachable, UserError
 from mulligan.loop import LoopSettings
 from mulligan.memory import Memory
 from mulligan.memory.memory import episode_for
-from mulligan.memory.validity import evidence_phrase
+from mulligan.memory.validity import ACTIVE, evidence_phrase
 from mulligan.memory.written import Written
 from mulligan.reflector import Reflector
-from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Verdict
+from mulligan.reflector.reflect import Reflection
+from mulligan.schema import Attempt, CheckResult, Episode, Lesson, Step, Task, Usage, Verdict
 from mulligan.strategies.carry import unseen
 from mulligan.text_cut import head, id_words
 
@@ -97,14 +99,19 @@ class MemoryService:
         family: str = "",
     ) -> dict[str, Any]:
         """Record one attempt's outcome for the lessons it was shown; after a failure, the
-        reflector's diagnosis and lesson (a candidate)."""
+        reflector's diagnosis and lesson (a candidate). The reflector is asked before anything
+        is written: a server killed while it answers has stored nothing of the report, which
+        its client, never answered, makes again."""
         chosen = self._task(task, family)
         outcome = checked_outcome(answer, passed, feedback)
-        given = self._known(shown)  # every argument checked before anything is stored
+        given = self._known(
+            shown, self._episode_id(chosen)
+        )  # all checked before anything is stored
         with self._lock:
             episode = self._episode(chosen)
             attempt, verdict = reported(chosen, len(episode.attempts) + 1, *outcome)
             attempt.lesson_ids = [lesson.id for lesson in given]
+            written, reflection = self._reflection(chosen, episode, attempt, verdict, given)
             episode.attempts.append(attempt)
             episode.verdicts.append(verdict)
             episode.passed = passed
@@ -115,7 +122,7 @@ class MemoryService:
             if assigned and assigned.shown != (assigned.lesson_id in attempt.lesson_ids):
                 self.memory.record_outcome(episode.id, attempt.trial, None, [])  # told nothing
             self.memory.finish_attempt(episode, attempt, verdict, given)
-            written = [] if passed else self._reflect(chosen, episode, given)
+            kept = self.memory.keep_written(episode, written) if written else []
             self.memory.finish_episode(episode)
         counted = self.memory.lessons([lesson.id for lesson in given])
         return {
@@ -123,7 +130,8 @@ class MemoryService:
             "attempt": attempt.trial,
             "recorded": "passed" if passed else "failed",
             "shown": [described(x, False) for x in counted],
-            "written": [described(x, False) for x in written],
+            "written": [described(x, False) for x in kept],
+            "reflection": reflection,
         }
 
     # ------------------------------------------------------------ what they share
@@ -131,13 +139,17 @@ class MemoryService:
     def _task(self, text: str, family: str) -> Task:
         if not isinstance(text, str) or not text.strip():
             raise UserError("task: blank; pass the task's text, as the agent is given it")
+        if not isinstance(family, str):
+            raise UserError(f"family: text, not {type(family).__name__}")
         family = family.strip() or self.family
         digest = hashlib.sha256(f"{family}\n{text}".encode()).hexdigest()[:12]
         words = id_words(text, 5)
         return Task(id="-".join([*words, digest]), family=family, prompt=text)
 
-    def _known(self, ids: Sequence[str]) -> list[Lesson]:
-        """The lessons of these ids, refused (nothing stored) if the memory lacks any."""
+    def _known(self, ids: Sequence[str], episode_id: str) -> list[Lesson]:
+        """The lessons of these ids, refused (nothing stored) if the memory lacks any, or if
+        one is a lesson recall never shows (refuted, retracted, ...) that this task's episode
+        was not shown while it could be."""
         if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
             raise UserError("shown: a list of lesson ids, as recall returned them")
         wanted = list(dict.fromkeys(i.strip() for i in ids))
@@ -150,15 +162,27 @@ class MemoryService:
                 f"shown: no lesson {named}{more} in {self.memory.where}; "
                 "name only the ids recall returned (nothing was recorded)"
             )
+        retired = [found[i] for i in wanted if found[i].validity.status not in ACTIVE]
+        touched = set(self.memory.log.lessons_touched(episode_id)) if retired else set()
+        for lesson in retired:
+            if lesson.id not in touched:
+                raise UserError(
+                    f"shown: lesson {lesson.id!r} is {lesson.validity.status}: recall never "
+                    "shows it, and showed it at this task before it was; name only the ids "
+                    "recall returned (nothing was recorded)"
+                )
         return [found[i] for i in wanted]
+
+    def _episode_id(self, task: Task) -> str:
+        return f"{self.run_id}:{task.id}"
 
     def _episode(self, task: Task) -> Episode:
         """This session's episode of the task, started at its first recall or report."""
         if task.id not in self._episodes:
-            episode_id = f"{self.run_id}:{task.id}"
             self._episodes[task.id] = episode_for(
-                self.memory, episode_id, self.run_id, task.id, STRATEGY, len(self._episodes)
-            )
+                self.memory, self._episode_id(task), self.run_id, task.id, STRATEGY,
+                len(self._episodes),
+            )  # fmt: skip
         return self._episodes[task.id]
 
     def _diagnoses(self, episode: Episode) -> list[Lesson]:
@@ -167,18 +191,26 @@ class MemoryService:
         diagnoses = [lesson for lesson in written if lesson.kind == "diagnosis"]
         return diagnoses[-self.settings.carried_reflections :] if diagnoses else []
 
-    def _reflect(self, task: Task, episode: Episode, given: list[Lesson]) -> list[Lesson]:
-        """The reflector's diagnosis (kept in the log for this episode) and general lesson
-        (stored as a candidate) on the attempt just reported."""
+    def _reflection(
+        self, task: Task, episode: Episode, attempt: Attempt, verdict: Verdict, given: list[Lesson]
+    ) -> tuple[Written | None, str]:
+        """What the reflector wrote on this attempt, not yet kept (its diagnosis, and a
+        general lesson to store as a candidate), and what became of the reflection."""
+        if verdict.passed:
+            return None, "none: the attempt passed"
         if self.reflector is None:
-            return []
-        attempt, verdict = episode.attempts[-1], episode.verdicts[-1]
-        reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
+            return None, "none: no reflector"
+        try:
+            reflection = self.reflector.reflect(task, attempt, verdict, given, episode.id)
+        except EndpointUnreachable as exc:  # no resume here to redo it: the outcome is kept
+            reflection = Reflection(failed=str(exc))
+            self.reflector.usage += Usage(unmetered_calls=exc.unmetered_calls)
         attempt.charge("reflector", self.reflector.take_usage())
+        if reflection.failed:
+            return None, f"failed: {reflection.failed}; the outcome is recorded, no lesson written"
         found = ([reflection.diagnosis] if reflection.diagnosis else []) + reflection.lessons
         own = self.memory.lessons(episode.lessons_written)
-        written = Written(lessons=unseen(found, own + given), to_store=True)
-        return self.memory.keep_written(episode, written)  # whole, with its charges
+        return Written(lessons=unseen(found, own + given), to_store=True), "done"
 
 
 def checked_outcome(answer: str, passed: bool, feedback: str) -> tuple[str, bool, str]:

@@ -144,9 +144,12 @@ class LessonStore:
         self._forget()
         if self._lock.path is None:
             url = urlparse(self.location)
-            self._client = chromadb.HttpClient(
-                host=url.hostname or "127.0.0.1", port=url.port or 8000, ssl=url.scheme == "https"
-            )
+            host, port, ssl = url.hostname or "127.0.0.1", url.port or 8000, url.scheme == "https"
+            try:
+                self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl)
+            except ValueError as exc:  # chroma's word for nothing answering there
+                raise UserError(f"lesson store {self.location}: no chroma server answers there "
+                                f"({exc}); start it, or name a directory") from exc  # fmt: skip
         else:
             self._client = chromadb.PersistentClient(path=self._chroma_path)
         self._system = self._shared_system()

@@ -74,6 +74,8 @@ class Reflection:
     """At most one general lesson: the only kind that may go to the persistent store."""
     replaces: dict[str, list[Lesson]] = field(default_factory=dict)
     """New lesson id -> the lessons in play it supersedes."""
+    failed: str = ""
+    """Why the reflector's model gave no reply (the endpoint's error); empty when it did."""
 
 
 def trajectory_text(attempt: Attempt, per_item: int = 300, total: int = 6000) -> str:
@@ -114,7 +116,8 @@ class Reflector:
         )
         draft = self._draft(prompt, task, REFLECTION_FORMAT)
         reflection = Reflection()
-        if draft is None:
+        if isinstance(draft, ModelError):
+            reflection.failed = str(draft)
             return reflection
         failed = verdict.failed_visible  # a hidden check is never named, not even here
         new = functools.partial(
@@ -149,7 +152,7 @@ class Reflector:
             answer=head(passed.answer or "", 1500),
         )
         draft = self._draft(prompt, task, INSIGHT_FORMAT)
-        if draft is None or len(draft.lesson.strip()) < MIN_TEXT:
+        if isinstance(draft, ModelError) or len(draft.lesson.strip()) < MIN_TEXT:
             return []  # a prose reply is no general lesson: nothing is stored
         return [
             self._lesson(
@@ -157,15 +160,18 @@ class Reflector:
             )
         ]
 
-    def _draft(self, prompt: str, task: Task, response_format: dict[str, Any]) -> _Draft | None:
-        """The model's reply: the JSON asked for, or else its prose as the diagnosis."""
+    def _draft(
+        self, prompt: str, task: Task, response_format: dict[str, Any]
+    ) -> _Draft | ModelError:
+        """The model's reply: the JSON asked for, or else its prose as the diagnosis; or the
+        endpoint's error when it gave none."""
         messages: list[Message] = [{"role": "user", "content": prompt}]
         try:
             response = self.model.chat(messages, response_format=response_format)
         except ModelError as exc:
             log.warning("reflection failed for %s: %s", task.id, exc)
             self.usage = self.usage + Usage(unmetered_calls=exc.unmetered_calls)
-            return None
+            return exc
         self.usage = self.usage + response.usage
         text = response.text.strip()
         try:

@@ -5,6 +5,7 @@ memory for the next Agent on that directory."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +121,7 @@ def test_bad_settings_are_user_errors_before_any_task(
         ({"memory": 42}, r"Agent\(memory=42\): a directory"),
         ({"memory": ""}, r"Agent\(memory=''\): a directory"),
         ({"memory": "  "}, r"Agent\(memory='  '\): a directory"),
+        ({"strategy": 5}, r"Agent\(strategy=5\): a strategy's name"),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_a_user_error_and_nothing_is_made(
@@ -164,4 +166,17 @@ def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
         agent.solve("Say yes.", ExactMatchCheck(answer="yes"))  # type: ignore[arg-type]
     with pytest.raises(UserError, match=r"Agent.lessons: a list of lesson ids, not str"):
         agent.lessons("a1b2c3")
+    with pytest.raises(UserError, match=r"Agent.lessons: a list of lesson ids, not \[5\]"):
+        agent.lessons([5])  # type: ignore[list-item]
     assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []
+
+
+def test_a_lesson_store_on_a_chroma_server_that_is_down_is_a_user_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as free:  # a port nothing listens on once it is closed
+        free.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{free.getsockname()[1]}"
+    memory = Memory(tmp_path / "log", HashEmbedding(), store=url)
+    with pytest.raises(UserError, match=rf"lesson store {url}: no chroma server answers there"):
+        Agent(capitals_model(), memory=memory)

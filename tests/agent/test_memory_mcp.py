@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ async def first_day(client: Client) -> list[Any]:
     calls.append(await client.call_tool("report", report | {"shown": ["proven"]}))
     calls.append(await client.call_tool("report", report | {"shown": ["proven", "nosuch"]}))
     calls.append(await client.call_tool("report", report | {"passed": "true"}))  # text
+    calls.append(await client.call_tool("report", report | {"show": ["proven"]}))  # misspelt
     calls.append(await client.call_tool("recall", {"task": path_task(1)}))
     for km in range(2, 6):
         for attempt in (1, 2):
@@ -96,7 +98,7 @@ def test_recall_and_report_through_the_sdks_client_verify_a_lesson_across_sessio
         assert server.violations == []
     assert set(tools) == {"recall", "report"}
     assert tools["report"].input_schema["required"] == ["task", "answer", "passed"]
-    first, failed, unknown, malformed, second = calls
+    first, failed, unknown, malformed, misspelt, second = calls
     assert [(x["id"], x["status"]) for x in first.structured_content["lessons"]] == [
         ("proven", "validated")
     ]
@@ -104,6 +106,7 @@ def test_recall_and_report_through_the_sdks_client_verify_a_lesson_across_sessio
     assert written["failure"]["text"] == LESSON and written["failure"]["status"] == "candidate"
     assert unknown.is_error and "no lesson 'nosuch'" in unknown.content[0].text
     assert malformed.is_error and "passed" in malformed.content[0].text
+    assert misspelt.is_error and "report: no argument 'show'" in misspelt.content[0].text
     assert [x["text"] for x in second.structured_content["diagnoses"]] == [DIAGNOSIS]
     assert second.structured_content["attempt"] == 2  # the refused reports made no attempt
 
@@ -159,3 +162,71 @@ def test_the_command_without_an_endpoint_says_how_before_serving(
     assert code == 2
     assert "OPENAI_BASE_URL" in capsys.readouterr().err
     assert not (tmp_path / "mem").exists()  # nothing made for a command that cannot run
+
+
+class RawServer:
+    """The server process spoken to line by line (JSON-RPC over its stdio), so that a test
+    can kill it in the middle of a call."""
+
+    def __init__(self, directory: Path, base_url: str) -> None:
+        argv = [sys.executable, "-m", "mulligan.cli", "memory", "mcp", "--memory", str(directory)]
+        argv += ["--embedding", "hash", "--min-similarity", "0", "--base-url", base_url]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        self.ask("initialize", hello | {"clientInfo": {"name": "test", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.send({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        assert self.process.stdout is not None
+        return dict(json.loads(self.process.stdout.readline())["result"])
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.ask("tools/call", {"name": tool, "arguments": arguments})["structuredContent"]
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.communicate(timeout=60)
+
+
+def test_a_server_killed_while_its_reflector_answers_a_report_has_counted_nothing_of_it(
+    tmp_path: Path,
+) -> None:
+    """kill -9 in the middle of a report: the client, never answered, reports again to the
+    restarted server, and the outcome is counted once, with the lesson the reflector wrote."""
+    memory = Memory(tmp_path / "mem", HashEmbedding())
+    plant(memory, "proven", "Read how long the path is in the units asked.", status="validated")
+    asked = threading.Event()
+
+    def slow_reflector(body: dict[str, Any]) -> FakeReply:
+        if not asked.is_set():
+            asked.set()
+            return FakeReply(content="{}", delay=60)  # killed long before it answers
+        return reflector(body)
+
+    report = {"task": path_task(1), "answer": "1", "passed": False, "shown": ["proven"]}
+    with FakeOpenAIServer(policy=slow_reflector) as server:
+        first = RawServer(tmp_path / "mem", server.base_url)
+        first.call("recall", {"task": path_task(1)})
+        first.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "report", "arguments": report}})  # fmt: skip
+        assert asked.wait(60)
+        first.close()
+        again = RawServer(tmp_path / "mem", server.base_url)
+        done = again.call("report", report)
+        again.close()
+    after = Memory(tmp_path / "mem", HashEmbedding())
+    assert after.lessons(["proven"])[0].validity.hurt == 1
+    attempts = [row["trials"] for row in after.log.episodes()]
+    assert sorted(attempts) == [0, 1]  # the killed server's episode holds no attempt
+    assert [x["text"] for x in done["written"] if x["kind"] == "failure"] == [LESSON]
+    assert done["attempt"] == 1 and done["reflection"] == "done"

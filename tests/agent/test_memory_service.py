@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mulligan.agent.memory_service import STRATEGY, MemoryService
-from mulligan.errors import UserError
+from mulligan.errors import EndpointUnreachable, ModelError, UserError
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.reflector import Reflector
@@ -211,3 +211,83 @@ def test_an_attempt_that_left_out_its_assigned_candidate_is_no_half_of_a_pair(
         assert assignment is not None and assignment.shown == tried
         assert assignment.outcome == ("told nothing" if tried else "failed")
     assert memory.lessons(["rule"])[0].validity.evidence.pairs == 0
+
+
+@pytest.mark.parametrize("error", [EndpointUnreachable, ModelError])
+def test_a_reflector_that_fails_leaves_the_outcome_recorded_and_the_report_says_so(
+    memory: Memory, error: type[Exception]
+) -> None:
+    """Gone (nothing answers) or failing (an error status through every retry)."""
+    plant(memory, "proven", LESSON, status="validated")
+
+    def unreachable(messages: list[dict[str, Any]], tools: Any) -> str:
+        raise error("endpoint http://127.0.0.1:9/v1 unreachable after 4 tries")
+
+    server = service(memory, ScriptedModel(policy=unreachable))
+    done = server.report(TASK, "3", False, "expected 3000", ["proven"])
+    assert (done["recorded"], done["written"]) == ("failed", [])
+    assert done["reflection"].startswith("failed: endpoint http://127.0.0.1:9/v1 unreachable")
+    assert memory.lessons(["proven"])[0].validity.hurt == 1
+    episode = memory.log.episode(f"{server.run_id}:{done['task_id']}")
+    assert episode is not None and [a.answer for a in episode.attempts] == ["3"]
+    answered = service(memory, run_id="mcp-2").report(TASK, "3", False, "expected 3000")
+    assert answered["reflection"] == "done" and answered["written"]
+    assert service(memory, run_id="mcp-3").report(TASK, "3000", True)["reflection"] == (
+        "none: the attempt passed"
+    )
+
+
+class Killed(BaseException):
+    """The server process dying where this is raised."""
+
+
+def test_a_report_cut_short_while_the_reflector_answers_stores_nothing_and_is_counted_once_again(
+    memory: Memory,
+) -> None:
+    """The client never got an answer, so it reports again (to the restarted server): the
+    outcome is counted once, with the reflection the second server asked for."""
+    plant(memory, "proven", "Read how long the path is in the units asked.", status="validated")
+
+    def dies(messages: list[dict[str, Any]], tools: Any) -> str:
+        raise Killed
+
+    with pytest.raises(Killed):
+        service(memory, ScriptedModel(policy=dies)).report(TASK, "3", False, "no", ["proven"])
+    assert memory.lessons(["proven"])[0].validity.hurt == 0
+    assert all(row["trials"] == 0 for row in memory.log.episodes())
+    done = service(memory, run_id="mcp-2").report(TASK, "3", False, "no", ["proven"])
+    assert {x["kind"] for x in done["written"]} == {"diagnosis", "failure"}
+    assert memory.lessons(["proven"])[0].validity.hurt == 1
+
+
+def test_a_family_that_is_not_text_is_refused(memory: Memory) -> None:
+    with pytest.raises(UserError, match="family: text, not int"):
+        service(memory).recall(TASK, 5)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="family: text, not list"):
+        service(memory).report(TASK, "3", False, "", [], ["units"])  # type: ignore[arg-type]
+    assert memory.log.episodes() == []
+
+
+@pytest.mark.parametrize("status", ["refuted", "retracted", "superseded", "expired"])
+def test_a_lesson_recall_never_shows_is_refused_and_nothing_is_stored(
+    memory: Memory, status: str
+) -> None:
+    plant(memory, "gone", "Answer in km.", status=status)
+    plant(memory, "proven", LESSON, status="validated")
+    model = reflector_model()
+    with pytest.raises(UserError, match=rf"shown: lesson 'gone' is {status}: recall never"):
+        service(memory, model).report(TASK, "3", False, "no", ["proven", "gone"])
+    assert model.calls == [] and memory.log.episodes() == []
+    assert [x.validity.hurt for x in memory.lessons(["proven", "gone"])] == [0, 0]
+
+
+def test_a_lesson_retracted_after_recall_showed_it_at_the_task_is_still_counted(
+    memory: Memory,
+) -> None:
+    plant(memory, "proven", LESSON, status="validated")
+    server = service(memory)
+    shown = [x["id"] for x in server.recall(TASK)["lessons"]]
+    memory.retract("proven")
+    done = server.report(TASK, "3", False, "no", shown)
+    assert [(x["id"], x["status"]) for x in done["shown"]] == [("proven", "retracted")]
+    assert memory.lessons(["proven"])[0].validity.hurt == 1
