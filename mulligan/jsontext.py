@@ -10,8 +10,10 @@ UNREADABLE_JSON = (ValueError, RecursionError)
 """What reading JSON a model wrote can raise: not JSON (JSONDecodeError, a ValueError), a
 number too long for an int (ValueError), nesting too deep (RecursionError)."""
 
-_OBJECT_START = re.compile(r'\{\s*["}]')
-"""Where an object can start: a brace, then a key or the closing brace."""
+_OBJECT_START = re.compile(r'\{\s*(?:\}|"[^"\\]*(?:\\.[^"\\]*)*"\s*:)', re.S)
+"""Where an object can start: a brace, then the closing brace or a whole key and its colon.
+A brace before anything else is never read: a megabyte of `{"` (or `[{"`) was read at each of
+its braces, each read failing a few characters in."""
 WINDOW = 8192
 """Characters an object is first read from (see `first_json_object`)."""
 
