@@ -71,6 +71,9 @@ _QUOTE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
 _LENIENT = json.JSONDecoder(strict=False)
 """JSON that also takes a raw line break inside a string, as models write code."""
 _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
+_WORDED = re.compile(r"[^*_`#>\s\d:]")
+"""A character no label has outside its word: a line with one can start a label, and a
+label begun on a line before it has ended."""
 
 
 def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
@@ -120,6 +123,62 @@ def action_ended(text: str) -> bool:
     final = _FINAL.search(text)
     found = _action_end(text)
     return found is not None and found[1] and not (final and final.start() < found[2])
+
+
+class ActionWatch:
+    """`action_ended` told a streamed reply piece by piece (a `Watch`), in time linear in the
+    reply: asking `action_ended` of the whole text at every piece took N^2 / 2 characters.
+
+    A label starts a line and ends at its first colon, so each run of lines, from one with a
+    word before any colon up to the next such line, is read once, at its first colon. Before
+    the first action's label no action has ended (and none will after a final answer or an
+    imagined observation); from it, `action_ended` reads the text from that label's line, and
+    only at a piece that can end the action's input: a label's colon, or a closing brace.
+    Once it holds it holds: the stream is closed there."""
+
+    def __init__(self) -> None:
+        self._acted: list[str] | None = None
+        """The text from the first action's line on."""
+        self._run: list[str] = []
+        """The run of lines before the line being written, from its line with a word."""
+        self._line: list[str] = []
+        self._settled = self._colon_read = self._never = self._ended = False
+        """`_settled`: the line being written has started a run, or can no longer (its colon
+        came before any word)."""
+
+    def __call__(self, piece: str) -> bool:
+        if self._never or self._ended:
+            return self._ended
+        may_end = "}" in piece
+        for index, segment in enumerate(piece.split("\n")):
+            if index:
+                self._run += [*self._line, "\n"]
+                self._line, self._settled = [], False
+            if not self._settled and _WORDED.search(segment.partition(":")[0]):
+                self._run, self._colon_read = [], False  # a run starts on this line
+            self._settled = self._settled or bool(_WORDED.search(segment)) or ":" in segment
+            self._line.append(segment)
+            if self._acted is not None:
+                self._acted.append("\n" + segment if index else segment)
+            if ":" in segment and not self._colon_read:
+                self._colon_read = True
+                may_end = self._label_read("".join(self._run + self._line)) or may_end
+            if self._never:
+                return False
+        if may_end and self._acted is not None:
+            self._ended = action_ended("".join(self._acted))
+        return self._ended
+
+    def _label_read(self, run: str) -> bool:
+        """Note the label the run of lines starts with; True where it can end an action."""
+        if self._acted is not None:
+            return any(label.match(run) for label in (_NEXT_LABEL, _OBSERVATION, _INPUT))
+        if _FINAL.match(run) or _OBSERVATION.match(run):
+            self._never = True
+        elif _ACTION.match(run):
+            self._acted = [run]
+            return True
+        return False
 
 
 def _action_end(text: str) -> tuple[int, bool, int] | None:
