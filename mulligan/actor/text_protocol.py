@@ -11,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from mulligan.jsontext import UNREADABLE_JSON, first_json_object
+from mulligan.jsontext import UNREADABLE_JSON, ObjectEnds, first_json_object
 from mulligan.schema import ToolCall
 
 STOP_SEQUENCES = [
@@ -133,7 +133,8 @@ class ActionWatch:
     word before any colon up to the next such line, is read once, at its first colon. Before
     the first action's label no action has ended (and none will after a final answer or an
     imagined observation); from it, `action_ended` reads the text from that label's line, and
-    only at a piece that can end the action's input: a label's colon, or a closing brace.
+    only at a piece that can end the action's input: a label's colon, or the closing brace
+    of its JSON object (`ObjectEnds`).
     Once it holds it holds: the stream is closed there."""
 
     def __init__(self) -> None:
@@ -142,6 +143,10 @@ class ActionWatch:
         self._run: list[str] = []
         """The run of lines before the line being written, from its line with a word."""
         self._line: list[str] = []
+        self._object: ObjectEnds | None = None
+        """Where the action's JSON input can close, once it has one."""
+        self._inline = self._lead = self._given = False
+        """`_inline`: the action's line is still being written, and no object is in it yet."""
         self._settled = self._colon_read = self._never = self._ended = False
         """`_settled`: the line being written has started a run, or can no longer (its colon
         came before any word)."""
@@ -149,7 +154,7 @@ class ActionWatch:
     def __call__(self, piece: str) -> bool:
         if self._never or self._ended:
             return self._ended
-        may_end = "}" in piece
+        labelled = False
         for index, segment in enumerate(piece.split("\n")):
             if index:
                 self._run += [*self._line, "\n"]
@@ -162,17 +167,44 @@ class ActionWatch:
                 self._acted.append("\n" + segment if index else segment)
             if ":" in segment and not self._colon_read:
                 self._colon_read = True
-                may_end = self._label_read("".join(self._run + self._line)) or may_end
+                labelled = self._label_read("".join(self._run + self._line)) or labelled
             if self._never:
                 return False
-        if may_end and self._acted is not None:
-            self._ended = action_ended("".join(self._acted))
+        if self._acted is None:
+            return False
+        if labelled or (self._object is None and self._inline and "{" in piece):
+            self._read_again()
+        elif self._object is not None and self._closes(piece):
+            self._ended, self._object = action_ended("".join(self._acted)), None
         return self._ended
+
+    def _read_again(self) -> None:
+        """Ask `action_ended` of the text from the action's line, and find its input's object
+        again (a label may have moved it)."""
+        text = "".join(self._acted or [])
+        self._ended = action_ended(text)
+        action = _ACTION.search(_cut_hallucinated_observation(text))
+        start, at = _input_start(text, action) if action else (-1, -1)
+        self._inline = at < 0 and action is not None and action.end() == len(text)
+        self._lead = at == start == len(text)  # the label may yet take emphasis after it
+        self._object = ObjectEnds() if at >= 0 else None
+        if self._object is not None and self._object(text[at:]):
+            self._object = None  # it closed without ending the action: it never will
+
+    def _closes(self, piece: str) -> bool:
+        """The piece closes the input's object (after the emphasis its label took)."""
+        if self._lead:
+            piece = piece.lstrip("*_ \t")
+            self._lead = not piece
+        return self._object is not None and self._object(piece)
 
     def _label_read(self, run: str) -> bool:
         """Note the label the run of lines starts with; True where it can end an action."""
         if self._acted is not None:
-            return any(label.match(run) for label in (_NEXT_LABEL, _OBSERVATION, _INPUT))
+            if not self._given and _INPUT.match(run):  # the first is the action's input
+                self._given = True
+                return True
+            return bool(_NEXT_LABEL.match(run) or _OBSERVATION.match(run))
         if _FINAL.match(run) or _OBSERVATION.match(run):
             self._never = True
         elif _ACTION.match(run):
@@ -187,9 +219,7 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
     action = _ACTION.search(_cut_hallucinated_observation(text))
     if action is None:
         return None
-    given = _input_of(text, action)
-    start = given.end() if given else action.end()
-    at = start if given else text.find("{", action.start("value"), action.end())
+    start, at = _input_start(text, action)
     found = _object_at(text, at) if at >= 0 else None
     if found:  # a JSON input: it ends with its object
         cut, complete = found[1], True
@@ -203,6 +233,13 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
     while cut > start and text[cut - 1].isspace():
         cut -= 1
     return cut, complete, action.start()
+
+
+def _input_start(text: str, action: re.Match[str]) -> tuple[int, int]:
+    """Where the action's input starts, and where its JSON object does (-1: it has none)."""
+    given = _input_of(text, action)
+    start = given.end() if given else action.end()
+    return start, start if given else text.find("{", action.start("value"), action.end())
 
 
 def _object_at(text: str, at: int = 0) -> tuple[dict[str, object], int] | None:

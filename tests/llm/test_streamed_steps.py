@@ -128,6 +128,10 @@ WATCHED = [
     'Action: read_notes\nAction Input: {"code": "if x:\\n  y = {1: 2}"}\nObservation: z',
     "Action: python\nAction Input: x = 1\nFinal Answer: 2",
     "Thought: I will think a long time about it: at length\n" * 3,
+    'Action:\nAction Input: **{"a": 1}{"a":',
+    'Action*\n\n: go {"y": "}"}] more',
+    'Action: x\nAction Input: {"code": "x \\" } \\\\", "b": {"c": "}"}} tail',
+    'Action: x\nAction Input: {"a": 1}}\nAction Input: {"b": 2} more',
 ]
 
 
@@ -168,6 +172,23 @@ def test_a_long_streamed_turn_is_read_once_not_again_at_every_piece(
     assert server.streams[0].closed_early and attempt.answer == "7"
     assert first.usage.completion_tokens == pieces(RAMBLING + ACTED)
     assert sum(read) <= 4 * len(RAMBLING + ACTED + IMAGINED), sum(read)
+
+
+def test_an_action_input_that_never_closes_is_read_once_not_at_every_brace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JSON input's braces inside its strings close nothing: asking `action_ended` again at
+    each of them read the input N^2 / 2 times over (code with a dict a line)."""
+    read: list[int] = []
+    action_end = text_protocol._action_end
+    monkeypatch.setattr(
+        text_protocol, "_action_end", lambda t: read.append(len(t)) or action_end(t)
+    )
+    text = 'Action: python\nAction Input: {"code": "' + 'd = {1: 2}  # \\"{\\\\\n' * 300
+    watch = ActionWatch()
+    assert not any(watch(piece) for piece in re.findall(r"\s*\S+|\s+", text))
+    assert watch('"}') and action_ended(text + '"}')
+    assert sum(read) <= 4 * len(text), sum(read)
 
 
 CANCELLED = "stop: cancel task"
