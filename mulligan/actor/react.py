@@ -17,9 +17,9 @@ from mulligan.actor.text_protocol import (
     FinalAnswer,
     acted_on,
     parse_text_turn,
-    recover_text_tool_calls,
     strip_final_label,
 )
+from mulligan.actor.text_tool_calls import recover_text_tool_calls
 from mulligan.actor.tools import Approver, Tool, ToolRegistry, ToolThreads
 from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.jsontext import UNREADABLE_JSON

@@ -1,8 +1,9 @@
-"""Parsing the text ReAct protocol and recovering tool calls written as text.
+"""Parsing the text ReAct protocol.
 
 Lenient by design: line prefixes first (`Action:`, `Action Input:`, `Final Answer:`,
 with markdown emphasis, numbering and any case), then ReAct's `tool[argument]`,
-then a JSON object anywhere in the message.
+then a JSON object anywhere in the message. Tool calls a server left as text are recovered
+in `text_tool_calls`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import re
 from dataclasses import dataclass
 
 from mulligan.jsontext import UNREADABLE_JSON, ObjectEnds, first_json_object
-from mulligan.schema import ToolCall
 
 STOP_SEQUENCES = [
     "\nObservation:", "\nObservation 1:", "}\nThought:", "}\n\nThought:",
@@ -283,7 +283,7 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
         return Action(name, "{}")
     rest = text[given.end() :]
     following = _NEXT_LABEL.search(rest)  # the input ends where the next thought or action starts
-    raw = _unfence((rest[: following.start()] if following else rest).strip())
+    raw = unfence((rest[: following.start()] if following else rest).strip())
     return Action(name, _as_arguments(raw))
 
 
@@ -300,7 +300,8 @@ def _known_name(name: str, tool_names: list[str]) -> str:
     return next((known for known in tool_names if known.lower() == name.lower()), name)
 
 
-def _unfence(text: str) -> str:
+def unfence(text: str) -> str:
+    """The text inside a markdown code fence around all of it, else the text."""
     match = _FENCE.match(text.strip())
     return match.group(1).strip() if match else text.strip()
 
@@ -342,53 +343,3 @@ def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed |
     if name.lower().replace(" ", "_") in ("final_answer", "finish"):
         return FinalAnswer(str(arguments))
     return Action(_known_name(name, tool_names), json.dumps(arguments))
-
-
-# ---------------------------------------------------------------- native fallbacks
-
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-
-
-def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall], str]:
-    """Tool calls a server left as text: Hermes `<tool_call>` tags, or a reply that is
-    nothing but one or more bare JSON calls (fenced or not; a 1.5B model on llama.cpp wrote
-    two in one ```python block).
-
-    Returns the recovered calls and the text with them removed.
-    """
-    calls: list[ToolCall] = []
-    for match in _HERMES.finditer(text):
-        obj = first_json_object(match.group(1))
-        if obj is not None and isinstance(obj.get("name"), str):
-            calls.append(_call_from(obj, step_index, len(calls)))
-    if calls:
-        return calls, _HERMES.sub("", text).strip()
-    objects = _json_objects_only(_unfence(text))
-    if objects and all(isinstance(o.get("name"), str) and "arguments" in o for o in objects):
-        return [_call_from(obj, step_index, i) for i, obj in enumerate(objects)], ""
-    return [], text
-
-
-def _json_objects_only(text: str) -> list[dict[str, object]]:
-    """The JSON objects the text consists of, one after another; [] if anything else is there."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, object]] = []
-    position = 0
-    while position < len(text):
-        if text[position].isspace():
-            position += 1
-            continue
-        try:
-            obj, position = decoder.raw_decode(text, position)
-        except UNREADABLE_JSON:
-            return []
-        if not isinstance(obj, dict):
-            return []
-        found.append(obj)
-    return found
-
-
-def _call_from(obj: dict[str, object], step_index: int, position: int) -> ToolCall:
-    arguments = obj.get("arguments", obj.get("parameters", {}))
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return ToolCall(id=f"call_{step_index}_{position}", name=str(obj["name"]), arguments=text)

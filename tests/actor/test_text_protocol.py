@@ -16,8 +16,8 @@ from mulligan.actor.text_protocol import (
     ParseFailure,
     acted_on,
     parse_text_turn,
-    recover_text_tool_calls,
 )
+from mulligan.actor.text_tool_calls import recover_text_tool_calls
 from mulligan.jsontext import WINDOW
 from mulligan.testing import ScriptedModel
 
