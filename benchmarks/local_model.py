@@ -160,12 +160,12 @@ def through_mulligan(base_url: str, model: str, at_once: int, reply_tokens: int)
         ]
         sent, first = time.perf_counter(), list[float]()
 
-        def until(text: str) -> bool:
-            if text and not first:
+        def first_token(piece: str) -> bool:
+            if piece and not first:
                 first.append(time.perf_counter())
             return False
 
-        reply = client.chat(messages, max_tokens=reply_tokens, until=until)
+        reply = client.chat(messages, max_tokens=reply_tokens, until=lambda: first_token)
         own = reply.usage.completion_tokens / max(time.perf_counter() - (first or [sent])[0], 1e-9)
         with lock:
             tokens.append(reply.usage.completion_tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,3 +49,14 @@ def field_problems(exc: ValidationError, whole: str, prefix: str = "") -> list[s
     """pydantic's complaints, each as `field.path: message` (`whole` names the record itself,
     where the complaint is about no one field; `prefix`: the section the record sits in)."""
     return [f"{prefix}{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors()]
+
+
+def listen_refusal(port: int, refused: OSError, host: str = "127.0.0.1") -> str:
+    """`--port PORT: ` why a server may not listen on `port` of `host`, and what to do."""
+    if refused.errno == errno.EADDRINUSE:
+        why = f"already in use on {host}; pick another port"
+    elif refused.errno == errno.EACCES and port < 1024:
+        why = "this user may not listen on it (ports below 1024 need root); pick a port above 1024"
+    else:
+        why = f"cannot listen on {host} ({refused.strerror or refused}); pick another port"
+    return f"--port {port}: {why}, or leave --port out for a free one"

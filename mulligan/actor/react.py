@@ -13,13 +13,13 @@ from mulligan.actor.context import CompressionSection, Context, Protocol
 from mulligan.actor.text_protocol import (
     STOP_SEQUENCES,
     Action,
+    ActionWatch,
     FinalAnswer,
     acted_on,
-    action_ended,
     parse_text_turn,
-    recover_text_tool_calls,
     strip_final_label,
 )
+from mulligan.actor.text_tool_calls import recover_text_tool_calls
 from mulligan.actor.tools import Approver, Tool, ToolRegistry, ToolThreads
 from mulligan.errors import DeadlineExceeded, ModelError
 from mulligan.jsontext import UNREADABLE_JSON
@@ -47,7 +47,7 @@ class ActorSettings:
     """An answer before any tool call is sent back once, asking for the tools (`solve`)."""
     read_to_action: bool = True
     """Text protocol: a reply is read only until its first action is written whole
-    (`action_ended`); a model that streams (a self-hosted server) stops generating there."""
+    (`ActionWatch`); a model that streams (a self-hosted server) stops generating there."""
 
     def budget_for(self, overrides: BudgetOverrides | None) -> BudgetSection:
         """Defaults, then the task's own budget, then the user's flags."""
@@ -209,7 +209,7 @@ class Actor:
     ) -> ChatResponse:
         text = self.settings.protocol == "text"
         stop = STOP_SEQUENCES if text else None
-        until = action_ended if text and self.settings.read_to_action and tools is None else None
+        until = ActionWatch if text and self.settings.read_to_action and tools is None else None
         # sent only when set: a ChatModel of the Python API may predate the keyword
         more: dict[str, Any] = {} if temperature is None else {"temperature": temperature}
         return self.model.chat(

@@ -1,8 +1,9 @@
-"""Parsing the text ReAct protocol and recovering tool calls written as text.
+"""Parsing the text ReAct protocol.
 
 Lenient by design: line prefixes first (`Action:`, `Action Input:`, `Final Answer:`,
 with markdown emphasis, numbering and any case), then ReAct's `tool[argument]`,
-then a JSON object anywhere in the message.
+then a JSON object anywhere in the message. Tool calls a server left as text are recovered
+in `text_tool_calls`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from mulligan.jsontext import UNREADABLE_JSON, first_json_object
-from mulligan.schema import ToolCall
+from mulligan.jsontext import UNREADABLE_JSON, ObjectEnds, first_json_object
 
 STOP_SEQUENCES = [
     "\nObservation:", "\nObservation 1:", "}\nThought:", "}\n\nThought:",
@@ -71,6 +71,9 @@ _QUOTE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
 _LENIENT = json.JSONDecoder(strict=False)
 """JSON that also takes a raw line break inside a string, as models write code."""
 _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```\s*$", re.S)
+_WORDED = re.compile(r"[^*_`#>\s\d:]")
+"""A character no label has outside its word: a line with one can start a label, and a
+label begun on a line before it has ended."""
 
 
 def parse_text_turn(text: str, tool_names: list[str]) -> Parsed:
@@ -122,15 +125,101 @@ def action_ended(text: str) -> bool:
     return found is not None and found[1] and not (final and final.start() < found[2])
 
 
+class ActionWatch:
+    """`action_ended` told a streamed reply piece by piece (a `Watch`), in time linear in the
+    reply: asking `action_ended` of the whole text at every piece took N^2 / 2 characters.
+
+    A label starts a line and ends at its first colon, so each run of lines, from one with a
+    word before any colon up to the next such line, is read once, at its first colon. Before
+    the first action's label no action has ended (and none will after a final answer or an
+    imagined observation); from it, `action_ended` reads the text from that label's line, and
+    only at a piece that can end the action's input: a label's colon, or the closing brace
+    of its JSON object (`ObjectEnds`).
+    Once it holds it holds: the stream is closed there."""
+
+    def __init__(self) -> None:
+        self._acted: list[str] | None = None
+        """The text from the first action's line on."""
+        self._run: list[str] = []
+        """The run of lines before the line being written, from its line with a word."""
+        self._line: list[str] = []
+        self._object: ObjectEnds | None = None
+        """Where the action's JSON input can close, once it has one."""
+        self._inline = self._lead = self._given = False
+        """`_inline`: the action's line is still being written, and no object is in it yet."""
+        self._settled = self._colon_read = self._never = self._ended = False
+        """`_settled`: the line being written has started a run, or can no longer (its colon
+        came before any word)."""
+
+    def __call__(self, piece: str) -> bool:
+        if self._never or self._ended:
+            return self._ended
+        labelled = False
+        for index, segment in enumerate(piece.split("\n")):
+            if index:
+                self._run += [*self._line, "\n"]
+                self._line, self._settled = [], False
+            if not self._settled and _WORDED.search(segment.partition(":")[0]):
+                self._run, self._colon_read = [], False  # a run starts on this line
+            self._settled = self._settled or bool(_WORDED.search(segment)) or ":" in segment
+            self._line.append(segment)
+            if self._acted is not None:
+                self._acted.append("\n" + segment if index else segment)
+            if ":" in segment and not self._colon_read:
+                self._colon_read = True
+                labelled = self._label_read("".join(self._run + self._line)) or labelled
+            if self._never:
+                return False
+        if self._acted is None:
+            return False
+        if labelled or (self._object is None and self._inline and "{" in piece):
+            self._read_again()
+        elif self._object is not None and self._closes(piece):
+            self._ended, self._object = action_ended("".join(self._acted)), None
+        return self._ended
+
+    def _read_again(self) -> None:
+        """Ask `action_ended` of the text from the action's line, and find its input's object
+        again (a label may have moved it)."""
+        text = "".join(self._acted or [])
+        self._ended = action_ended(text)
+        action = _ACTION.search(_cut_hallucinated_observation(text))
+        start, at = _input_start(text, action) if action else (-1, -1)
+        self._inline = at < 0 and action is not None and action.end() == len(text)
+        self._lead = at == start == len(text)  # the label may yet take emphasis after it
+        self._object = ObjectEnds() if at >= 0 else None
+        if self._object is not None and self._object(text[at:]):
+            self._object = None  # it closed without ending the action: it never will
+
+    def _closes(self, piece: str) -> bool:
+        """The piece closes the input's object (after the emphasis its label took)."""
+        if self._lead:
+            piece = piece.lstrip("*_ \t")
+            self._lead = not piece
+        return self._object is not None and self._object(piece)
+
+    def _label_read(self, run: str) -> bool:
+        """Note the label the run of lines starts with; True where it can end an action."""
+        if self._acted is not None:
+            if not self._given and _INPUT.match(run):  # the first is the action's input
+                self._given = True
+                return True
+            return bool(_NEXT_LABEL.match(run) or _OBSERVATION.match(run))
+        if _FINAL.match(run) or _OBSERVATION.match(run):
+            self._never = True
+        elif _ACTION.match(run):
+            self._acted = [run]
+            return True
+        return False
+
+
 def _action_end(text: str) -> tuple[int, bool, int] | None:
     """Where the first action's input ends, whether it is known to be complete (else it runs
     to the end of the text so far), and where the action starts; None without an action."""
     action = _ACTION.search(_cut_hallucinated_observation(text))
     if action is None:
         return None
-    given = _input_of(text, action)
-    start = given.end() if given else action.end()
-    at = start if given else text.find("{", action.start("value"), action.end())
+    start, at = _input_start(text, action)
     found = _object_at(text, at) if at >= 0 else None
     if found:  # a JSON input: it ends with its object
         cut, complete = found[1], True
@@ -144,6 +233,13 @@ def _action_end(text: str) -> tuple[int, bool, int] | None:
     while cut > start and text[cut - 1].isspace():
         cut -= 1
     return cut, complete, action.start()
+
+
+def _input_start(text: str, action: re.Match[str]) -> tuple[int, int]:
+    """Where the action's input starts, and where its JSON object does (-1: it has none)."""
+    given = _input_of(text, action)
+    start = given.end() if given else action.end()
+    return start, start if given else text.find("{", action.start("value"), action.end())
 
 
 def _object_at(text: str, at: int = 0) -> tuple[dict[str, object], int] | None:
@@ -187,7 +283,7 @@ def _parse_action(text: str, action: re.Match[str], tool_names: list[str]) -> Pa
         return Action(name, "{}")
     rest = text[given.end() :]
     following = _NEXT_LABEL.search(rest)  # the input ends where the next thought or action starts
-    raw = _unfence((rest[: following.start()] if following else rest).strip())
+    raw = unfence((rest[: following.start()] if following else rest).strip())
     return Action(name, _as_arguments(raw))
 
 
@@ -204,7 +300,8 @@ def _known_name(name: str, tool_names: list[str]) -> str:
     return next((known for known in tool_names if known.lower() == name.lower()), name)
 
 
-def _unfence(text: str) -> str:
+def unfence(text: str) -> str:
+    """The text inside a markdown code fence around all of it, else the text."""
     match = _FENCE.match(text.strip())
     return match.group(1).strip() if match else text.strip()
 
@@ -246,53 +343,3 @@ def _action_from_json(obj: dict[str, object], tool_names: list[str]) -> Parsed |
     if name.lower().replace(" ", "_") in ("final_answer", "finish"):
         return FinalAnswer(str(arguments))
     return Action(_known_name(name, tool_names), json.dumps(arguments))
-
-
-# ---------------------------------------------------------------- native fallbacks
-
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-
-
-def recover_text_tool_calls(text: str, step_index: int) -> tuple[list[ToolCall], str]:
-    """Tool calls a server left as text: Hermes `<tool_call>` tags, or a reply that is
-    nothing but one or more bare JSON calls (fenced or not; a 1.5B model on llama.cpp wrote
-    two in one ```python block).
-
-    Returns the recovered calls and the text with them removed.
-    """
-    calls: list[ToolCall] = []
-    for match in _HERMES.finditer(text):
-        obj = first_json_object(match.group(1))
-        if obj is not None and isinstance(obj.get("name"), str):
-            calls.append(_call_from(obj, step_index, len(calls)))
-    if calls:
-        return calls, _HERMES.sub("", text).strip()
-    objects = _json_objects_only(_unfence(text))
-    if objects and all(isinstance(o.get("name"), str) and "arguments" in o for o in objects):
-        return [_call_from(obj, step_index, i) for i, obj in enumerate(objects)], ""
-    return [], text
-
-
-def _json_objects_only(text: str) -> list[dict[str, object]]:
-    """The JSON objects the text consists of, one after another; [] if anything else is there."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, object]] = []
-    position = 0
-    while position < len(text):
-        if text[position].isspace():
-            position += 1
-            continue
-        try:
-            obj, position = decoder.raw_decode(text, position)
-        except UNREADABLE_JSON:
-            return []
-        if not isinstance(obj, dict):
-            return []
-        found.append(obj)
-    return found
-
-
-def _call_from(obj: dict[str, object], step_index: int, position: int) -> ToolCall:
-    arguments = obj.get("arguments", obj.get("parameters", {}))
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return ToolCall(id=f"call_{step_index}_{position}", name=str(obj["name"]), arguments=text)

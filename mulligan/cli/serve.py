@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import signal
 import socket
 import sys
@@ -19,7 +18,7 @@ from types import FrameType
 
 from mulligan.cli import FAILED
 from mulligan.cli.output import REPORTER
-from mulligan.errors import UserError
+from mulligan.errors import UserError, listen_refusal
 from mulligan.llm import local_model, local_server
 from mulligan.llm.connect import connect_local
 from mulligan.runs.build import local_server_settings
@@ -37,14 +36,7 @@ def why_not_listen(port: int) -> str | None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return "already in use on 127.0.0.1; pick another port"
-            if exc.errno == errno.EACCES and port < 1024:
-                return (
-                    "this user may not listen on it (ports below 1024 need root); "
-                    "pick a port above 1024"
-                )
-            return f"cannot listen on 127.0.0.1 ({exc.strerror or exc}); pick another port"
+            return listen_refusal(port, exc)
     return None
 
 
@@ -61,7 +53,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "pass --model local, local:0.5b or local:PATH.gguf"
         )
     if args.port is not None and (why := why_not_listen(args.port)):
-        raise UserError(f"--port {args.port}: {why}, or leave --port out for a free one")
+        raise UserError(why)
     packaged = local_model.packaged(spec)
     if packaged is not None and not local_model.available(packaged):
         raise UserError(local_model.missing_message(packaged))

@@ -25,6 +25,20 @@ class ChatResponse:
     """The endpoint's `system_fingerprint`, where it sends one."""
 
 
+class Watch(Protocol):
+    """One reply's watch, told each piece of the reply in order."""
+
+    def __call__(self, piece: str) -> bool:
+        """True once the text so far is all the caller needs (the stream is then closed)."""
+        ...
+
+
+Until = Callable[[], Watch]
+"""Makes a new watch for each reply read (a retried call reads its reply again). Told the
+pieces rather than the text so far, a watch can keep the reading linear: joining the text
+again at every piece took time quadratic in the pieces (minutes for a megabyte)."""
+
+
 class ChatModel(Protocol):
     """Anything that answers a list of chat messages, optionally with tool calls."""
 
@@ -39,14 +53,15 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
-        until: Callable[[str], bool] | None = None,
+        until: Until | None = None,
         temperature: float | None = None,
     ) -> ChatResponse:
         """`timeout`: seconds for the whole call, after which it raises DeadlineExceeded.
         `response_format` asks for structured output (a JSON schema) where the endpoint
         accepts it; a model that cannot honour it answers in plain text instead. `until`
-        says when the reply so far is all the caller needs: a model that streams may stop
-        there (the text protocol's turn ends with its first action); others ignore it.
+        makes a watch, told the reply piece by piece, that says when the reply so far is all
+        the caller needs: a model that streams may stop there (the text protocol's turn ends
+        with its first action); others ignore it.
         `temperature`: this call's, over the model's own (None: the model's own)."""
         ...
 

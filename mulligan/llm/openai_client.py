@@ -14,7 +14,7 @@ from typing import Any, cast
 import openai
 
 from mulligan.errors import DeadlineExceeded, EndpointUnreachable, ModelError
-from mulligan.llm.base import ChatResponse, Message
+from mulligan.llm.base import ChatResponse, Message, Until
 from mulligan.llm.completion import Completion, MalformedReply, json_field, read_completion
 from mulligan.llm.hosts import self_hosted, stops_for
 from mulligan.llm.pricing import UNSET, Price, Unset, cost_of, price_for
@@ -25,7 +25,7 @@ from mulligan.llm.refusals import (
     refuses_stream,
     rejects_format,
 )
-from mulligan.llm.streaming import STREAM_FIELDS, StreamRead, Until, read_stream
+from mulligan.llm.streaming import STREAM_FIELDS, StreamRead, read_stream, read_whole
 from mulligan.schema import Usage
 
 log = logging.getLogger("mulligan")
@@ -100,7 +100,7 @@ class OpenAIChatModel:
         temperature: float | None = None,
     ) -> ChatResponse:
         """One completion; `timeout` bounds the whole call, retries included. With `until`
-        (and `stream_until`), streamed, and read only until `until(text so far)` holds;
+        (and `stream_until`), streamed, and read only until the watch it makes holds;
         `temperature` over the model's own."""
         body: dict[str, Any] = {"model": self.name, "messages": messages}
         body["temperature"] = self.temperature if temperature is None else temperature
@@ -216,7 +216,7 @@ class OpenAIChatModel:
             stream_cls=openai.Stream[object],
         )
         try:
-            return read_stream(stream, until or (lambda text: False))
+            return read_stream(stream, until or read_whole)
         finally:
             stream.close()
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mulligan.errors import DeadlineExceeded
-from mulligan.llm.base import ChatResponse, Message
+from mulligan.llm.base import ChatResponse, Message, Until
 from mulligan.llm.tokens import raw_estimate
 from mulligan.schema import ToolCall, Usage
 
@@ -88,7 +88,7 @@ class ScriptedModel:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
-        until: Callable[[str], bool] | None = None,
+        until: Until | None = None,
         temperature: float | None = None,
     ) -> ChatResponse:
         """`until` is ignored: a scripted reply is given whole, as a non-streaming endpoint's."""

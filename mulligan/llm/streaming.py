@@ -12,15 +12,19 @@ neither leaves the call unmetered (`Usage.unmetered_calls`), never guessed at.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from mulligan.llm.base import Until, Watch
 from mulligan.llm.completion import Completion, MalformedReply, fingerprint_of
 from mulligan.untrusted import encodable
 
-Until = Callable[[str], bool]
-"""True once the text so far is all the caller needs (the stream is then closed)."""
+
+def read_whole() -> Watch:
+    """A watch that never stops the reply: it is read to its end."""
+    return lambda piece: False
+
 
 STREAM_FIELDS: dict[str, Any] = {
     "stream": True,
@@ -40,8 +44,9 @@ class StreamRead:
 
 
 def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
-    """Read chat-completion chunks until the stream ends or `until(text)` holds."""
+    """Read chat-completion chunks until the stream ends or a watch `until` made holds."""
     parts: list[str] = []
+    watch, held = until(), False
     finish, counts, read, fingerprint = "stop", None, 0, None
     for chunk in chunks:
         read += 1
@@ -57,8 +62,9 @@ def read_stream(chunks: Iterable[Any], until: Until) -> StreamRead:
             if text is not None and not isinstance(text, str):
                 raise MalformedReply("streamed content is not text", str(chunk)[:2000])
             parts.append(text or "")
+            held = watch(text or "")
             finish = choice.get("finish_reason") or finish
-        if parts and until("".join(parts)) and not _final(chunk):
+        if held and not _final(chunk):
             break
     if not read:
         raise MalformedReply("the stream sent no chunk", "")

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from mulligan.errors import UserError
+from mulligan.errors import UserError, listen_refusal
 from mulligan.memory.log import UnreadableLog
 from mulligan.memory.reading import MemoryReader
 from mulligan.report.cells import Grid
@@ -125,10 +125,7 @@ def make_server(viewer: Viewer, port: int = 0) -> ThreadingHTTPServer:
     try:
         server = ThreadingHTTPServer((HOST, port), handler_for(viewer))
     except OSError as exc:
-        raise UserError(
-            f"--port {port}: cannot listen on {HOST} ({exc.strerror}); "
-            "pick another port or leave --port out for a free one"
-        ) from None
+        raise UserError(listen_refusal(port, exc, HOST)) from None
     server.daemon_threads = True
     return server
 

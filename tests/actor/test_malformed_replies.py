@@ -14,7 +14,7 @@ from mulligan.actor import Actor
 from mulligan.errors import ModelError
 from mulligan.llm.completion import MalformedReply, read_completion
 from mulligan.llm.openai_client import OpenAIChatModel
-from mulligan.llm.streaming import read_stream
+from mulligan.llm.streaming import read_stream, read_whole
 from mulligan.memory import Memory
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
@@ -192,5 +192,5 @@ def test_a_reply_holding_lone_surrogates_is_sent_back_and_logged_as_text() -> No
     assert attempt.steps[0].text == "Thinking \ufffd"
     assert attempt.steps[0].tool_calls[0].name == "echo\ufffd"
     assert json.loads(attempt.model_dump_json())["answer"] == "done"
-    streamed = read_stream([{"choices": [{"delta": {"content": lone}}]}], lambda text: False)
+    streamed = read_stream([{"choices": [{"delta": {"content": lone}}]}], read_whole)
     assert streamed.completion.text == "\ufffd"

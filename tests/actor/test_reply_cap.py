@@ -106,7 +106,7 @@ def test_a_streamed_request_refused_for_max_tokens_streams_with_max_completion_t
     and goes on streaming: the refusal named the cap, not the stream."""
     with FakeOpenAIServer(policy=_refuse_max_tokens) as server:
         model = OpenAIChatModel("m", base_url=server.base_url, backoff=0.0, stream_until=True)
-        answer = model.chat([{"role": "user", "content": "hi"}], max_tokens=64, until=bool)
+        answer = model.chat([{"role": "user", "content": "hi"}], max_tokens=64, until=lambda: bool)
         sent = [(r.get("stream"), r.get("max_completion_tokens")) for r in server.requests]
     assert answer.text.startswith("capped")
     assert sent == [(True, None), (True, 64)] and model.stream_until

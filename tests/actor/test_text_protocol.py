@@ -16,8 +16,8 @@ from mulligan.actor.text_protocol import (
     ParseFailure,
     acted_on,
     parse_text_turn,
-    recover_text_tool_calls,
 )
+from mulligan.actor.text_tool_calls import recover_text_tool_calls
 from mulligan.jsontext import WINDOW
 from mulligan.testing import ScriptedModel
 
@@ -309,7 +309,15 @@ def test_json_nested_past_what_python_reads_is_tried_once_a_window_not_at_every_
 ) -> None:
     """Each try at a brace of an unclosed flood of objects read down to Python's recursion
     limit before it failed: a megabyte reply took a try at each of its 200,000 braces."""
-    tries = []
+    tries = counted_decodes(monkeypatch)
+    text = "Thought: x\n" + flood * (20 * WINDOW // len(flood))
+    assert isinstance(parse_text_turn(text, TOOLS), ParseFailure)  # fed back as a format error
+    assert len(tries) <= 2 * len(text) // WINDOW, len(tries)
+
+
+def counted_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Where each JSON read starts, from now on."""
+    tries: list[int] = []
     decode = json.JSONDecoder.raw_decode
 
     def counted(self: json.JSONDecoder, text: str, at: int = 0) -> tuple[object, int]:
@@ -317,6 +325,28 @@ def test_json_nested_past_what_python_reads_is_tried_once_a_window_not_at_every_
         return decode(self, text, at)
 
     monkeypatch.setattr(json.JSONDecoder, "raw_decode", counted)
+    return tries
+
+
+@pytest.mark.parametrize("flood", ['{"', '[{"', '{ "', '{"a"\n', '{"a" {"'])
+def test_a_brace_no_key_and_colon_follow_is_never_read_as_an_object(
+    flood: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A brace opens an object only before a closing brace or a key and its colon: a
+    megabyte of `{"` was read at each of its 500,000 braces (a second and more)."""
+    tries = counted_decodes(monkeypatch)
     text = "Thought: x\n" + flood * (20 * WINDOW // len(flood))
     assert isinstance(parse_text_turn(text, TOOLS), ParseFailure)  # fed back as a format error
-    assert len(tries) <= 2 * len(text) // WINDOW, len(tries)
+    assert len(tries) <= 2, len(tries)
+
+
+@pytest.mark.parametrize(
+    "written",
+    ['{"action": "search", "action_input": {"q": "x"}}',
+     '{ "action" : "search", "action_input": {"q": "x"}}',
+     '{"act\\"ion": 1, "action": "search", "action_input": {"q": "x"}}',
+     '{\n  "action":\n "search", "action_input": {"q": "x"}}'],
+)  # fmt: skip
+def test_an_object_after_a_flood_of_braces_is_still_found(written: str) -> None:
+    text = "Thought: x\n" + '{"' * 3000 + "{ " * 100 + written + " {}"
+    assert parse_text_turn(text, TOOLS) == Action("search", '{"q": "x"}')

@@ -9,6 +9,7 @@ from mulligan.actor import Actor, tool
 from mulligan.errors import ModelError
 from mulligan.llm.hosts import stops_for
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.streaming import read_whole
 from mulligan.testing import FakeOpenAIServer, FakeReply
 
 
@@ -140,7 +141,7 @@ def test_requests_carry_no_sdk_metadata_headers() -> None:
     with FakeOpenAIServer([FakeReply(content="ok"), FakeReply(content="ok")]) as server:
         model = client(server)
         model.chat([{"role": "user", "content": "hi"}])
-        model.chat([{"role": "user", "content": "hi"}], until=lambda text: False)
+        model.chat([{"role": "user", "content": "hi"}], until=read_whole)
         assert [bool(body.get("stream")) for body in server.requests] == [False, True]
         sent = server.headers
     assert all(headers["authorization"] == "Bearer k" for headers in sent)

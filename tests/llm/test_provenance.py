@@ -18,6 +18,7 @@ import pytest
 
 from mulligan.llm.connect import local_fields
 from mulligan.llm.openai_client import OpenAIChatModel
+from mulligan.llm.streaming import read_whole
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.report.report import slots_note
@@ -60,7 +61,7 @@ def test_the_seed_sent_and_the_fingerprint_received_are_in_the_log(tmp_path: Pat
 def test_a_streamed_reply_keeps_its_fingerprint() -> None:
     with FakeOpenAIServer([FakeReply(content="Final Answer: Canberra", fingerprint="fp")]) as s:
         model = OpenAIChatModel("m", base_url=s.base_url, stream_until=True)
-        response = model.chat([{"role": "user", "content": "q"}], until=lambda text: False)
+        response = model.chat([{"role": "user", "content": "q"}], until=read_whole)
         assert s.requests[0]["stream"] and response.seed == s.requests[0]["seed"]
     assert response.fingerprint == "fp"
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from mulligan.actor import Actor, ActorSettings, tool
-from mulligan.actor.text_protocol import action_ended
+from mulligan.actor import Actor, ActorSettings, text_protocol, tool
+from mulligan.actor.text_protocol import ActionWatch, action_ended
 from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
 from mulligan.llm.local_server import LocalServer
 from mulligan.llm.openai_client import OpenAIChatModel
@@ -88,7 +89,7 @@ def test_a_stream_closed_before_any_count_is_unmetered_not_guessed() -> None:
 
     with FakeOpenAIServer(policy=no_counts) as server:
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
-        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+        reply = model.chat([{"role": "user", "content": "go"}], until=ActionWatch)
     assert reply.text == ACTED and server.streams[0].closed_early
     assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (0, 0)
     assert reply.usage.unmetered_calls == 1
@@ -98,7 +99,7 @@ def test_an_endpoint_that_refuses_to_stream_is_asked_again_whole() -> None:
     refusal = FakeReply(status=400, error="unknown field: timings_per_token")
     with FakeOpenAIServer([refusal, FakeReply(content=ACTED + IMAGINED)]) as server:
         model = OpenAIChatModel("fake", base_url=server.base_url, price=Price(0, 0))
-        reply = model.chat([{"role": "user", "content": "go"}], until=action_ended)
+        reply = model.chat([{"role": "user", "content": "go"}], until=ActionWatch)
     assert reply.text == ACTED + IMAGINED and not model.stream_until
     assert server.requests[0]["stream"] and "stream" not in server.requests[1]
 
@@ -112,7 +113,96 @@ def test_the_end_of_an_action_is_where_its_input_closes() -> None:
     assert not action_ended("Thought: I will think a long time about it")
 
 
+RAMBLING = "Thought: I weigh which action: the notes, or a guess {maybe}\n" * 150
+WATCHED = [
+    ACTED + IMAGINED,
+    RAMBLING[:300] + ACTED,
+    "Thought: x\nAction: python\nAction Input: print(1)\nThought: next",
+    "Thought: x\nAction: python\nAction Input: d = {'a': 1}\nprint(d)\n**Observation**: 1",
+    'Final Answer: use Action: read_notes\nAction Input: {"a": 1}',
+    'Thought: x\nObservation: 1\nAction: read_notes\nAction Input: {"a": 1}',
+    'Thought: x\n\n**Action**\n:  read_notes\n\n Action Input\n: {"topic": "a:}"} more',
+    'Thought: x\nFinal Answer\n  :\nAction: read_notes\nAction Input: {"a": 1}',
+    '**Thought 1:** x\n## Action 1: read_notes {"topic": "dragons"} and on',
+    'Thought: x {"a": 1}\nAction: read_notes\nThought: y\nAction Input: {"b": 2}',
+    'Action: read_notes\nAction Input: {"code": "if x:\\n  y = {1: 2}"}\nObservation: z',
+    "Action: python\nAction Input: x = 1\nFinal Answer: 2",
+    "Thought: I will think a long time about it: at length\n" * 3,
+    'Action:\nAction Input: **{"a": 1}{"a":',
+    'Action*\n\n: go {"y": "}"}] more',
+    'Action: x\nAction Input: {"code": "x \\" } \\\\", "b": {"c": "}"}} tail',
+    'Action: x\nAction Input: {"a": 1}}\nAction Input: {"b": 2} more',
+]
+
+
+@pytest.mark.parametrize("text", WATCHED)
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_the_action_watch_says_what_action_ended_says_at_every_piece(text: str, size: int) -> None:
+    """Told the reply piece by piece, the watch holds exactly where the text so far holds
+    a whole first action (pieces of every size, labels split across them and lines)."""
+    watch = ActionWatch()
+    for end in range(size, len(text) + size, size):
+        held = watch(text[end - size : end])
+        assert held == action_ended(text[:end]), (text[:end], held)
+
+
+def test_a_long_streamed_turn_is_read_once_not_again_at_every_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Watching for the end of the first action read the whole text so far at each streamed
+    piece: a reply of N pieces cost N^2 / 2 of them (minutes for a megabyte)."""
+    read: list[int] = []
+    action_end = text_protocol._action_end
+
+    def counted(text: str) -> Any:
+        read.append(len(text))
+        return action_end(text)
+
+    monkeypatch.setattr(text_protocol, "_action_end", counted)
+
+    def rambling(body: dict[str, Any]) -> FakeReply:
+        if "the answer is 7" in str(body["messages"][-1]["content"]):
+            return FakeReply(content="Final Answer: 7", usage=(PROMPT_TOKENS, 0))
+        return FakeReply(content=RAMBLING + ACTED + IMAGINED, usage=(PROMPT_TOKENS, 0))
+
+    with FakeOpenAIServer(policy=rambling) as server:
+        attempt = run(server)
+    first = attempt.steps[0]
+    assert first.text == RAMBLING + ACTED and first.discarded == ""
+    assert server.streams[0].closed_early and attempt.answer == "7"
+    assert first.usage.completion_tokens == pieces(RAMBLING + ACTED)
+    assert sum(read) <= 4 * len(RAMBLING + ACTED + IMAGINED), sum(read)
+
+
+def test_an_action_input_that_never_closes_is_read_once_not_at_every_brace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A JSON input's braces inside its strings close nothing: asking `action_ended` again at
+    each of them read the input N^2 / 2 times over (code with a dict a line)."""
+    read: list[int] = []
+    action_end = text_protocol._action_end
+    monkeypatch.setattr(
+        text_protocol, "_action_end", lambda t: read.append(len(t)) or action_end(t)
+    )
+    text = 'Action: python\nAction Input: {"code": "' + 'd = {1: 2}  # \\"{\\\\\n' * 300
+    watch = ActionWatch()
+    assert not any(watch(piece) for piece in re.findall(r"\s*\S+|\s+", text))
+    assert watch('"}') and action_ended(text + '"}')
+    assert sum(read) <= 4 * len(text), sum(read)
+
+
 CANCELLED = "stop: cancel task"
+
+
+def lines_watch(lines: int) -> Callable[[str], bool]:
+    """A watch holding once the reply has `lines` line breaks."""
+    seen = [0]
+
+    def watch(piece: str) -> bool:
+        seen[0] += piece.count("\n")
+        return seen[0] >= lines
+
+    return watch
 
 
 def released_after_cancel(server: LocalServer, cancels_before: int) -> int:
@@ -136,7 +226,7 @@ def test_closing_the_stream_stops_llama_cpp_generating(smollm2: LocalServer) -> 
     before = smollm2.log_path.read_text().count(CANCELLED)
     model = OpenAIChatModel(smollm2.model.alias, base_url=smollm2.base_url, price=Price(0, 0))
     asked = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
-    reply = model.chat(asked, max_tokens=1000, until=lambda text: text.count("\n") >= 4)
+    reply = model.chat(asked, max_tokens=1000, until=lambda: lines_watch(4))
     assert reply.text.count("\n") >= 4 and reply.usage.unmetered_calls == 0
     assert 0 < reply.usage.completion_tokens < 200 and reply.usage.prompt_tokens > 0
     held = released_after_cancel(smollm2, before)  # the prompt and what was generated

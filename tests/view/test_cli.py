@@ -7,6 +7,7 @@ range or taken."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -100,7 +101,38 @@ def test_a_port_out_of_range_or_taken_is_one_line(
         port = taken.getsockname()[1]
         assert main(["view", "--memory", memory, "--no-open", "--port", str(port)]) == 2
     err = capsys.readouterr().err
-    assert f"--port {port}: cannot listen" in err and len(err.strip().splitlines()) == 1
+    assert f"--port {port}: already in use on 127.0.0.1" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("refused", "says"),
+    [
+        (errno.EACCES, "--port 80: this user may not listen on it (ports below 1024 need root);"
+         " pick a port above 1024, or leave --port out for a free one"),
+        (errno.EADDRNOTAVAIL, "--port 80: cannot listen on 127.0.0.1 ("),
+    ],
+    ids=["not-permitted", "other"],
+)  # fmt: skip
+def test_view_says_why_it_cannot_listen_on_the_port_as_serve_does(
+    refused: int,
+    says: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A port below 1024 without root is named as needing root (the tests run as root, so
+    the refusal is the socket's, simulated); another refusal gives the system's reason."""
+    make_logged_run(tmp_path / "memory")
+
+    def bind(self: socket.socket, address: tuple[str, int]) -> None:
+        raise OSError(refused, os.strerror(refused))
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    assert main(["view", "--memory", str(tmp_path / "memory"), "--no-open", "--port", "80"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+    assert ("need root" in err) == (refused == errno.EACCES)
 
 
 def test_a_bundle_under_a_file_or_in_a_directory_without_write_permission_is_one_line(
