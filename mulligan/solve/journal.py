@@ -21,6 +21,9 @@ kill from 3 on leaves the change committed; `finish_interrupted` carries out wha
 Either way the directory ends holding all of the change or none of it. A file the user
 changed between the kill and the run that finishes it is not written over: the journal
 and the staged file stay, and the error names both.
+A journal that is not one this module wrote (corrupt, of another shape, naming a path
+outside the directory or through a symlink, or a "staged" file that is not one) is refused
+before anything is done by it.
 
 One process at a time writes or finishes a change in a directory (a lock on it, which a
 killed holder drops), so a live journal is never taken for an interrupted one.
@@ -152,23 +155,75 @@ def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     with _alone(root):
         if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
             (root / WRITING).unlink()  # a next state never committed
-        try:
-            journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
-            entries = list(journal["entries"])
-            committed = journal["state"] == "committed"
-        except FileNotFoundError:
+        journal = _read(root)
+        if journal is None:
             return None
-        except (ValueError, KeyError, TypeError):
-            raise UserError(
-                f"{root / JOURNAL}: unreadable, so an earlier --apply cannot be finished; look "
-                "at the files it names, then remove it"
-            ) from None
-        paths = [str(entry["path"]) for entry in entries]
-        if committed:
+        entries = journal["entries"]
+        paths = [entry["path"] for entry in entries]
+        if journal["state"] == "committed":
             _finish(root, entries)
             return "finished", paths
         _roll_back(root, journal)
         return "undid", paths
+
+
+def _read(root: Path) -> dict[str, Any] | None:
+    """The journal in `root` (None: there is none), checked before anything is done by it:
+    a journal that is corrupt, of another shape, or that names a path outside `root`, or a
+    staged file that is not one (a journal forged into a cloned repository) is refused."""
+    path = root / JOURNAL
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):  # a FIFO would block the read
+            raise ValueError("not a regular file")
+        journal = json.loads(path.read_text(encoding="utf-8"))
+        _check_shape(root, journal)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        reason = f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else exc
+        raise UserError(
+            f"{path}: {reason}, so an earlier --apply cannot be finished; look at the files it "
+            "names, then remove it"
+        ) from None
+    return journal  # type: ignore[no-any-return]
+
+
+def _check_shape(root: Path, journal: Any) -> None:
+    """ValueError unless the journal is one `apply_whole` writes, inside `root`."""
+    if not isinstance(journal, dict) or journal.get("state") not in ("staging", "committed"):
+        raise ValueError("not a journal of this mulligan (no state staging or committed)")
+    entries = journal.get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError("its entries are not a list of objects")
+    deleted = {e.get("path") for e in entries if e.get("staged", "") is None}
+    for entry in entries:
+        if set(entry) != {"path", "staged", "old", "new"}:
+            raise ValueError(f"an entry has the fields {sorted(entry)}")
+        if not all(isinstance(entry[k], str) or entry[k] is None for k in entry):
+            raise ValueError(f"an entry's fields are not text: {entry}")
+        path, staged = entry["path"], entry["staged"]
+        for named in [path] + ([staged] if staged is not None else []):
+            if not isinstance(named, str) or not _inside(named):
+                raise ValueError(f"it names {named!r}, outside {root}")
+            linked = _linked_parent(root, named)
+            if linked is not None and (named == staged or linked not in deleted):
+                raise ValueError(f"it names {named!r}, through the symlink {linked}")
+        if staged is not None and STAGED not in Path(staged).name:
+            raise ValueError(f"it names {staged!r} as a staged file, which it is not")
+
+
+def _inside(relative: str) -> bool:
+    parts = Path(relative).parts
+    return bool(parts) and not Path(relative).is_absolute() and ".." not in parts
+
+
+def _linked_parent(root: Path, relative: str) -> str | None:
+    """The first of the path's parents (below `root`) that is a symlink, if any."""
+    parts = Path(relative).parts
+    for depth in range(1, len(parts)):
+        if root.joinpath(*parts[:depth]).is_symlink():
+            return "/".join(parts[:depth])
+    return None
 
 
 def _entry(root: Path, write: Write, token: str) -> dict[str, Any]:
@@ -257,6 +312,8 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
 def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
     """One step of a committed change; False when the path was changed by someone else."""
     target = root / entry["path"]
+    if _linked_parent(root, entry["path"]) is not None:  # a deletion before it was refused
+        return False
     now = digest(target)
     if entry["staged"] is None:  # a deletion
         if now is None or now == "directory":  # done (a new directory may stand there now)
