@@ -132,6 +132,8 @@ def plan_solve(args: argparse.Namespace) -> tuple[RunConfig, Path, list[str], Ru
         )
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")
+    for check in checks:
+        relative_to(check, directory)
     selection = {
         "directory": str(directory.resolve()),
         "task": args.task,
@@ -199,6 +201,18 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 found = episode_id(run.run_id, args.strategy, task.id)
                 outcome = run_choice(choice, task, args.task, found, make_loop, pipeline)
     return _report(outcome, copies, args.apply, run.run_id)
+
+
+def relative_to(check: str, directory: Path) -> None:
+    """The check does not name the project by its own path: it runs at the root of a copy,
+    where that path is the untouched project, or out of the box's reach."""
+    for path in dict.fromkeys([str(directory.absolute()), str(directory.resolve())]):
+        if re.search(re.escape(path) + r"(?![^/\s'\";&|)])", check):
+            raise UserError(
+                f'--check "{check}" names the project by its path, {path}: every check runs '
+                "at the root of a copy of it, so name what it runs relative to that root "
+                '(e.g. "python3 tests/run.py", not "python3 /path/to/project/tests/run.py")'
+            )
 
 
 def outside_memory(directory: Path, memory: Path) -> None:

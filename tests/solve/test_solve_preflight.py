@@ -111,3 +111,27 @@ def test_a_program_found_outside_the_box_is_named_in_the_fix(
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     said = _not_started("mytool", tmp_path)
     assert f"outside the box it is {tools / 'mytool'}" in said and "/usr/bin/python3" in said
+
+
+@pytest.mark.parametrize(
+    "check", ["cd {dir} && python3 test_calc.py", "python3 '{dir}/test_calc.py'", "{given}/t.sh"]
+)
+def test_a_check_naming_dir_by_its_path_stops_before_any_model_call(
+    check: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each check runs at the root of an attempt's copy: one that names the project by its
+    own path would test the untouched project (or fail to reach it in the box) and no
+    attempt could pass."""
+    project = make_project(tmp_path / "calc")
+    given = tmp_path / "link"  # --dir as given need not be the real path
+    given.symlink_to(project)
+    named = check.format(dir=project, given=given)
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, given, tmp_path / "mem")
+        code = main([named if a == CHECK else a for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2 and server.requests == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{named}"' in lines[0] and "relative to" in lines[0]
+    assert (project / "calc.py").read_text() == BUGGY
