@@ -134,6 +134,8 @@ def apply_whole(root: Path, writes: list[Write]) -> None:
             except OSError as exc:
                 _roll_back(root, journal)
                 raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
+        for directory in {(root / e["staged"]).parent for e in entries if e["staged"]}:
+            _sync_directory(directory)  # the staged names, before the journal counts on them
         _record(root, {**journal, "state": "committed"})
         _finish(root, entries)
 
@@ -321,6 +323,7 @@ def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
         if now != entry["old"]:
             return False
         target.unlink()
+        _sync_directory(target.parent)
         return True
     staged = root / entry["staged"]
     if not staged.exists() and not staged.is_symlink():
@@ -329,7 +332,10 @@ def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staged, target)
-    _sync_directory(target.parent)
+    for directory in [target.parent, *target.parent.parents]:  # directories it made too
+        _sync_directory(directory)
+        if directory == root:
+            break
     return True
 
 

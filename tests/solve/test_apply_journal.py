@@ -136,3 +136,39 @@ def test_a_committed_journal_that_deletes_a_symlink_its_new_files_replace_is_fin
     assert finish_interrupted(root) == ("finished", ["lib", "lib/x.py"])
     assert not (root / "lib").is_symlink() and (root / "lib" / "x.py").read_bytes() == b"y\n"
     assert list((root / "elsewhere").iterdir()) == []
+
+
+def test_what_the_commit_and_the_finish_rely_on_is_synced_before_they_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against a power cut: every directory a file was staged in is synced before the journal
+    says committed (else a committed journal could name a staged file the disk lost, and
+    only part of the diff could be finished), and every directory made for a new file, up to
+    DIR, after it is renamed in (else the disk could lose the new file's directory)."""
+    from mulligan.solve import journal
+    from mulligan.solve.diffs import apply_diff, unified_diff
+
+    root = tmp_path / "project"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("A = 1\n")
+    events: list[tuple[str, Any]] = []
+    sync, record = journal._sync_directory, journal._record
+
+    def syncing(directory: Path) -> None:
+        events.append(("sync", directory))
+        sync(directory)
+
+    def recording(at: Path, state: dict[str, Any]) -> None:
+        record(at, state)
+        events.append(("record", state["state"]))
+
+    monkeypatch.setattr(journal, "_sync_directory", syncing)
+    monkeypatch.setattr(journal, "_record", recording)
+    before = {"src/pkg/mod.py": b"A = 1\n"}
+    after = {"src/pkg/mod.py": b"A = 2\n", "src/new/deep/x.py": b"B = 1\n"}
+    apply_diff(unified_diff(before, after), root)
+    commit = events.index(("record", "committed"))
+    staged_in = {root / "src" / "pkg", root / "src"}
+    assert staged_in <= {where for what, where in events[:commit] if what == "sync"}
+    made = {root / "src" / "new" / "deep", root / "src" / "new", root / "src"}
+    assert made <= {where for what, where in events[commit:] if what == "sync"}
