@@ -40,6 +40,7 @@ from mulligan.solve import (
     preflight,
 )
 from mulligan.solve.choose import choose, run_choice
+from mulligan.solve.copies import JUNK_DIRS
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
 from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
@@ -205,9 +206,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def relative_to(check: str, directory: Path) -> None:
     """The check does not name the project by its own path: it runs at the root of a copy,
-    where that path is the untouched project, or out of the box's reach."""
+    where that path is the untouched project, or out of the box's reach. A virtual
+    environment in it is not copied: its programs may be named by their path."""
     for path in dict.fromkeys([str(directory.absolute()), str(directory.resolve())]):
-        if re.search(re.escape(path) + r"(?![^/\s'\";&|)])", check):
+        named = re.finditer(re.escape(path) + r"(?:/([^/\s'\";&|)]*))?(?![^/\s'\";&|)])", check)
+        if any(found.group(1) not in JUNK_DIRS for found in named):  # a venv is not copied
             raise UserError(
                 f'--check "{check}" names the project by its path, {path}: every check runs '
                 "at the root of a copy of it, so name what it runs relative to that root "

@@ -15,7 +15,7 @@ from pathlib import Path
 from mulligan import sandbox
 from mulligan.evaluator.checks import run_command
 from mulligan.schema import CommandCheck, Task
-from mulligan.solve.copies import ProjectCopies
+from mulligan.solve.copies import JUNK_DIRS, ProjectCopies
 from mulligan.text_cut import last_lines
 
 
@@ -88,7 +88,13 @@ def _shell_reads(command: str) -> bool:
 def _not_started(program: str, project: Path) -> str:
     """Why the box's shell could not start `program`, as far as can be told from outside."""
     if "/" in program and not program.startswith("/"):  # relative to the project's root
-        path = project / program
+        path, top = project / program, Path(program).parts[0]
+        if top in JUNK_DIRS:
+            return (
+                f"{top}/ is not copied into the attempts' copies (virtual environments and "
+                "caches never are): activate it, then name the program as PATH finds it "
+                "(e.g. `python -m pytest`)"
+            )
         if not path.is_file():
             return f"{program} is not in the project: give the right path"
         return f"{program} is not executable: chmod +x it, or run it as `sh {program}`"

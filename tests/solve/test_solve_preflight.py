@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
+from mulligan.errors import UserError
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.solve.test_solve import BUGGY, CHECK, FIXED, make_project, solve_args, solver
 
@@ -135,3 +136,32 @@ def test_a_check_naming_dir_by_its_path_stops_before_any_model_call(
     assert len(lines) == 1, captured.err
     assert f'--check "{named}"' in lines[0] and "relative to" in lines[0]
     assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_a_check_naming_a_tool_in_a_virtual_environment_of_dir_by_its_path_is_let_through(
+    tmp_path: Path,
+) -> None:
+    """A virtual environment is not copied: a check may name its programs by their path
+    (the box reaches an activated one there, as PATH finds it)."""
+    from mulligan.cli.solve import relative_to
+
+    project = make_project(tmp_path / "calc")
+    relative_to(f"{project}/.venv/bin/python -m pytest -q", project)
+    relative_to(f"'{project}/node_modules/.bin/jest' --ci", project)
+    with pytest.raises(UserError, match="relative to"):
+        relative_to(f"{project}/.venv/bin/python {project}/test_calc.py", project)
+
+
+def test_a_program_in_an_uncopied_virtual_environment_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`.venv/bin/python` is in the project, but not in its copies: the fix is not chmod."""
+    project = make_project(tmp_path / "calc")
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem")
+        code = main([".venv/bin/python test_calc.py" if a == CHECK else a for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and server.requests == []
+    assert ".venv/ is not copied" in err and "chmod" not in err, err
