@@ -28,8 +28,8 @@ before anything is done by it.
 One process at a time writes or finishes a change in a directory (a lock on it, which a
 killed holder drops), so a live journal is never taken for an interrupted one.
 
-A replaced file is a new file with the old one's permission bits (as git writes one): its
-owner, if not the user running mulligan, and hard links to it are not kept.
+A replaced file is a new file with the old one's permission bits (as git writes one), and
+its owner and group where mulligan may give them (as root); hard links to it are not kept.
 """
 
 from __future__ import annotations
@@ -278,7 +278,11 @@ def _stage(root: Path, write: Write, staged: str) -> None:
         handle.write(write.content)
         handle.flush()
         os.fsync(handle.fileno())
-    bits = stat.S_IMODE((target if existing else path).stat().st_mode)
+    info = (target if existing else path).stat()
+    if existing and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(OSError):  # as root; as a user, only to a group of theirs
+            os.chown(path, info.st_uid, info.st_gid)
+    bits = stat.S_IMODE(info.st_mode)
     if write.executable is not None:
         bits = bits | (bits & 0o444) >> 2 if write.executable else bits & ~0o111
     path.chmod(bits)

@@ -6,6 +6,7 @@ disk error) is one clear line, with nothing inside or outside DIR written or rem
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,19 @@ def test_what_the_commit_and_the_finish_rely_on_is_synced_before_they_count(
     assert staged_in <= {where for what, where in events[:commit] if what == "sync"}
     made = {root / "src" / "new" / "deep", root / "src" / "new", root / "src"}
     assert made <= {where for what, where in events[commit:] if what == "sync"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_replaced_file_keeps_its_owner_when_mulligan_runs_as_root(tmp_path: Path) -> None:
+    """`sudo mulligan solve --apply` in a user's project: the files the fix replaces stay
+    the user's (a root-owned calc.py would no longer be theirs to edit)."""
+    from mulligan.solve.diffs import apply_diff, unified_diff
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "calc.py").write_text("A = 1\n")
+    os.chown(root / "calc.py", 4321, 4322)
+    apply_diff(unified_diff({"calc.py": b"A = 1\n"}, {"calc.py": b"A = 2\n"}), root)
+    info = (root / "calc.py").stat()
+    assert (root / "calc.py").read_text() == "A = 2\n"
+    assert (info.st_uid, info.st_gid) == (4321, 4322)
