@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 import subprocess
@@ -36,6 +37,7 @@ UNREADABLE = b"\0(unreadable)"
 """Stands for a file of an attempt's copy that cannot be read: shown as binary."""
 PIECE = 1 << 20
 """How much of a large file is read at once."""
+log = logging.getLogger("mulligan")
 
 
 def _junk(relative: str) -> bool:
@@ -84,6 +86,11 @@ def _undecodable(relative: str) -> bool:
     return any("\ud800" <= c <= "\udfff" for c in relative)
 
 
+def nameable(relative: str) -> bool:
+    """A path a diff can name: printable UTF-8 (no newline to start a line of the diff)."""
+    return relative.isprintable() and not _undecodable(relative)
+
+
 def _walk_files(directory: Path) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
@@ -112,7 +119,7 @@ class Project:
         listed = _git_files(self.directory) if self.git else _walk_files(self.directory)
         kept = [p for p in listed if not _junk(p) and not self._skipped(p)]
         for relative in kept:
-            if not relative.isprintable() or _undecodable(relative):
+            if not nameable(relative):
                 raise UserError(
                     f"{self.directory}: the file name {os.fsencode(relative)!r} is not printable "
                     "UTF-8, which a diff cannot name; rename it, or solve a copy without it"
@@ -276,7 +283,15 @@ class ProjectCopies:
         copy = self.copies[workspace]
         self.started[trial] = copy.digests
         present = read_tree(workspace, _walk_files(workspace), strict=False)
-        new = [p for p in present if p not in copy.base]
+        unnamed = [p for p in present if not nameable(p)]
+        if unnamed:
+            log.warning(
+                "attempt %d made %s, whose names are not printable UTF-8: left out of its diff",
+                trial, ", ".join(repr(os.fsencode(p))[1:] for p in unnamed),
+            )  # fmt: skip
+        new = [p for p in present if p not in copy.base and nameable(p)]
+        for left_out in unnamed:
+            del present[left_out]
         for ignored in self.project.ignored(new):
             del present[ignored]
         return unified_diff(copy.base, present, (copy.executable, executable(workspace, present)))
