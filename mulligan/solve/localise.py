@@ -26,6 +26,9 @@ FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (?P<path>[^\s:]+\.py)::(?P<name>[^\
 UNITTEST_FAIL = re.compile(r"^(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)", re.M)
 ASSERTION = re.compile(r"^E {3,}.*$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b.*$", re.MULTILINE)
+UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+"""What `ast.parse` raises on source it cannot build a tree of: bad syntax, a null byte, or
+nesting too deep (a generated table: CPython's own compiler cannot build it either)."""
 SHOWN_FUNCTIONS = 3
 """At most this many functions go to the model at once (a small model loses itself in more)."""
 NOT_CODE = frozenset({"docs", "doc", "examples", "benchmarks"})
@@ -142,7 +145,7 @@ def functions_of(path: str, source: str) -> list[Function]:
     """Every function and method in the source (nested ones too); [] if it does not parse."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except UNPARSABLE:
         return []
     found: list[Function] = []
 
@@ -171,7 +174,7 @@ def _statement(source: str, function: Function) -> ast.stmt | None:
     body = "\n".join(source.splitlines()[function.start - 1 : function.end])
     try:
         tree = ast.parse(textwrap.dedent(body))
-    except SyntaxError:
+    except UNPARSABLE:
         return None
     return tree.body[0] if tree.body else None
 
@@ -194,7 +197,7 @@ def module_names(source: str) -> dict[str, list[str]]:
     lambdas that call functions, say)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except UNPARSABLE:
         return {}
     found: dict[str, list[str]] = {}
     for node in tree.body:

@@ -126,3 +126,25 @@ def test_a_docstring_without_examples_is_hidden_whole() -> None:
     source = ORDINAL.replace(">>> ", "")
     shown = numbered(source, 1, 13, hidden=docstring_body(source, Function("n.py", "o", 1, 13)))
     assert "ordinal(-1021)" not in shown and "(docstring, lines 3-10)" in shown
+
+
+NESTED_TOO_DEEP = {
+    "shapes/generated.py": "PARTS = " + "'a' + " * 6000 + "'b'\n",  # a generated table
+    "shapes/negated.py": "Y = " + "-" * 100000 + "1\n",
+}
+"""Python files `ast` cannot build a tree of (RecursionError, MemoryError), as CPython's
+own compiler cannot either: a file nothing imports, in a project solve is given."""
+
+
+def test_a_file_nested_too_deep_to_parse_is_passed_over_not_a_crash(tmp_path: Path) -> None:
+    from mulligan.solve.cold import statements
+    from mulligan.solve.edits import syntax_problem
+
+    root = make_shapes(tmp_path)
+    for path, source in NESTED_TOO_DEEP.items():
+        (root / path).write_text(source)
+        assert syntax_problem(path, source) is not None  # an edit leaving it so is refused
+        assert statements(source) == ({}, {})
+    code = Code(root, ["shapes/area.py", *NESTED_TOO_DEEP])
+    assert [f.name for f in code.functions["shapes/area.py"]] == ["square", "rect"]
+    assert all(code.functions[path] == [] for path in NESTED_TOO_DEEP)
