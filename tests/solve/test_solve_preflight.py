@@ -165,3 +165,31 @@ def test_a_program_in_an_uncopied_virtual_environment_is_named_as_such(
     err = capsys.readouterr().err
     assert code == 2 and server.requests == []
     assert ".venv/ is not copied" in err and "chmod" not in err, err
+
+
+def test_a_check_that_cannot_cd_into_a_directory_git_ignores_stops_before_any_model_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cd build && ...`: no change to the project can make the copies hold a directory that
+    .gitignore leaves out of them (a build directory)."""
+    project = make_project(tmp_path / "calc", git=True)  # its .gitignore ignores build/
+    (project / "build").mkdir()
+    (project / "build" / "run.sh").write_text("cd .. && python3 test_calc.py\n")
+    check = "cd build && sh run.sh"
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem")
+        code = main([check if a == CHECK else a for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2 and server.requests == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{check}"' in lines[0] and "build" in lines[0]
+    assert "leaves it out of the copies" in lines[0]
+
+
+def test_a_directory_the_project_lacks_may_be_one_its_build_was_to_make() -> None:
+    from mulligan.solve.preflight import _left_out
+
+    assert not _left_out("dist", Path(__file__).parent)  # a fault a change could mend
+    assert not _left_out("/", Path(__file__).parent)
+    assert _left_out("solve", Path(__file__).parent.parent)
