@@ -7,6 +7,9 @@ progress, the summary and messages go to standard error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -282,8 +285,12 @@ def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -
     if not attempt.changes:
         print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
         return 0
-    sys.stdout.write(attempt.changes)
-    sys.stdout.flush()
+    if not _printed(attempt.changes):
+        print(
+            "standard output was closed before the diff was written: it is in the episode "
+            f"log (mulligan episodes show, run {run_id})",
+            file=sys.stderr,
+        )
     if apply:
         changed = copies.changed_since(attempt.trial)
         if changed:
@@ -299,6 +306,19 @@ def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -
     else:
         print("not applied (pass --apply to apply it)", file=sys.stderr)
     return 0
+
+
+def _printed(diff: str) -> bool:
+    """The diff on standard output; False when its reader has gone (`| head`, a pager quit
+    early), whose later writes then go nowhere rather than raise when solve ends."""
+    try:
+        sys.stdout.write(diff)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
+    return True
 
 
 def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:
