@@ -58,9 +58,16 @@ def is_git_repository(directory: Path) -> bool:
 
     def git(*argv: str) -> int:
         try:
-            return _git(directory, *argv, timeout=30).returncode
+            done = _git(directory, *argv, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return -1
+        if b"safe.directory" in done.stderr:  # a repository another user owns
+            log.warning(
+                "git will not read %s, which another user owns, so its .gitignore is not "
+                "read and the attempts' copies hold the whole directory; to have git read "
+                "it: git config --global --add safe.directory %s", directory, directory,
+            )  # fmt: skip
+        return done.returncode
 
     return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
 
