@@ -17,6 +17,7 @@ import logging
 import os
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,9 @@ class Project:
     def __post_init__(self) -> None:
         self.directory = self.directory.resolve()
         self.git = is_git_repository(self.directory)
+        temporary = Path(tempfile.gettempdir()).resolve()
+        if temporary != self.directory and temporary.is_relative_to(self.directory):
+            self.skip.append(temporary)  # the copies are made there (TMPDIR=$PROJECT/tmp)
 
     def files(self) -> list[str]:
         listed = _git_files(self.directory) if self.git else _walk_files(self.directory)

@@ -150,18 +150,6 @@ def test_binary_latin1_and_symlinked_files_are_copied_exactly_and_left_alone(
     assert after == {**before, "calc.py": FIXED.encode()}
 
 
-@pytest.mark.parametrize("name", ["release-1..2", "..."])
-def test_a_dir_whose_name_has_dots_in_a_row_is_solved(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The project's lessons are kept under its directory's name (the family), which the
-    lesson store's collection names may not hold as `..`."""
-    project = make_project(tmp_path / name)
-    code, _ = solve(tmp_path, project, scripted([FIX]), "--apply")
-    assert code == 0, capsys.readouterr().err
-    assert (project / "calc.py").read_text() == FIXED
-
-
 def test_a_large_file_is_copied_exactly_and_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
