@@ -134,6 +134,9 @@ def apply_whole(root: Path, writes: list[Write]) -> None:
             except OSError as exc:
                 _roll_back(root, journal)
                 raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
+            except BaseException:  # Ctrl-C: undone now, not left for the next solve to find
+                _roll_back(root, journal)
+                raise
         for directory in {(root / e["staged"]).parent for e in entries if e["staged"]}:
             _sync_directory(directory)  # the staged names, before the journal counts on them
         _record(root, {**journal, "state": "committed"})
