@@ -11,8 +11,9 @@ import contextlib
 import io
 import os
 import re
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mulligan import prompts
@@ -310,15 +311,31 @@ def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -
 
 def _printed(diff: str) -> bool:
     """The diff on standard output; False when its reader has gone (`| head`, a pager quit
-    early), whose later writes then go nowhere rather than raise when solve ends."""
-    try:
-        sys.stdout.write(diff)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return False
+    early), whose later writes then go nowhere rather than raise when solve ends. SIGPIPE,
+    which the console script lets end the process, is held off meanwhile: --apply follows."""
+    with _pipe_errors():
+        try:
+            sys.stdout.write(diff)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return False
     return True
+
+
+@contextlib.contextmanager
+def _pipe_errors() -> Iterator[None]:
+    """A write to a pipe whose reader has gone raises BrokenPipeError, not SIGPIPE's end."""
+    try:
+        previous = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    except (AttributeError, ValueError):  # no SIGPIPE here, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGPIPE, previous)
 
 
 def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:

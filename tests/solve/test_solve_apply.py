@@ -351,16 +351,19 @@ def test_a_write_the_system_refuses_undoes_what_was_written(
 
 def test_apply_with_standard_output_closed_early_still_applies(tmp_path: Path) -> None:
     """`mulligan solve --apply ... | head -0` (or a pager quit at once): the diff cannot be
-    written, but the fix the user asked for is still applied, and said, not a traceback."""
+    written, but the fix the user asked for is still applied, and said, not a traceback nor
+    the console script's silent death by SIGPIPE."""
+    import json
     import shlex
     import sys
 
-    from tests.helpers.killing import cli_code, environment
+    from tests.helpers.killing import environment
 
     project = make_project(tmp_path / "calc")
     with FakeOpenAIServer(policy=scripted([FIX])) as server:
         argv = solve_args(server, project, tmp_path / "mem", "--trials", "1", "--apply")
-        command = shlex.join([sys.executable, "-c", "import sys\n" + cli_code(argv)])
+        script = f"import sys\nfrom mulligan.cli import entry\nsys.argv[1:] = {json.dumps(argv)}\nentry()"
+        command = shlex.join([sys.executable, "-c", script])
         done = subprocess.run(
             f"{command} | true; exit ${{PIPESTATUS[0]}}",
             shell=True, executable="/bin/bash", capture_output=True, text=True,
