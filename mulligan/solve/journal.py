@@ -168,7 +168,14 @@ def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
         if journal["state"] == "committed":
             _finish(root, entries)
             return "finished", paths
-        _roll_back(root, journal)
+        try:
+            _roll_back(root, journal)
+        except OSError as exc:  # a disk remounted read-only since, say
+            raise UserError(
+                f"{root / JOURNAL}: {exc.strerror or exc} ({exc.filename}) while undoing an "
+                f"--apply cut short before any of it was written; the next `mulligan solve` "
+                f"in {root} undoes it once it can write there"
+            ) from exc
         return "undid", paths
 
 

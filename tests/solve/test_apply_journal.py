@@ -189,3 +189,22 @@ def test_a_replaced_file_keeps_its_owner_when_mulligan_runs_as_root(tmp_path: Pa
     info = (root / "calc.py").stat()
     assert (root / "calc.py").read_text() == "A = 2\n"
     assert (info.st_uid, info.st_gid) == (4321, 4322)
+
+
+def test_an_unfinished_journal_on_a_filesystem_now_read_only_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """A disk remounted read-only after the crash that cut an --apply short: the journal
+    cannot be undone (nor finished) there, which is said, naming it, not a traceback."""
+    from tests.solve.test_solve_copies import mounted_read_only
+
+    project, _ = laid_out(tmp_path)
+    journal = {"state": "staging", "entries": [entry("calc.py", STAGED_NAME)]}
+    (project / JOURNAL).write_text(json.dumps(journal))
+    before = files_of(project)
+    with (
+        mounted_read_only(project, tmp_path / "mounted") as mounted,
+        pytest.raises(UserError, match=JOURNAL),
+    ):
+        finish_interrupted(mounted)
+    assert files_of(project) == before
