@@ -159,7 +159,8 @@ def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     was committed, ("undid", paths) when it was not; None when there is none."""
     with _alone(root):
         if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
-            (root / WRITING).unlink()  # a next state never committed
+            with contextlib.suppress(OSError):  # left, where it cannot go: the journal decides
+                (root / WRITING).unlink()  # a next state never committed
         journal = _read(root)
         if journal is None:
             return None

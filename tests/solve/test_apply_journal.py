@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from mulligan.errors import UserError
-from mulligan.solve.journal import JOURNAL, STAGED, content_digest, finish_interrupted
+from mulligan.solve.journal import (
+    JOURNAL,
+    STAGED,
+    WRITING,
+    content_digest,
+    finish_interrupted,
+)
 from tests.helpers.solving import FIX, files_of, one_line_error, scripted, solve
 from tests.solve.test_solve import BUGGY, make_project
 
@@ -201,6 +207,7 @@ def test_an_unfinished_journal_on_a_filesystem_now_read_only_is_one_line(
     project, _ = laid_out(tmp_path)
     journal = {"state": "staging", "entries": [entry("calc.py", STAGED_NAME)]}
     (project / JOURNAL).write_text(json.dumps(journal))
+    (project / WRITING).write_text(json.dumps({**journal, "state": "committed"}))  # half-made
     before = files_of(project)
     with (
         mounted_read_only(project, tmp_path / "mounted") as mounted,
