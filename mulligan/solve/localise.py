@@ -217,7 +217,7 @@ class Code:
         self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
         for path in files:
-            if not path.endswith(".py"):
+            if not path.endswith(".py") or not (root / path).is_file():  # a FIFO would block
                 continue
             try:
                 source = (root / path).read_text(errors="replace")

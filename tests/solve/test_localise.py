@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mulligan.solve.localise import Code, Function, docstring_body, localise, numbered, read_failure
 from tests.solve.projects import make_shapes
 
@@ -148,3 +150,16 @@ def test_a_file_nested_too_deep_to_parse_is_passed_over_not_a_crash(tmp_path: Pa
     code = Code(root, ["shapes/area.py", *NESTED_TOO_DEEP])
     assert [f.name for f in code.functions["shapes/area.py"]] == ["square", "rect"]
     assert all(code.functions[path] == [] for path in NESTED_TOO_DEEP)
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_named_like_python_is_not_read(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer that never comes: solve hung before any model call
+    on a project with one named `*.py` (or a link to one)."""
+    import os
+
+    root = make_shapes(tmp_path)
+    os.mkfifo(root / "shapes" / "pipe.py")
+    (root / "shapes" / "link.py").symlink_to("pipe.py")
+    code = Code(root, ["shapes/area.py", "shapes/pipe.py", "shapes/link.py"])
+    assert list(code.sources) == ["shapes/area.py"]
