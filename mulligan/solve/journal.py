@@ -71,7 +71,8 @@ class Write:
 
 
 def digest(path: Path) -> str | None:
-    """What a path holds, as a digest: a symlink's target, a file's bytes; None: nothing."""
+    """What a path holds, as a digest: a symlink's target, a file's bytes (or "directory",
+    "special"); None: nothing."""
     try:
         info = path.lstat()
     except (FileNotFoundError, NotADirectoryError):  # a parent is a file: nothing here
@@ -80,6 +81,8 @@ def digest(path: Path) -> str | None:
         return content_digest(os.readlink(path).encode(errors="surrogateescape"), link=True)
     if stat.S_ISDIR(info.st_mode):
         return "directory"
+    if not stat.S_ISREG(info.st_mode):  # a FIFO, a socket: reading one would block
+        return "special"
     return content_digest(path.read_bytes(), link=False)
 
 

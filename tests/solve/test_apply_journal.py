@@ -215,3 +215,23 @@ def test_an_unfinished_journal_on_a_filesystem_now_read_only_is_one_line(
     ):
         finish_interrupted(mounted)
     assert files_of(project) == before
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_put_where_an_interrupted_apply_writes_is_a_conflict_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mulligan.solve import journal
+    from mulligan.solve.diffs import apply_diff, unified_diff
+
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "calc.py").write_text("A = 1\n")
+    finish = journal._finish
+    monkeypatch.setattr(journal, "_finish", lambda *args: None)  # killed right after the commit
+    apply_diff(unified_diff({"calc.py": b"A = 1\n"}, {"calc.py": b"A = 2\n"}), root)
+    monkeypatch.setattr(journal, "_finish", finish)
+    (root / "calc.py").unlink()
+    os.mkfifo(root / "calc.py")  # the user's, since
+    with pytest.raises(UserError, match="calc.py changed since"):
+        finish_interrupted(root)
