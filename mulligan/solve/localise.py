@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ast
 import re
+import stat
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mulligan.solve.diffs import MAX_DIFF_BYTES
 
 FRAME_PATTERNS = (
     re.compile(r'File "(?P<path>[^"]+\.py)", line (?P<line>\d+)'),  # a Python traceback
@@ -209,6 +212,15 @@ def module_names(source: str) -> dict[str, list[str]]:
     return found
 
 
+def _readable(path: Path) -> bool:
+    """A regular file (a FIFO would block) whose edits a diff could carry (not too large)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DIFF_BYTES
+
+
 class Code:
     """The project's Python files, read once: its functions, by file and by short name."""
 
@@ -217,7 +229,7 @@ class Code:
         self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
         for path in files:
-            if not path.endswith(".py") or not (root / path).is_file():  # a FIFO would block
+            if not path.endswith(".py") or not _readable(root / path):
                 continue
             try:
                 source = (root / path).read_text(errors="replace")

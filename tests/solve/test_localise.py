@@ -163,3 +163,15 @@ def test_a_fifo_named_like_python_is_not_read(tmp_path: Path) -> None:
     (root / "shapes" / "link.py").symlink_to("pipe.py")
     code = Code(root, ["shapes/area.py", "shapes/pipe.py", "shapes/link.py"])
     assert list(code.sources) == ["shapes/area.py"]
+
+
+def test_a_python_file_too_large_for_a_diff_is_not_read(tmp_path: Path) -> None:
+    """A generated module of megabytes: an edit to it could not be applied (a diff shows a
+    file that large as binary), so it is not read, parsed or shown."""
+    from mulligan.solve.diffs import MAX_DIFF_BYTES
+
+    root = make_shapes(tmp_path)
+    table = "".join(f"def f{n}():\n    return {n}\n" for n in range(MAX_DIFF_BYTES // 20))
+    (root / "shapes" / "table.py").write_text(table)
+    code = Code(root, ["shapes/area.py", "shapes/table.py"])
+    assert list(code.sources) == ["shapes/area.py"]
