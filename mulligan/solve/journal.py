@@ -317,6 +317,8 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
     a path that holds neither what it held nor what it will hold is left, and named."""
     ordered = sorted(entries, key=lambda entry: entry["staged"] is not None)
     conflicts = [entry for entry in ordered if not _carry_out(root, entry)]
+    for directory in _holding(root, [entry["path"] for entry in entries]):
+        _sync_directory(directory)  # every removal and rename, and the directories made
     if conflicts:
         names = ", ".join(str(entry["path"]) for entry in conflicts)
         staged = [str(entry["staged"]) for entry in conflicts if entry["staged"]]
@@ -327,6 +329,15 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
             f"remove {root / JOURNAL}"
         )
     _forget(root)
+
+
+def _holding(root: Path, paths: list[str]) -> list[Path]:
+    """Every directory from each path's parent up to `root`, deepest first, once."""
+    found: dict[Path, None] = {}
+    for path in paths:
+        for depth in range(len(Path(path).parts) - 1, -1, -1):
+            found[root.joinpath(*Path(path).parts[:depth])] = None
+    return sorted(found, key=lambda directory: -len(directory.parts))
 
 
 def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
@@ -341,7 +352,6 @@ def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
         if now != entry["old"]:
             return False
         target.unlink()
-        _sync_directory(target.parent)
         return True
     staged = root / entry["staged"]
     if not staged.exists() and not staged.is_symlink():
@@ -350,10 +360,6 @@ def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staged, target)
-    for directory in [target.parent, *target.parent.parents]:  # directories it made too
-        _sync_directory(directory)
-        if directory == root:
-            break
     return True
 
 
