@@ -7,9 +7,13 @@ progress, the summary and messages go to standard error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import re
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mulligan import prompts
@@ -40,6 +44,7 @@ from mulligan.solve import (
     preflight,
 )
 from mulligan.solve.choose import choose, run_choice
+from mulligan.solve.copies import JUNK_DIRS
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
 from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
@@ -132,6 +137,8 @@ def plan_solve(args: argparse.Namespace) -> tuple[RunConfig, Path, list[str], Ru
         )
     if not args.task.strip():
         raise UserError("solve needs a TASK: what the attempts should do")
+    for check in checks:
+        relative_to(check, directory)
     selection = {
         "directory": str(directory.resolve()),
         "task": args.task,
@@ -201,6 +208,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return _report(outcome, copies, args.apply, run.run_id)
 
 
+def relative_to(check: str, directory: Path) -> None:
+    """The check does not name the project by its own path: it runs at the root of a copy,
+    where that path is the untouched project, or out of the box's reach. A virtual
+    environment in it is not copied: its programs may be named by their path."""
+    for path in dict.fromkeys([str(directory.absolute()), str(directory.resolve())]):
+        named = re.finditer(re.escape(path) + r"(?:/([^/\s'\";&|)]*))?(?![^/\s'\";&|)])", check)
+        if any(found.group(1) not in JUNK_DIRS for found in named):  # a venv is not copied
+            raise UserError(
+                f'--check "{check}" names the project by its path, {path}: every check runs '
+                "at the root of a copy of it, so name what it runs relative to that root "
+                '(e.g. "python3 tests/run.py", not "python3 /path/to/project/tests/run.py")'
+            )
+
+
 def outside_memory(directory: Path, memory: Path) -> None:
     """DIR is not the memory's directory or inside it (the copies leave the memory out)."""
     where = memory.expanduser().resolve()
@@ -265,8 +286,12 @@ def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -
     if not attempt.changes:
         print("the passing attempt changed nothing: the checks pass as it is", file=sys.stderr)
         return 0
-    sys.stdout.write(attempt.changes)
-    sys.stdout.flush()
+    if not _printed(attempt.changes):
+        print(
+            "standard output was closed before the diff was written: it is in the episode "
+            f"log (mulligan episodes show, run {run_id})",
+            file=sys.stderr,
+        )
     if apply:
         changed = copies.changed_since(attempt.trial)
         if changed:
@@ -282,6 +307,35 @@ def _report(outcome: Outcome, copies: ProjectCopies, apply: bool, run_id: str) -
     else:
         print("not applied (pass --apply to apply it)", file=sys.stderr)
     return 0
+
+
+def _printed(diff: str) -> bool:
+    """The diff on standard output; False when its reader has gone (`| head`, a pager quit
+    early), whose later writes then go nowhere rather than raise when solve ends. SIGPIPE,
+    which the console script lets end the process, is held off meanwhile: --apply follows."""
+    with _pipe_errors():
+        try:
+            sys.stdout.write(diff)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _pipe_errors() -> Iterator[None]:
+    """A write to a pipe whose reader has gone raises BrokenPipeError, not SIGPIPE's end."""
+    try:
+        previous = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    except (AttributeError, ValueError):  # no SIGPIPE here, or not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGPIPE, previous)
 
 
 def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:

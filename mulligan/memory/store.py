@@ -180,7 +180,7 @@ class LessonStore:
     @staticmethod
     def collection_name(family: str) -> str:
         """A valid chroma name per family: readable part plus a hash against collisions."""
-        readable = re.sub(r"[^a-zA-Z0-9._-]", "_", family)[:40]
+        readable = re.sub(r"\.{2,}", ".", re.sub(r"[^a-zA-Z0-9._-]", "_", family))[:40]  # no ..
         digest = hashlib.sha256(family.encode()).hexdigest()[:10]
         return f"{PREFIX}{readable}-{digest}"
 

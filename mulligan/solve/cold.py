@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Callable, Mapping
 
 from mulligan.solve.diffs import lines_of
-from mulligan.solve.localise import Function
+from mulligan.solve.localise import UNPARSABLE, Function
 
 Ran = Mapping[Function, set[int]]
 """The lines each function ran while the failing test ran, for the functions traced in full."""
@@ -28,7 +28,7 @@ def statements(source: str) -> tuple[dict[int, tuple[int, int, int]], dict[int, 
     none); and each function's `def` line -> its last line."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except UNPARSABLE:
         return {}, {}
     owned: dict[int, tuple[int, int, int]] = {}
     defs: dict[int, int] = {}

@@ -5,15 +5,19 @@ may write there); the directory itself is only read (`diffs.apply_diff` alone wr
 A git repository is copied as its working tree shows it, minus what `.gitignore` ignores
 (repositories inside it, submodules or clones, as theirs show them);
 any other directory whole. Caches and virtual environments (JUNK) are never copied.
+A file larger than a diff shows (`MAX_DIFF_BYTES`) is copied in pieces and known by its
+digest, never held in memory whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +27,7 @@ from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, Task, Verdict
-from mulligan.solve.diffs import Link, Snapshot, unified_diff
+from mulligan.solve.diffs import MAX_DIFF_BYTES, Entry, Large, Link, Snapshot, unified_diff
 
 JUNK_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -32,6 +36,9 @@ JUNK_DIRS = frozenset(
 JUNK_SUFFIXES = (".pyc", ".pyo")
 UNREADABLE = b"\0(unreadable)"
 """Stands for a file of an attempt's copy that cannot be read: shown as binary."""
+PIECE = 1 << 20
+"""How much of a large file is read at once."""
+log = logging.getLogger("mulligan")
 
 
 def _junk(relative: str) -> bool:
@@ -52,9 +59,16 @@ def is_git_repository(directory: Path) -> bool:
 
     def git(*argv: str) -> int:
         try:
-            return _git(directory, *argv, timeout=30).returncode
+            done = _git(directory, *argv, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return -1
+        if b"safe.directory" in done.stderr:  # a repository another user owns
+            log.warning(
+                "git will not read %s, which another user owns, so its .gitignore is not "
+                "read and the attempts' copies hold the whole directory; to have git read "
+                "it: git config --global --add safe.directory %s", directory, directory,
+            )  # fmt: skip
+        return done.returncode
 
     return git("rev-parse", "--show-prefix") == 0 and git("check-ignore", "-q", ".") == 1
 
@@ -80,6 +94,11 @@ def _undecodable(relative: str) -> bool:
     return any("\ud800" <= c <= "\udfff" for c in relative)
 
 
+def nameable(relative: str) -> bool:
+    """A path a diff can name: printable UTF-8 (no newline to start a line of the diff)."""
+    return relative.isprintable() and not _undecodable(relative)
+
+
 def _walk_files(directory: Path) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
@@ -103,12 +122,15 @@ class Project:
     def __post_init__(self) -> None:
         self.directory = self.directory.resolve()
         self.git = is_git_repository(self.directory)
+        temporary = Path(tempfile.gettempdir()).resolve()
+        if temporary != self.directory and temporary.is_relative_to(self.directory):
+            self.skip.append(temporary)  # the copies are made there (TMPDIR=$PROJECT/tmp)
 
     def files(self) -> list[str]:
         listed = _git_files(self.directory) if self.git else _walk_files(self.directory)
         kept = [p for p in listed if not _junk(p) and not self._skipped(p)]
         for relative in kept:
-            if not relative.isprintable() or _undecodable(relative):
+            if not nameable(relative):
                 raise UserError(
                     f"{self.directory}: the file name {os.fsencode(relative)!r} is not printable "
                     "UTF-8, which a diff cannot name; rename it, or solve a copy without it"
@@ -149,23 +171,48 @@ class Project:
 
 def read_tree(root: Path, files: list[str], strict: bool = True) -> Snapshot:
     """The files' contents; an unreadable one is an error (`strict`) or shown as binary."""
-    snapshot: Snapshot = {}
-    for relative in files:
-        path = root / relative
-        try:
-            info = path.lstat()
-        except FileNotFoundError:  # tracked but deleted in the working tree
-            continue
-        if stat.S_ISLNK(info.st_mode):
-            snapshot[relative] = Link(os.readlink(path))
-        elif stat.S_ISREG(info.st_mode):
-            try:
-                snapshot[relative] = path.read_bytes()
-            except PermissionError as exc:
-                if strict:
-                    raise UserError(f"{path}: cannot read it ({exc.strerror})") from exc
-                snapshot[relative] = UNREADABLE
-    return snapshot
+    read = {relative: read_entry(root / relative, strict) for relative in files}
+    return {relative: entry for relative, entry in read.items() if entry is not None}
+
+
+def read_entry(path: Path, strict: bool = True, copy_to: Path | None = None) -> Entry | None:
+    """What a path holds: a symlink's target, a file's bytes, or a large file's digest, read
+    in pieces (`Large`); None for what a diff cannot show (a FIFO, a socket, a file gone).
+    With `copy_to`, it is also written there (a large file as it is read, never whole)."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:  # tracked but deleted in the working tree
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        target = os.readlink(path)
+        if copy_to is not None:
+            copy_to.symlink_to(target)
+        return Link(target)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        if info.st_size <= MAX_DIFF_BYTES:
+            content = path.read_bytes()
+            if copy_to is not None:
+                copy_to.write_bytes(content)
+            return content
+        return Large(_copied_digest(path, copy_to))
+    except PermissionError as exc:
+        if strict:
+            raise UserError(f"{path}: cannot read it ({exc.strerror})") from exc
+        return UNREADABLE
+
+
+def _copied_digest(path: Path, copy_to: Path | None) -> str:
+    """The digest of a file's bytes, read in pieces, each also written to `copy_to`."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as source, contextlib.ExitStack() as stack:
+        target = None if copy_to is None else stack.enter_context(open(copy_to, "wb"))
+        while piece := source.read(PIECE):
+            digest.update(piece)
+            if target is not None:
+                target.write(piece)
+    return digest.hexdigest()
 
 
 def executable(root: Path, snapshot: Snapshot) -> set[str]:
@@ -173,19 +220,22 @@ def executable(root: Path, snapshot: Snapshot) -> set[str]:
     found = set()
     for relative, entry in snapshot.items():
         with contextlib.suppress(OSError):
-            if isinstance(entry, bytes) and (root / relative).lstat().st_mode & stat.S_IXUSR:
+            if not isinstance(entry, Link) and (root / relative).lstat().st_mode & stat.S_IXUSR:
                 found.add(relative)
     return found
 
 
 def digests(snapshot: Snapshot) -> dict[str, str]:
     """Each entry's digest: a file's bytes, a link's target."""
-    return {
-        relative: hashlib.sha256(
-            entry if isinstance(entry, bytes) else f"link:{entry.target}".encode()
-        ).hexdigest()
-        for relative, entry in snapshot.items()
-    }
+    return {relative: _digest(entry) for relative, entry in snapshot.items()}
+
+
+def _digest(entry: Entry) -> str:
+    if isinstance(entry, Large):
+        return entry.digest
+    return hashlib.sha256(
+        entry if isinstance(entry, bytes) else f"link:{entry.target}".encode()
+    ).hexdigest()
 
 
 def _mode(path: Path) -> int:
@@ -217,19 +267,19 @@ class ProjectCopies:
 
     @contextlib.contextmanager
     def __call__(self, task: Task) -> Iterator[Path]:
-        base = self.project.snapshot()
-        modes = {
-            p: _mode(self.project.directory / p) for p, e in base.items() if isinstance(e, bytes)
-        }
         with sandbox.ScratchWorkspace({}) as workspace:
             assert workspace is not None
-            for relative, entry in base.items():
-                target = workspace / relative
+            base: Snapshot = {}
+            modes = {}
+            for relative in self.project.files():
+                source, target = self.project.directory / relative, workspace / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(entry, Link):
-                    target.symlink_to(entry.target)
-                else:
-                    target.write_bytes(entry)
+                entry = read_entry(source, copy_to=target)
+                if entry is None:
+                    continue
+                base[relative] = entry
+                if not isinstance(entry, Link):
+                    modes[relative] = _mode(source)
                     target.chmod(modes[relative])
             self.project.make_directories(workspace)
             executable = {p for p, mode in modes.items() if mode & stat.S_IXUSR}
@@ -244,7 +294,15 @@ class ProjectCopies:
         copy = self.copies[workspace]
         self.started[trial] = copy.digests
         present = read_tree(workspace, _walk_files(workspace), strict=False)
-        new = [p for p in present if p not in copy.base]
+        unnamed = [p for p in present if not nameable(p)]
+        if unnamed:
+            log.warning(
+                "attempt %d made %s, whose names are not printable UTF-8: left out of its diff",
+                trial, ", ".join(repr(os.fsencode(p))[1:] for p in unnamed),
+            )  # fmt: skip
+        new = [p for p in present if p not in copy.base and nameable(p)]
+        for left_out in unnamed:
+            del present[left_out]
         for ignored in self.project.ignored(new):
             del present[ignored]
         return unified_diff(copy.base, present, (copy.executable, executable(workspace, present)))

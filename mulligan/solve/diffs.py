@@ -28,7 +28,14 @@ class Link:
     target: str
 
 
-Entry = bytes | Link
+@dataclass(frozen=True)
+class Large:
+    """A file larger than MAX_DIFF_BYTES, by the digest of its bytes (never held whole)."""
+
+    digest: str
+
+
+Entry = bytes | Link | Large
 Snapshot = dict[str, Entry]
 """Relative path -> file content (or symlink target)."""
 
@@ -39,7 +46,7 @@ def _text(entry: Entry | None) -> list[str] | None:
         return []
     if isinstance(entry, Link):
         return lines_of(entry.target)  # as git writes a link: its target, no newline
-    if len(entry) > MAX_DIFF_BYTES or b"\0" in entry:
+    if isinstance(entry, Large) or len(entry) > MAX_DIFF_BYTES or b"\0" in entry:
         return None
     try:
         return lines_of(entry.decode())

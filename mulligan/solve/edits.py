@@ -232,6 +232,8 @@ def syntax_problem(path: str, text: str) -> str | None:
         return f"{path}: after the edit the file does not parse: {where}"
     except ValueError as exc:  # a null byte
         return f"{path}: after the edit the file does not parse: {exc}"
+    except (RecursionError, MemoryError):
+        return f"{path}: after the edit the file does not parse: it is nested too deeply"
     return None
 
 

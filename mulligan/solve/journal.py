@@ -21,12 +21,15 @@ kill from 3 on leaves the change committed; `finish_interrupted` carries out wha
 Either way the directory ends holding all of the change or none of it. A file the user
 changed between the kill and the run that finishes it is not written over: the journal
 and the staged file stay, and the error names both.
+A journal that is not one this module wrote (corrupt, of another shape, naming a path
+outside the directory or through a symlink, or a "staged" file that is not one) is refused
+before anything is done by it.
 
 One process at a time writes or finishes a change in a directory (a lock on it, which a
 killed holder drops), so a live journal is never taken for an interrupted one.
 
-A replaced file is a new file with the old one's permission bits (as git writes one): its
-owner, if not the user running mulligan, and hard links to it are not kept.
+A replaced file is a new file with the old one's permission bits (as git writes one), and
+its owner and group where mulligan may give them (as root); hard links to it are not kept.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ class Write:
 
 
 def digest(path: Path) -> str | None:
-    """What a path holds, as a digest: a symlink's target, a file's bytes; None: nothing."""
+    """What a path holds, as a digest: a symlink's target, a file's bytes (or "directory",
+    "special"); None: nothing."""
     try:
         info = path.lstat()
     except (FileNotFoundError, NotADirectoryError):  # a parent is a file: nothing here
@@ -77,6 +81,8 @@ def digest(path: Path) -> str | None:
         return content_digest(os.readlink(path).encode(errors="surrogateescape"), link=True)
     if stat.S_ISDIR(info.st_mode):
         return "directory"
+    if not stat.S_ISREG(info.st_mode):  # a FIFO, a socket: reading one would block
+        return "special"
     return content_digest(path.read_bytes(), link=False)
 
 
@@ -131,6 +137,11 @@ def apply_whole(root: Path, writes: list[Write]) -> None:
             except OSError as exc:
                 _roll_back(root, journal)
                 raise UserError(f"{write.path}: {exc.strerror or exc}; nothing applied") from exc
+            except BaseException:  # Ctrl-C: undone now, not left for the next solve to find
+                _roll_back(root, journal)
+                raise
+        for directory in {(root / e["staged"]).parent for e in entries if e["staged"]}:
+            _sync_directory(directory)  # the staged names, before the journal counts on them
         _record(root, {**journal, "state": "committed"})
         _finish(root, entries)
 
@@ -151,24 +162,84 @@ def finish_interrupted(root: Path) -> tuple[str, list[str]] | None:
     was committed, ("undid", paths) when it was not; None when there is none."""
     with _alone(root):
         if os.path.lexists(root / WRITING):  # looked for first: a read-only root refuses unlink
-            (root / WRITING).unlink()  # a next state never committed
-        try:
-            journal = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
-            entries = list(journal["entries"])
-            committed = journal["state"] == "committed"
-        except FileNotFoundError:
+            with contextlib.suppress(OSError):  # left, where it cannot go: the journal decides
+                (root / WRITING).unlink()  # a next state never committed
+        journal = _read(root)
+        if journal is None:
             return None
-        except (ValueError, KeyError, TypeError):
-            raise UserError(
-                f"{root / JOURNAL}: unreadable, so an earlier --apply cannot be finished; look "
-                "at the files it names, then remove it"
-            ) from None
-        paths = [str(entry["path"]) for entry in entries]
-        if committed:
+        entries = journal["entries"]
+        paths = [entry["path"] for entry in entries]
+        if journal["state"] == "committed":
             _finish(root, entries)
             return "finished", paths
-        _roll_back(root, journal)
+        try:
+            _roll_back(root, journal)
+        except OSError as exc:  # a disk remounted read-only since, say
+            raise UserError(
+                f"{root / JOURNAL}: {exc.strerror or exc} ({exc.filename}) while undoing an "
+                f"--apply cut short before any of it was written; the next `mulligan solve` "
+                f"in {root} undoes it once it can write there"
+            ) from exc
         return "undid", paths
+
+
+def _read(root: Path) -> dict[str, Any] | None:
+    """The journal in `root` (None: there is none), checked before anything is done by it:
+    a journal that is corrupt, of another shape, or that names a path outside `root`, or a
+    staged file that is not one (a journal forged into a cloned repository) is refused."""
+    path = root / JOURNAL
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):  # a FIFO would block the read
+            raise ValueError("not a regular file")
+        journal = json.loads(path.read_text(encoding="utf-8"))
+        _check_shape(root, journal)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        reason = f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else exc
+        raise UserError(
+            f"{path}: {reason}, so an earlier --apply cannot be finished; look at the files it "
+            "names, then remove it"
+        ) from None
+    return journal  # type: ignore[no-any-return]
+
+
+def _check_shape(root: Path, journal: Any) -> None:
+    """ValueError unless the journal is one `apply_whole` writes, inside `root`."""
+    if not isinstance(journal, dict) or journal.get("state") not in ("staging", "committed"):
+        raise ValueError("not a journal of this mulligan (no state staging or committed)")
+    entries = journal.get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError("its entries are not a list of objects")
+    deleted = {e.get("path") for e in entries if e.get("staged", "") is None}
+    for entry in entries:
+        if set(entry) != {"path", "staged", "old", "new"}:
+            raise ValueError(f"an entry has the fields {sorted(entry)}")
+        if not all(isinstance(entry[k], str) or entry[k] is None for k in entry):
+            raise ValueError(f"an entry's fields are not text: {entry}")
+        path, staged = entry["path"], entry["staged"]
+        for named in [path] + ([staged] if staged is not None else []):
+            if not isinstance(named, str) or not _inside(named):
+                raise ValueError(f"it names {named!r}, outside {root}")
+            linked = _linked_parent(root, named)
+            if linked is not None and (named == staged or linked not in deleted):
+                raise ValueError(f"it names {named!r}, through the symlink {linked}")
+        if staged is not None and STAGED not in Path(staged).name:
+            raise ValueError(f"it names {staged!r} as a staged file, which it is not")
+
+
+def _inside(relative: str) -> bool:
+    parts = Path(relative).parts
+    return bool(parts) and not Path(relative).is_absolute() and ".." not in parts
+
+
+def _linked_parent(root: Path, relative: str) -> str | None:
+    """The first of the path's parents (below `root`) that is a symlink, if any."""
+    parts = Path(relative).parts
+    for depth in range(1, len(parts)):
+        if root.joinpath(*parts[:depth]).is_symlink():
+            return "/".join(parts[:depth])
+    return None
 
 
 def _entry(root: Path, write: Write, token: str) -> dict[str, Any]:
@@ -221,7 +292,11 @@ def _stage(root: Path, write: Write, staged: str) -> None:
         handle.write(write.content)
         handle.flush()
         os.fsync(handle.fileno())
-    bits = stat.S_IMODE((target if existing else path).stat().st_mode)
+    info = (target if existing else path).stat()
+    if existing and (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(OSError):  # as root; as a user, only to a group of theirs
+            os.chown(path, info.st_uid, info.st_gid)
+    bits = stat.S_IMODE(info.st_mode)
     if write.executable is not None:
         bits = bits | (bits & 0o444) >> 2 if write.executable else bits & ~0o111
     path.chmod(bits)
@@ -242,6 +317,8 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
     a path that holds neither what it held nor what it will hold is left, and named."""
     ordered = sorted(entries, key=lambda entry: entry["staged"] is not None)
     conflicts = [entry for entry in ordered if not _carry_out(root, entry)]
+    for directory in _holding(root, [entry["path"] for entry in entries]):
+        _sync_directory(directory)  # every removal and rename, and the directories made
     if conflicts:
         names = ", ".join(str(entry["path"]) for entry in conflicts)
         staged = [str(entry["staged"]) for entry in conflicts if entry["staged"]]
@@ -254,9 +331,20 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
     _forget(root)
 
 
+def _holding(root: Path, paths: list[str]) -> list[Path]:
+    """Every directory from each path's parent up to `root`, deepest first, once."""
+    found: dict[Path, None] = {}
+    for path in paths:
+        for depth in range(len(Path(path).parts) - 1, -1, -1):
+            found[root.joinpath(*Path(path).parts[:depth])] = None
+    return sorted(found, key=lambda directory: -len(directory.parts))
+
+
 def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
     """One step of a committed change; False when the path was changed by someone else."""
     target = root / entry["path"]
+    if _linked_parent(root, entry["path"]) is not None:  # a deletion before it was refused
+        return False
     now = digest(target)
     if entry["staged"] is None:  # a deletion
         if now is None or now == "directory":  # done (a new directory may stand there now)
@@ -272,7 +360,6 @@ def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staged, target)
-    _sync_directory(target.parent)
     return True
 
 

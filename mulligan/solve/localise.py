@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ast
 import re
+import stat
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mulligan.solve.diffs import MAX_DIFF_BYTES
 
 FRAME_PATTERNS = (
     re.compile(r'File "(?P<path>[^"]+\.py)", line (?P<line>\d+)'),  # a Python traceback
@@ -26,6 +29,9 @@ FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (?P<path>[^\s:]+\.py)::(?P<name>[^\
 UNITTEST_FAIL = re.compile(r"^(?:FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)", re.M)
 ASSERTION = re.compile(r"^E {3,}.*$", re.MULTILINE)
 EXCEPTION_LINE = re.compile(r"^\w+(?:\.\w+)*(?:Error|Exception|Failure)\b.*$", re.MULTILINE)
+UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+"""What `ast.parse` raises on source it cannot build a tree of: bad syntax, a null byte, or
+nesting too deep (a generated table: CPython's own compiler cannot build it either)."""
 SHOWN_FUNCTIONS = 3
 """At most this many functions go to the model at once (a small model loses itself in more)."""
 NOT_CODE = frozenset({"docs", "doc", "examples", "benchmarks"})
@@ -142,7 +148,7 @@ def functions_of(path: str, source: str) -> list[Function]:
     """Every function and method in the source (nested ones too); [] if it does not parse."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except UNPARSABLE:
         return []
     found: list[Function] = []
 
@@ -171,7 +177,7 @@ def _statement(source: str, function: Function) -> ast.stmt | None:
     body = "\n".join(source.splitlines()[function.start - 1 : function.end])
     try:
         tree = ast.parse(textwrap.dedent(body))
-    except SyntaxError:
+    except UNPARSABLE:
         return None
     return tree.body[0] if tree.body else None
 
@@ -194,7 +200,7 @@ def module_names(source: str) -> dict[str, list[str]]:
     lambdas that call functions, say)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except UNPARSABLE:
         return {}
     found: dict[str, list[str]] = {}
     for node in tree.body:
@@ -206,6 +212,15 @@ def module_names(source: str) -> dict[str, list[str]]:
     return found
 
 
+def _readable(path: Path) -> bool:
+    """A regular file (a FIFO would block) whose edits a diff could carry (not too large)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DIFF_BYTES
+
+
 class Code:
     """The project's Python files, read once: its functions, by file and by short name."""
 
@@ -214,7 +229,7 @@ class Code:
         self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
         for path in files:
-            if not path.endswith(".py"):
+            if not path.endswith(".py") or not _readable(root / path):
                 continue
             try:
                 source = (root / path).read_text(errors="replace")

@@ -15,8 +15,11 @@ from pathlib import Path
 from mulligan import sandbox
 from mulligan.evaluator.checks import run_command
 from mulligan.schema import CommandCheck, Task
-from mulligan.solve.copies import ProjectCopies
+from mulligan.solve.copies import JUNK_DIRS, ProjectCopies
 from mulligan.text_cut import last_lines
+
+CANNOT_CD = re.compile(r"\bcd: (?:can't cd to (\S+)|(\S+): No such file or directory)")
+"""The shell's `cd` to a directory that is not there (dash's words, then bash's)."""
 
 
 @dataclass
@@ -59,6 +62,13 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
     if run.exit_code in (126, 127):
         program = _program(command)
         return f"{said or program} (exit {run.exit_code}); {_not_started(program, project)}"
+    into = CANNOT_CD.search(said)
+    if into and run.exit_code and _left_out(next(g for g in into.groups() if g), project):
+        return (
+            f"{said} (exit {run.exit_code}); the project has it, but solve leaves it out of "
+            "the copies each check runs in (as git ignores it, or a cache or virtual "
+            "environment): make the check build what it needs there, or name another"
+        )
     if run.exit_code == 2 and not _shell_reads(command):
         return f"{said} (exit 2); the shell cannot read the command: fix its quoting or syntax"
     pytest = re.search(r"(?:^|[\s/])(?:pytest|py\.test)(?:\s|$)", command)
@@ -76,6 +86,12 @@ def cannot_run(done: CheckRun, project: Path) -> str | None:
     return None
 
 
+def _left_out(directory: str, project: Path) -> bool:
+    """A directory of the project that a check could not `cd` into in its copy: left out of
+    it. (One the project lacks may be one the check's build was to make: a code fault.)"""
+    return not directory.startswith("/") and (project / directory).is_dir()
+
+
 def _shell_reads(command: str) -> bool:
     """Whether /bin/sh, which runs every check, can parse the command (`-n`: read, not run)."""
     try:
@@ -88,7 +104,13 @@ def _shell_reads(command: str) -> bool:
 def _not_started(program: str, project: Path) -> str:
     """Why the box's shell could not start `program`, as far as can be told from outside."""
     if "/" in program and not program.startswith("/"):  # relative to the project's root
-        path = project / program
+        path, top = project / program, Path(program).parts[0]
+        if top in JUNK_DIRS:
+            return (
+                f"{top}/ is not copied into the attempts' copies (virtual environments and "
+                "caches never are): activate it, then name the program as PATH finds it "
+                "(e.g. `python -m pytest`)"
+            )
         if not path.is_file():
             return f"{program} is not in the project: give the right path"
         return f"{program} is not executable: chmod +x it, or run it as `sh {program}`"

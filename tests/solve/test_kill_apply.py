@@ -329,3 +329,20 @@ def test_a_file_that_becomes_a_directory_of_its_name_is_applied(tmp_path: Path) 
     (root / "lib").write_text("x\n")
     assert apply_diff(unified_diff({"lib": b"x\n"}, {"lib/x.py": b"y\n"}), root)
     assert state(root) == {"lib": ("directory",), "lib/x.py": (b"y\n", state(root)["lib/x.py"][1])}
+
+
+def test_ctrl_c_while_staging_leaves_dir_exactly_as_it_was(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) before the commit: the process is alive to undo what it staged, so
+    nothing is left for a next `solve` to find (no journal, no hidden staged files)."""
+    import signal
+
+    project = a_project(tmp_path)
+    before = state(project)
+    with FakeOpenAIServer(policy=scripted(*FIX_TURNS)) as server:
+        argv = solve_args(server, project, tmp_path / "mem", "--trials", "1", "--yes", "--apply")
+        point = f"{JOURNAL_CODE}_stage"
+        child = stopped_at(point, 2, cli_code(argv), tmp_path / f"ready-{uuid.uuid4()}")
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert state(project) == before

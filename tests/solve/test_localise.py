@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mulligan.solve.localise import Code, Function, docstring_body, localise, numbered, read_failure
 from tests.solve.projects import make_shapes
 
@@ -126,3 +128,50 @@ def test_a_docstring_without_examples_is_hidden_whole() -> None:
     source = ORDINAL.replace(">>> ", "")
     shown = numbered(source, 1, 13, hidden=docstring_body(source, Function("n.py", "o", 1, 13)))
     assert "ordinal(-1021)" not in shown and "(docstring, lines 3-10)" in shown
+
+
+NESTED_TOO_DEEP = {
+    "shapes/generated.py": "PARTS = " + "'a' + " * 6000 + "'b'\n",  # a generated table
+    "shapes/negated.py": "Y = " + "-" * 100000 + "1\n",
+}
+"""Python files `ast` cannot build a tree of (RecursionError, MemoryError), as CPython's
+own compiler cannot either: a file nothing imports, in a project solve is given."""
+
+
+def test_a_file_nested_too_deep_to_parse_is_passed_over_not_a_crash(tmp_path: Path) -> None:
+    from mulligan.solve.cold import statements
+    from mulligan.solve.edits import syntax_problem
+
+    root = make_shapes(tmp_path)
+    for path, source in NESTED_TOO_DEEP.items():
+        (root / path).write_text(source)
+        assert syntax_problem(path, source) is not None  # an edit leaving it so is refused
+        assert statements(source) == ({}, {})
+    code = Code(root, ["shapes/area.py", *NESTED_TOO_DEEP])
+    assert [f.name for f in code.functions["shapes/area.py"]] == ["square", "rect"]
+    assert all(code.functions[path] == [] for path in NESTED_TOO_DEEP)
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_named_like_python_is_not_read(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer that never comes: solve hung before any model call
+    on a project with one named `*.py` (or a link to one)."""
+    import os
+
+    root = make_shapes(tmp_path)
+    os.mkfifo(root / "shapes" / "pipe.py")
+    (root / "shapes" / "link.py").symlink_to("pipe.py")
+    code = Code(root, ["shapes/area.py", "shapes/pipe.py", "shapes/link.py"])
+    assert list(code.sources) == ["shapes/area.py"]
+
+
+def test_a_python_file_too_large_for_a_diff_is_not_read(tmp_path: Path) -> None:
+    """A generated module of megabytes: an edit to it could not be applied (a diff shows a
+    file that large as binary), so it is not read, parsed or shown."""
+    from mulligan.solve.diffs import MAX_DIFF_BYTES
+
+    root = make_shapes(tmp_path)
+    table = "".join(f"def f{n}():\n    return {n}\n" for n in range(MAX_DIFF_BYTES // 20))
+    (root / "shapes" / "table.py").write_text(table)
+    code = Code(root, ["shapes/area.py", "shapes/table.py"])
+    assert list(code.sources) == ["shapes/area.py"]

@@ -347,3 +347,29 @@ def test_a_write_the_system_refuses_undoes_what_was_written(
     assert (tmp_path / "gone.txt").read_text() == "bye\n"
     assert (tmp_path / "gone.txt").stat().st_mode & 0o777 == 0o751
     assert not (tmp_path / "link").exists()
+
+
+def test_apply_with_standard_output_closed_early_still_applies(tmp_path: Path) -> None:
+    """`mulligan solve --apply ... | head -0` (or a pager quit at once): the diff cannot be
+    written, but the fix the user asked for is still applied, and said, not a traceback nor
+    the console script's silent death by SIGPIPE."""
+    import json
+    import shlex
+    import sys
+
+    from tests.helpers.killing import environment
+
+    project = make_project(tmp_path / "calc")
+    with FakeOpenAIServer(policy=scripted([FIX])) as server:
+        argv = solve_args(server, project, tmp_path / "mem", "--trials", "1", "--apply")
+        script = f"import sys\nfrom mulligan.cli import entry\nsys.argv[1:] = {json.dumps(argv)}\nentry()"
+        command = shlex.join([sys.executable, "-c", script])
+        done = subprocess.run(
+            f"{command} | true; exit ${{PIPESTATUS[0]}}",
+            shell=True, executable="/bin/bash", capture_output=True, text=True,
+            env=environment(), timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert "standard output" in done.stderr and "applied to" in done.stderr
+    assert (project / "calc.py").read_text() == FIXED

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.cli import main
+from mulligan.solve.diffs import MAX_DIFF_BYTES
 from tests.helpers.solving import FIX, files_of, one_line_error, passes_in, scripted, solve
 from tests.solve.test_solve import BUGGY, CHECK, FIXED, call, make_project, tool_outputs
 
@@ -147,6 +148,55 @@ def test_binary_latin1_and_symlinked_files_are_copied_exactly_and_left_alone(
     assert captured.out.count("diff --git") == 1 and "a/calc.py" in captured.out
     after = files_of(project)
     assert after == {**before, "calc.py": FIXED.encode()}
+
+
+def test_a_large_file_is_copied_exactly_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hashlib
+
+    project = make_project(tmp_path / "calc")
+    (project / "data.bin").write_bytes(os.urandom(3 * MAX_DIFF_BYTES))
+    digest = hashlib.sha256((project / "data.bin").read_bytes()).hexdigest()
+    check = (
+        f'{CHECK} && python3 -c "import hashlib; '
+        f"assert hashlib.sha256(open('data.bin', 'rb').read()).hexdigest() == '{digest}'\""
+    )
+    before = files_of(project)
+    code, _ = solve(tmp_path, project, scripted([FIX]), "--apply", check=check)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.count("diff --git") == 1 and "a/calc.py" in captured.out
+    assert files_of(project) == {**before, "calc.py": FIXED.encode()}
+
+
+def test_a_large_file_is_never_held_whole(tmp_path: Path) -> None:
+    """A project's data file is copied into each attempt's copy in pieces and compared by
+    its digest: the memory a copy takes does not grow with it."""
+    import tracemalloc
+
+    from mulligan.schema import Task
+    from mulligan.solve import Project, ProjectCopies
+
+    project = make_project(tmp_path / "calc")
+    size = 16 * MAX_DIFF_BYTES
+    (project / "data.bin").write_bytes(os.urandom(size))
+    copies = ProjectCopies(Project(project))
+    tracemalloc.start()
+    try:
+        with copies(Task(id="t", prompt="p")) as workspace:
+            (workspace / "calc.py").write_text(FIXED)
+            (workspace / "data.bin").write_bytes(b"smaller now")
+            changes = copies.changes(workspace, 1)
+            assert copies.changed_since(1) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (
+        "Binary files a/data.bin and b/data.bin differ" in changes
+        and "+    return a + b" in changes
+    )
+    assert peak < size / 4, f"{peak} bytes held at once for a file of {size}"
 
 
 def test_an_executable_script_stays_executable_in_the_copy(

@@ -5,6 +5,7 @@ working tree holds; nothing of the user's is lost. The model is scripted (FakeOp
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -66,3 +67,21 @@ def test_a_submodule_not_checked_out_is_an_empty_directory_in_the_copy(tmp_path:
     git(tmp_path, "clone", "-q", str(upstream), "calc")  # without --recurse-submodules
     project = Project(tmp_path / "calc")
     assert project.files() == [".gitignore", ".gitmodules", "calc.py", "test_calc.py"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the repository to another user needs root")
+def test_a_repository_git_will_not_read_for_its_owner_is_copied_whole_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`sudo mulligan solve`, or root in a container on a mounted repository: git refuses a
+    repository another user owns, so its .gitignore cannot be read; the copies hold the
+    whole directory, and solve says why and how to let git read it."""
+    project = make_project(tmp_path / "calc", git=True)  # its .gitignore ignores build/
+    (project / "build").mkdir()
+    (project / "build" / "out.o").write_text("x")
+    subprocess.run(["chown", "-R", "4321:4321", str(project)], check=True)
+    with caplog.at_level("WARNING", logger="mulligan"):
+        files = Project(project).files()
+    assert "build/out.o" in files
+    (warned,) = [r.getMessage() for r in caplog.records if "safe.directory" in r.getMessage()]
+    assert str(project) in warned and ".gitignore" in warned

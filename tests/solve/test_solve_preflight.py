@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
+from mulligan.errors import UserError
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.solve.test_solve import BUGGY, CHECK, FIXED, make_project, solve_args, solver
 
@@ -111,3 +112,84 @@ def test_a_program_found_outside_the_box_is_named_in_the_fix(
     monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
     said = _not_started("mytool", tmp_path)
     assert f"outside the box it is {tools / 'mytool'}" in said and "/usr/bin/python3" in said
+
+
+@pytest.mark.parametrize(
+    "check", ["cd {dir} && python3 test_calc.py", "python3 '{dir}/test_calc.py'", "{given}/t.sh"]
+)
+def test_a_check_naming_dir_by_its_path_stops_before_any_model_call(
+    check: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each check runs at the root of an attempt's copy: one that names the project by its
+    own path would test the untouched project (or fail to reach it in the box) and no
+    attempt could pass."""
+    project = make_project(tmp_path / "calc")
+    given = tmp_path / "link"  # --dir as given need not be the real path
+    given.symlink_to(project)
+    named = check.format(dir=project, given=given)
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, given, tmp_path / "mem")
+        code = main([named if a == CHECK else a for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2 and server.requests == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{named}"' in lines[0] and "relative to" in lines[0]
+    assert (project / "calc.py").read_text() == BUGGY
+
+
+def test_a_check_naming_a_tool_in_a_virtual_environment_of_dir_by_its_path_is_let_through(
+    tmp_path: Path,
+) -> None:
+    """A virtual environment is not copied: a check may name its programs by their path
+    (the box reaches an activated one there, as PATH finds it)."""
+    from mulligan.cli.solve import relative_to
+
+    project = make_project(tmp_path / "calc")
+    relative_to(f"{project}/.venv/bin/python -m pytest -q", project)
+    relative_to(f"'{project}/node_modules/.bin/jest' --ci", project)
+    with pytest.raises(UserError, match="relative to"):
+        relative_to(f"{project}/.venv/bin/python {project}/test_calc.py", project)
+
+
+def test_a_program_in_an_uncopied_virtual_environment_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`.venv/bin/python` is in the project, but not in its copies: the fix is not chmod."""
+    project = make_project(tmp_path / "calc")
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem")
+        code = main([".venv/bin/python test_calc.py" if a == CHECK else a for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and server.requests == []
+    assert ".venv/ is not copied" in err and "chmod" not in err, err
+
+
+def test_a_check_that_cannot_cd_into_a_directory_git_ignores_stops_before_any_model_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cd build && ...`: no change to the project can make the copies hold a directory that
+    .gitignore leaves out of them (a build directory)."""
+    project = make_project(tmp_path / "calc", git=True)  # its .gitignore ignores build/
+    (project / "build").mkdir()
+    (project / "build" / "run.sh").write_text("cd .. && python3 test_calc.py\n")
+    check = "cd build && sh run.sh"
+    with FakeOpenAIServer(policy=no_model_call) as server:
+        argv = solve_args(server, project, tmp_path / "mem")
+        code = main([check if a == CHECK else a for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2 and server.requests == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{check}"' in lines[0] and "build" in lines[0]
+    assert "leaves it out of the copies" in lines[0]
+
+
+def test_a_directory_the_project_lacks_may_be_one_its_build_was_to_make() -> None:
+    from mulligan.solve.preflight import _left_out
+
+    assert not _left_out("dist", Path(__file__).parent)  # a fault a change could mend
+    assert not _left_out("/", Path(__file__).parent)
+    assert _left_out("solve", Path(__file__).parent.parent)
