@@ -104,9 +104,7 @@ class MemoryService:
         its client, never answered, makes again."""
         chosen = self._task(task, family)
         outcome = checked_outcome(answer, passed, feedback)
-        given = self._known(
-            shown, self._episode_id(chosen)
-        )  # all checked before anything is stored
+        given = self._known(shown, self._episode_id(chosen))  # all checked before any is stored
         with self._lock:
             episode = self._episode(chosen)
             attempt, verdict = reported(chosen, len(episode.attempts) + 1, *outcome)

@@ -13,7 +13,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from mulligan import prompts
@@ -313,29 +313,20 @@ def _printed(diff: str) -> bool:
     """The diff on standard output; False when its reader has gone (`| head`, a pager quit
     early), whose later writes then go nowhere rather than raise when solve ends. SIGPIPE,
     which the console script lets end the process, is held off meanwhile: --apply follows."""
-    with _pipe_errors():
-        try:
-            sys.stdout.write(diff)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return False
-    return True
-
-
-@contextlib.contextmanager
-def _pipe_errors() -> Iterator[None]:
-    """A write to a pipe whose reader has gone raises BrokenPipeError, not SIGPIPE's end."""
-    try:
+    previous = None  # ignored, a write to a pipe whose reader has gone raises BrokenPipeError
+    with contextlib.suppress(AttributeError, ValueError):  # no SIGPIPE, or not the main thread
         previous = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    except (AttributeError, ValueError):  # no SIGPIPE here, or not the main thread
-        yield
-        return
     try:
-        yield
+        sys.stdout.write(diff)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
     finally:
-        signal.signal(signal.SIGPIPE, previous)
+        if previous is not None:
+            signal.signal(signal.SIGPIPE, previous)
+    return True
 
 
 def _summary(episode: Episode, chosen: Attempt | None, run_id: str) -> str:

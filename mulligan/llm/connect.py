@@ -135,8 +135,8 @@ def local_fields(model: object) -> dict[str, Any]:
             "local_server": server.facts(),
             "local_slots": server.slots,
         }
-    patience = getattr(model, "backoff", 1.0), getattr(model, "max_retries", 0)
-    waits = tuple(patience[0] * 2**attempt for attempt in range(patience[1]))
+    backoff, retries = getattr(model, "backoff", 1.0), getattr(model, "max_retries", 0)
+    waits = tuple(backoff * 2**attempt for attempt in range(retries))
     served = local_server.served_facts(base_url, waits) if self_hosted(base_url) else None
     if served is None:
         return {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan.errors import UserError
-from mulligan.solve.journal import Write, apply_whole, content_digest
+from mulligan.solve.journal import Write, apply_whole, content_digest, first_parent
 
 FILE_MODE, EXECUTABLE_MODE, LINK_MODE = "100644", "100755", "120000"
 """The modes git writes: a file, an executable file, a symlink."""
@@ -265,9 +265,4 @@ def _planned(patch: FilePatch, root: Path, directory: Path) -> Write:
 
 def _in_the_way(path: str, root: Path) -> str | None:
     """The first of the path's parents that is not a real directory (a file, a symlink)."""
-    parts = Path(path).parts
-    for depth in range(1, len(parts)):
-        ancestor = root.joinpath(*parts[:depth])
-        if ancestor.is_symlink() or (ancestor.exists() and not ancestor.is_dir()):
-            return "/".join(parts[:depth])
-    return None
+    return first_parent(root, path, lambda at: at.is_symlink() or at.exists() and not at.is_dir())

@@ -41,7 +41,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,7 +221,7 @@ def _check_shape(root: Path, journal: Any) -> None:
         for named in [path] + ([staged] if staged is not None else []):
             if not isinstance(named, str) or not _inside(named):
                 raise ValueError(f"it names {named!r}, outside {root}")
-            linked = _linked_parent(root, named)
+            linked = first_parent(root, named, Path.is_symlink)
             if linked is not None and (named == staged or linked not in deleted):
                 raise ValueError(f"it names {named!r}, through the symlink {linked}")
         if staged is not None and STAGED not in Path(staged).name:
@@ -233,13 +233,10 @@ def _inside(relative: str) -> bool:
     return bool(parts) and not Path(relative).is_absolute() and ".." not in parts
 
 
-def _linked_parent(root: Path, relative: str) -> str | None:
-    """The first of the path's parents (below `root`) that is a symlink, if any."""
-    parts = Path(relative).parts
-    for depth in range(1, len(parts)):
-        if root.joinpath(*parts[:depth]).is_symlink():
-            return "/".join(parts[:depth])
-    return None
+def first_parent(root: Path, relative: str, odd: Callable[[Path], bool]) -> str | None:
+    """The first of the path's parents below `root`, from the top, for which `odd` holds."""
+    above = reversed(Path(relative).parents[:-1])
+    return next((parent.as_posix() for parent in above if odd(root / parent)), None)
 
 
 def _entry(root: Path, write: Write, token: str) -> dict[str, Any]:
@@ -333,17 +330,14 @@ def _roll_forward(root: Path, entries: list[dict[str, Any]]) -> None:
 
 def _holding(root: Path, paths: list[str]) -> list[Path]:
     """Every directory from each path's parent up to `root`, deepest first, once."""
-    found: dict[Path, None] = {}
-    for path in paths:
-        for depth in range(len(Path(path).parts) - 1, -1, -1):
-            found[root.joinpath(*Path(path).parts[:depth])] = None
+    found = dict.fromkeys(root / parent for path in paths for parent in Path(path).parents)
     return sorted(found, key=lambda directory: -len(directory.parts))
 
 
 def _carry_out(root: Path, entry: dict[str, Any]) -> bool:
     """One step of a committed change; False when the path was changed by someone else."""
     target = root / entry["path"]
-    if _linked_parent(root, entry["path"]) is not None:  # a deletion before it was refused
+    if first_parent(root, entry["path"], Path.is_symlink):  # a deletion before it was refused
         return False
     now = digest(target)
     if entry["staged"] is None:  # a deletion
