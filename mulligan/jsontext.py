@@ -69,7 +69,7 @@ class ObjectEnds:
 
     def __call__(self, piece: str) -> bool:
         if not self.started:
-            if self.never or not (piece := piece.lstrip()):
+            if not (piece := piece.lstrip()):
                 return False
             self.started, self.never = True, not piece.startswith("{")
         if self.never:

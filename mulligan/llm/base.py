@@ -25,13 +25,9 @@ class ChatResponse:
     """The endpoint's `system_fingerprint`, where it sends one."""
 
 
-class Watch(Protocol):
-    """One reply's watch, told each piece of the reply in order."""
-
-    def __call__(self, piece: str) -> bool:
-        """True once the text so far is all the caller needs (the stream is then closed)."""
-        ...
-
+Watch = Callable[[str], bool]
+"""One reply's watch, told each piece of the reply in order: True once the text so far is
+all the caller needs (the stream is then closed)."""
 
 Until = Callable[[], Watch]
 """Makes a new watch for each reply read (a retried call reads its reply again). Told the

@@ -215,7 +215,7 @@ def _check_shape(root: Path, journal: Any) -> None:
     for entry in entries:
         if set(entry) != {"path", "staged", "old", "new"}:
             raise ValueError(f"an entry has the fields {sorted(entry)}")
-        if not all(isinstance(entry[k], str) or entry[k] is None for k in entry):
+        if not all(isinstance(value, str | None) for value in entry.values()):
             raise ValueError(f"an entry's fields are not text: {entry}")
         path, staged = entry["path"], entry["staged"]
         for named in [path] + ([staged] if staged is not None else []):
