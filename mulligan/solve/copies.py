@@ -206,12 +206,10 @@ def read_entry(path: Path, strict: bool = True, copy_to: Path | None = None) -> 
 def _copied_digest(path: Path, copy_to: Path | None) -> str:
     """The digest of a file's bytes, read in pieces, each also written to `copy_to`."""
     digest = hashlib.sha256()
-    with open(path, "rb") as source, contextlib.ExitStack() as stack:
-        target = None if copy_to is None else stack.enter_context(open(copy_to, "wb"))
+    with open(path, "rb") as source, open(copy_to or os.devnull, "wb") as target:
         while piece := source.read(PIECE):
             digest.update(piece)
-            if target is not None:
-                target.write(piece)
+            target.write(piece)
     return digest.hexdigest()
 
 
@@ -301,10 +299,8 @@ class ProjectCopies:
                 trial, ", ".join(repr(os.fsencode(p))[1:] for p in unnamed),
             )  # fmt: skip
         new = [p for p in present if p not in copy.base and nameable(p)]
-        for left_out in unnamed:
+        for left_out in [*unnamed, *self.project.ignored(new)]:
             del present[left_out]
-        for ignored in self.project.ignored(new):
-            del present[ignored]
         return unified_diff(copy.base, present, (copy.executable, executable(workspace, present)))
 
     def changed_since(self, trial: int) -> list[str] | None:
