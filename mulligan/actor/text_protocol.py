@@ -174,8 +174,12 @@ class ActionWatch:
             return False
         if labelled or (self._object is None and self._inline and "{" in piece):
             self._read_again()
-        elif self._object is not None and self._closes(piece):
-            self._ended, self._object = action_ended("".join(self._acted)), None
+        elif self._object is not None:
+            if self._lead:  # the input's object starts after the emphasis its label took
+                piece = piece.lstrip("*_ \t")
+                self._lead = not piece
+            if self._object(piece):
+                self._ended, self._object = action_ended("".join(self._acted)), None
         return self._ended
 
     def _read_again(self) -> None:
@@ -190,13 +194,6 @@ class ActionWatch:
         self._object = ObjectEnds() if at >= 0 else None
         if self._object is not None and self._object(text[at:]):
             self._object = None  # it closed without ending the action: it never will
-
-    def _closes(self, piece: str) -> bool:
-        """The piece closes the input's object (after the emphasis its label took)."""
-        if self._lead:
-            piece = piece.lstrip("*_ \t")
-            self._lead = not piece
-        return self._object is not None and self._object(piece)
 
     def _label_read(self, run: str) -> bool:
         """Note the label the run of lines starts with; True where it can end an action."""
