@@ -212,15 +212,6 @@ def module_names(source: str) -> dict[str, list[str]]:
     return found
 
 
-def _readable(path: Path) -> bool:
-    """A regular file (a FIFO would block) whose edits a diff could carry (not too large)."""
-    try:
-        info = path.stat()
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_DIFF_BYTES
-
-
 class Code:
     """The project's Python files, read once: its functions, by file and by short name."""
 
@@ -229,9 +220,12 @@ class Code:
         self.globals: dict[str, dict[str, list[str]]] = {}
         self.functions: dict[str, list[Function]] = {}
         for path in files:
-            if not path.endswith(".py") or not _readable(root / path):
+            if not path.endswith(".py"):
                 continue
-            try:
+            try:  # a regular file (a FIFO would block) whose edits a diff could carry
+                info = (root / path).stat()
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DIFF_BYTES:
+                    continue
                 source = (root / path).read_text(errors="replace")
             except OSError:
                 continue
