@@ -16,7 +16,7 @@ from mulligan.errors import ModelError
 from mulligan.evaluator.code import harness_report, keep_definitions, last_code_block
 from mulligan.evaluator.normalize import exact_match, f1_score
 from mulligan.jsontext import first_json_object
-from mulligan.llm.base import ChatModel
+from mulligan.llm.base import SHORT_REPLY_TOKENS, ChatModel
 from mulligan.sandbox.safe_files import Unreadable, read_workspace_file
 from mulligan.schema import (
     Attempt,
@@ -267,7 +267,9 @@ def check_llm_judge(check: LLMJudgeCheck, ctx: CheckContext) -> CheckResult:
         return result(check, False, "cannot run: no judge model configured")
     prompt = prompts.render("judge", task=ctx.task.prompt, answer=ctx.answer, rubric=check.rubric)
     try:
-        reply = ctx.judge.chat([{"role": "user", "content": prompt}]).text
+        reply = ctx.judge.chat(
+            [{"role": "user", "content": prompt}], max_tokens=SHORT_REPLY_TOKENS
+        ).text
     except ModelError as exc:
         return result(check, False, f"cannot run: judge model failed: {exc}")
     verdict = first_json_object(reply)

@@ -12,6 +12,13 @@ Message = dict[str, Any]
 """An OpenAI-format chat message: role, content, and tool_calls / tool_call_id where used."""
 
 
+SHORT_REPLY_TOKENS = 1024
+"""The longest reply the reflector, the curator and an LLM judge may write, in tokens: each
+answers with a short JSON object. Uncapped, a reply that degenerates (a small local model
+repeating itself) runs until the server's context is full, holding a slot, and the episode
+waiting on it, for many minutes."""
+
+
 @dataclass
 class ChatResponse:
     text: str

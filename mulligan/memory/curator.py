@@ -25,7 +25,7 @@ from mulligan import prompts
 from mulligan.defaults import LESSON_BUDGET, MERGE_SIMILARITY
 from mulligan.errors import ModelError
 from mulligan.jsontext import first_json_object
-from mulligan.llm.base import ChatModel
+from mulligan.llm.base import SHORT_REPLY_TOKENS, ChatModel
 from mulligan.memory.lesson_log import to_status
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.memory import Memory
@@ -181,7 +181,9 @@ class Curator:
             lesson=lesson.text,
         )
         try:
-            response = self.model.chat([{"role": "user", "content": prompt}])
+            response = self.model.chat(
+                [{"role": "user", "content": prompt}], max_tokens=SHORT_REPLY_TOKENS
+            )
         except ModelError as exc:
             log.warning("the curator could not rewrite lesson %s: %s", lesson.id, exc)
             return None

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mulligan import prompts
 from mulligan.errors import ModelError
 from mulligan.jsontext import first_json_object
-from mulligan.llm.base import ChatModel, Message
+from mulligan.llm.base import SHORT_REPLY_TOKENS, ChatModel, Message
 from mulligan.schema import (
     Attempt,
     Lesson,
@@ -167,7 +167,9 @@ class Reflector:
         endpoint's error when it gave none."""
         messages: list[Message] = [{"role": "user", "content": prompt}]
         try:
-            response = self.model.chat(messages, response_format=response_format)
+            response = self.model.chat(
+                messages, response_format=response_format, max_tokens=SHORT_REPLY_TOKENS
+            )
         except ModelError as exc:
             log.warning("reflection failed for %s: %s", task.id, exc)
             self.usage = self.usage + Usage(unmetered_calls=exc.unmetered_calls)
