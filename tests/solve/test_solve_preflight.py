@@ -21,10 +21,14 @@ def no_model_call(body: dict[str, Any]) -> FakeReply:
     raise AssertionError("the model was called before the checks were known to run")
 
 
-def solve_with(project: Path, tmp_path: Path, *extra: str) -> tuple[int, FakeOpenAIServer]:
+def solve_with(
+    project: Path, tmp_path: Path, *extra: str, check: str | None = None
+) -> tuple[int, FakeOpenAIServer]:
+    """`solve` on the project against a model that must not be called; `check` in place of
+    the project's one check."""
     with FakeOpenAIServer(policy=no_model_call) as server:
         argv = solve_args(server, project, tmp_path / "mem", *extra)
-        code = main(argv)
+        code = main([check if check is not None and a == CHECK else a for a in argv])
     return code, server
 
 
@@ -52,9 +56,7 @@ def test_a_check_that_cannot_run_stops_before_any_model_call(
     project = make_project(tmp_path / "calc")
     (project / "run_tests.sh").write_text("#!/bin/sh\npython3 test_calc.py\n")  # not executable
     timeout = "3" if check.startswith("sleep") else "300"
-    with FakeOpenAIServer(policy=no_model_call) as server:
-        argv = solve_args(server, project, tmp_path / "mem", "--check-timeout", timeout)
-        code = main([check if a == CHECK else a for a in argv])  # the one check
+    code, server = solve_with(project, tmp_path, "--check-timeout", timeout, check=check)
     captured = capsys.readouterr()
     assert code == 2
     assert [b for b in server.requests if "messages" in b] == []
@@ -127,9 +129,7 @@ def test_a_check_naming_dir_by_its_path_stops_before_any_model_call(
     given = tmp_path / "link"  # --dir as given need not be the real path
     given.symlink_to(project)
     named = check.format(dir=project, given=given)
-    with FakeOpenAIServer(policy=no_model_call) as server:
-        argv = solve_args(server, given, tmp_path / "mem")
-        code = main([named if a == CHECK else a for a in argv])
+    code, server = solve_with(given, tmp_path, check=named)
     captured = capsys.readouterr()
     assert code == 2 and server.requests == []
     lines = captured.err.strip().splitlines()
@@ -159,9 +159,7 @@ def test_a_program_in_an_uncopied_virtual_environment_is_named_as_such(
     project = make_project(tmp_path / "calc")
     (project / ".venv" / "bin").mkdir(parents=True)
     (project / ".venv" / "bin" / "python").symlink_to(sys.executable)
-    with FakeOpenAIServer(policy=no_model_call) as server:
-        argv = solve_args(server, project, tmp_path / "mem")
-        code = main([".venv/bin/python test_calc.py" if a == CHECK else a for a in argv])
+    code, server = solve_with(project, tmp_path, check=".venv/bin/python test_calc.py")
     err = capsys.readouterr().err
     assert code == 2 and server.requests == []
     assert ".venv/ is not copied" in err and "chmod" not in err, err
@@ -176,9 +174,7 @@ def test_a_check_that_cannot_cd_into_a_directory_git_ignores_stops_before_any_mo
     (project / "build").mkdir()
     (project / "build" / "run.sh").write_text("cd .. && python3 test_calc.py\n")
     check = "cd build && sh run.sh"
-    with FakeOpenAIServer(policy=no_model_call) as server:
-        argv = solve_args(server, project, tmp_path / "mem")
-        code = main([check if a == CHECK else a for a in argv])
+    code, server = solve_with(project, tmp_path, check=check)
     captured = capsys.readouterr()
     assert code == 2 and server.requests == []
     lines = captured.err.strip().splitlines()
