@@ -70,6 +70,8 @@ def sessions_of(
     With a `kind`, only the tasks whose prompt names it (case aside) are drawn."""
     tasks = load_suite(suite, data=data).tasks
     if kind is not None:
+        if not kind.strip():
+            raise SystemExit("--kind: blank; name the text the stream's prompts share (tuple)")
         tasks = [task for task in tasks if kind.lower() in task.prompt.lower()]
         if not tasks:
             raise SystemExit(f"--kind {kind!r}: no task of {suite} names it in its prompt")

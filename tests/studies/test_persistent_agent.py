@@ -155,3 +155,8 @@ def test_a_stream_of_one_kind_draws_only_tasks_whose_prompt_names_it(tmp_path: P
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert none.returncode != 0 and "no task" in none.stderr and "zebra" in none.stderr
+    blank = subprocess.run(
+        [*command.copy()[:-1], str(tmp_path / "blank"), "--kind", " "],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert blank.returncode != 0 and "--kind: blank" in blank.stderr
