@@ -117,13 +117,13 @@ class Workspace:
 
     def visible(self, path: Path) -> bool:
         """Not hidden, nor inside a hidden directory (.git, .venv...)."""
-        return not any(_hidden(part) for part in path.relative_to(self.root).parts)
+        return not any(part.startswith(".") for part in path.relative_to(self.root).parts)
 
     def paths_named(self, name: str, most: int = 5) -> str:
         """For a path that is not there: where files (or directories) of that name are."""
         found = []
         for directory, subdirectories, files in os.walk(self.root):
-            subdirectories[:] = [d for d in subdirectories if not _hidden(d)]  # as visible()
+            subdirectories[:] = [d for d in subdirectories if not d.startswith(".")]  # as visible()
             here = Path(directory).relative_to(self.root)
             found += [str(here / name) for n in files if n == name]
             found += [f"{here / name}/" for n in subdirectories if n == name]
@@ -186,10 +186,6 @@ class Workspace:
             if self.visible(p)
         )
         return "\n".join(names) if names else "(empty directory)"
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(".")
 
 
 # ---------------------------------------------------------------- search / lookup

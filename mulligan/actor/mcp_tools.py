@@ -367,9 +367,7 @@ def result_text(result: Any) -> str:
             mime = getattr(block, "mime_type", None) or getattr(block, "mimeType", "")
             parts.append(f"[{kind or 'content'}{' ' + mime if mime else ''} not shown]")
     if not parts:
-        structured = getattr(result, "structured_content", None)
-        if structured is None:
-            structured = getattr(result, "structuredContent", None)
-        if structured is not None:
-            return json.dumps(structured)
+        for name in ("structured_content", "structuredContent"):
+            if getattr(result, name, None) is not None:
+                return json.dumps(getattr(result, name))
     return "\n".join(parts)

@@ -246,13 +246,11 @@ def role_cost_rows(stats: RunStats) -> Table:
     header = ["strategy"] + [f"{role} $/task" for role in roles]
     if not priced(stats):
         return header, []
-    rows = []
-    for s in stats.strategies:
-        split = [s.by_role.get(role, Usage()) for role in roles]
-        rows.append(
-            [s.label]
-            + ["unknown" if u.cost is None else f"{s.per_task(u.cost):.4f}" for u in split]
-        )
+    costs = [[s.by_role.get(role, Usage()).cost for role in roles] for s in stats.strategies]
+    rows = [
+        [s.label] + ["unknown" if c is None else f"{s.per_task(c):.4f}" for c in split]
+        for s, split in zip(stats.strategies, costs, strict=True)
+    ]
     return header, rows
 
 
