@@ -127,14 +127,20 @@ class Agent:
 
     def lessons(self, ids: Sequence[str] | None = None) -> list[Lesson]:
         """The lessons of these ids as the memory holds them now (default: every stored one,
-        cases included), each with its status and evidence."""
+        cases included), each with its status and evidence; an id the memory does not hold is
+        a UserError naming it."""
         if ids is None:
             return self.memory.store.all()
         if isinstance(ids, str):
             raise UserError("Agent.lessons: a list of lesson ids, not str: pass [ID]")
         if not all(isinstance(i, str) for i in ids):
             raise UserError(f"Agent.lessons: a list of lesson ids, not {list(ids)!r}")
-        return self.memory.lessons(list(ids))
+        found = self.memory.lessons(list(ids))
+        held = {lesson.id for lesson in found}
+        unknown = [repr(i) for i in dict.fromkeys(ids) if i not in held]
+        if unknown:
+            raise UserError(f"Agent.lessons: no lesson {', '.join(unknown)} in {self.memory.where}")
+        return found
 
     @property
     def loop(self) -> Loop:

@@ -171,6 +171,19 @@ def test_a_bad_task_is_a_user_error(tmp_path: Path) -> None:
     assert Memory(tmp_path / "mem", HashEmbedding()).log.episodes() == []
 
 
+def test_an_unknown_lesson_id_is_refused_by_name_as_memory_show_refuses_it(
+    tmp_path: Path,
+) -> None:
+    Memory(tmp_path / "mem", HashEmbedding()).keep(Lesson(id="l1", text=LESSON), persistent=True)
+    agent = Agent(ScriptedModel(), memory=tmp_path / "mem", embedding="hash")
+    assert [x.id for x in agent.lessons(["l1"])] == ["l1"]
+    where = str(tmp_path / "mem")
+    with pytest.raises(UserError) as refused:
+        agent.lessons(["l1", "nosuch", "gone"])
+    assert str(refused.value) == f"Agent.lessons: no lesson 'nosuch', 'gone' in {where}"
+    assert agent.lessons([]) == []
+
+
 def test_a_lesson_store_on_a_chroma_server_that_is_down_is_a_user_error_naming_it(
     tmp_path: Path,
 ) -> None:
