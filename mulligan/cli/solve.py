@@ -321,7 +321,11 @@ def _printed(diff: str) -> bool:
         sys.stdout.flush()
     except BrokenPipeError:
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            nowhere = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(nowhere, sys.stdout.fileno())
+            finally:
+                os.close(nowhere)
         return False
     finally:
         if previous is not None:

@@ -373,3 +373,20 @@ def test_apply_with_standard_output_closed_early_still_applies(tmp_path: Path) -
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     assert "standard output" in done.stderr and "applied to" in done.stderr
     assert (project / "calc.py").read_text() == FIXED
+
+
+def test_a_diff_whose_reader_has_gone_leaves_no_descriptor_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Standard output is pointed at os.devnull once its reader has gone; the descriptor
+    opened for that is closed again (only standard output's own stays)."""
+    from mulligan.cli import solve as solve_command
+
+    reading, writing = os.pipe()
+    os.close(reading)  # the reader has gone: a write raises BrokenPipeError
+    with open(writing, "w") as out:
+        monkeypatch.setattr("sys.stdout", out)
+        before = sorted(os.listdir("/proc/self/fd"))
+        assert solve_command._printed("--- a/calc.py\n+++ b/calc.py\n") is False
+        assert sorted(os.listdir("/proc/self/fd")) == before
+        assert os.readlink(f"/proc/self/fd/{writing}") == os.devnull
