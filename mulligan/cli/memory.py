@@ -170,8 +170,8 @@ def show_lesson(
     print(f"  {assignment.summary(assigned)}")
     for half in assigned:
         print(f"    {assignment.line(half)}")
-    chance = assignment.chance_line(v.evidence.pairs, reader.log.withheld_halves(), rules)
-    if chance and assigned:
+    chance = assignment.chance_line(assigned, reader.log.withheld_halves(), rules)
+    if chance:
         print(f"  {chance}")
     for e in events:
         print(f"  {e['event']:<18} {e['episode_id']} trial {e['trial']} {e['detail']}")

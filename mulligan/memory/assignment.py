@@ -327,7 +327,7 @@ def summary(assigned: list[Assignment]) -> str:
         return "never assigned while working"
     with_ = [a for a in assigned if a.shown and a.told]
     without = [a for a in assigned if not a.shown and a.told]
-    pairs = len({a.pair for a in assigned if a.pair})
+    pairs = pairs_made(assigned)
     return (
         f"assigned to {len(assigned)} later attempt(s) while working: shown to "
         f"{len(with_)} judged (passed {sum(bool(a.passed) for a in with_)}), withheld from "
@@ -335,15 +335,24 @@ def summary(assigned: list[Assignment]) -> str:
     )
 
 
+def pairs_made(assigned: list[Assignment]) -> int:
+    """How many pairs a lesson's assignments made while working (both halves carry one)."""
+    return len({a.pair for a in assigned if a.pair})
+
+
 def line(a: Assignment) -> str:
     pair = f", pair {a.pair}" if a.pair else ""
     return f"{a.episode_id} trial {a.trial} ({a.task_id}): {a.arm}, {a.outcome}{pair} ({a.coin})"
 
 
-def chance_line(pairs: int, without: tuple[int, int], rules: ValiditySection) -> str | None:
+def chance_line(
+    assigned: list[Assignment], without: tuple[int, int], rules: ValiditySection
+) -> str | None:
     """What noise alone does to a lesson that changes nothing, settled pair by pair as here,
-    at the pass rate the withheld attempts had (None: no pair, or no withheld attempt told)."""
-    passed, told = without
+    over the pairs its assignments (`assigned`) made while working (a batch verification's
+    are not counted: settled otherwise), at the pass rate the withheld attempts had (None: no
+    such pair, or no withheld attempt told)."""
+    pairs, (passed, told) = pairs_made(assigned), without
     if not pairs or not told:
         return None
     luck = by_chance_while_working(pairs, passed / told, rules)

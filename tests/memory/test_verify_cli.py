@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 
 from mulligan.cli import main
+from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.runs.build import build_loop
+from mulligan.studies.verify import verify as verify_batch
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.helpers.pause_points import killed_at
-from tests.memory.helpers import RIGHT, plant
+from tests.memory.helpers import RIGHT, fresh, one_trial, plant, units_tasks, working_model
 
 TASKS = "\n".join(
     f"- id: units-{n}\n  family: units\n  prompt: 'A path is {n} km long. How long is it in "
@@ -84,3 +87,27 @@ def test_a_verification_killed_and_resumed_counts_each_pair_once(
     assert "rule  validated  pairs 2, helped 2, hurt 0 (on units-1, units-2)" in out
     events = [e["event"] for e in Memory(mem, HashEmbedding()).log.lesson_events("rule")]
     assert events == ["created", "helped", "helped", "verified", "verified", "status:validated"]
+
+
+def test_the_chance_line_of_memory_show_counts_only_the_pairs_made_while_working(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lesson paired twice while working and three times by a batch verification: `memory
+    show`'s chance line, which names the pass rate of the attempts it was withheld from while
+    working, is for the 2 pairs made so, not all 5 of its evidence."""
+    memory = fresh(tmp_path)
+    plant(memory, "rule", RIGHT)
+    model = working_model()  # never right: every pair the same, the lesson stays a candidate
+    settings = LoopSettings(strategy="reflexion-memory", trials=3, min_similarity=0.0)
+    loop = build_loop(model, settings, memory=memory)
+    for task in units_tasks(2):  # trials 2 and 3 of each: two pairs while working
+        loop.run_episode(task)
+    verify_batch(memory, memory.lessons(["rule"]), units_tasks(3), one_trial(model, memory),
+                 "batch", k=3, min_similarity=0.0, pairs=3)  # fmt: skip
+    v = memory.lessons(["rule"])[0].validity
+    assert (v.status, v.evidence.pairs) == ("candidate", 5)
+    assert len({a.pair for a in memory.log.assignments_of_lesson("rule") if a.pair}) == 2
+    assert main(["memory", "show", "rule", "--memory", str(tmp_path / "mem")]) == 0
+    out = capsys.readouterr().out
+    assert "verified on 5 pairs" in out
+    assert "validated by its pair 2 " in out
