@@ -20,6 +20,7 @@ from mulligan.inputs.memory_files import read_only
 from mulligan.memory.assignment import AssignmentLog
 from mulligan.memory.lesson_log import LessonChange, LessonChanges, serialized
 from mulligan.memory.migrations import migrate
+from mulligan.sandbox.processes import gone
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 __all__ = ["EpisodeLog", "LessonChange", "LessonChanges", "UnreadableLog"]
@@ -175,11 +176,12 @@ class EpisodeLog(AssignmentLog):
 
     @serialized
     def run(self, run_id: str) -> dict[str, Any] | None:
-        return next(iter(self.db.table("runs").rows_where("id = ?", [run_id])), None)
+        found = next(iter(self.db.table("runs").rows_where("id = ?", [run_id])), None)
+        return as_now(found) if found else None
 
     @serialized
     def runs(self) -> list[dict[str, Any]]:
-        return list(self.db.table("runs").rows_where(order_by="started_at"))
+        return [as_now(run) for run in self.db.table("runs").rows_where(order_by="started_at")]
 
     # ------------------------------------------------------------ episodes and attempts
 
@@ -361,3 +363,13 @@ def _reflected(
         [json.dumps(lessons_written), episode_id],
     )
     conn.execute("update attempts set reflection = 'done' where id = ?", [f"{episode_id}:{trial}"])
+
+
+def as_now(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's row as things are: one still marked running whose process (its manifest's
+    `owner`, where one is recorded) has ended was killed, and reads interrupted."""
+    if run["status"] == "running":
+        owner = json.loads(run["manifest"] or "{}").get("owner")
+        if isinstance(owner, dict) and gone(owner):
+            return {**run, "status": "interrupted"}
+    return run

@@ -1,6 +1,6 @@
 """The box's processes: who a run is (as root, an unprivileged user id of its own), the limits
 set at its start, and what it leaves behind (the /proc table, killing, reaping, a memory
-cgroup).
+cgroup); and whether a process that left a record (a run, a copy) is still there.
 
 Linux only where it matters; elsewhere each helper does nothing.
 """
@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +178,49 @@ class MemoryCgroup:
                 return
             except OSError:
                 time.sleep(0.01)  # its last processes are still exiting
+
+
+# ---------------------------------------------------------------- whether a process is there
+
+
+def this_process() -> dict[str, Any]:
+    """This process as a later one tells whether it still runs (`gone`): its host, its pid
+    and when it started (clock ticks after boot; None where /proc does not say)."""
+    found = _stat(os.getpid())
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": found[1] if found else None,
+    }
+
+
+def gone(owner: Mapping[str, Any]) -> bool:
+    """The process `this_process` described has ended: on this host, no process has its pid,
+    or the one that has is a zombie or started at another time (the pid was reused). One on
+    another host, or described otherwise, is taken to be running."""
+    pid = owner.get("pid")
+    if os.name != "posix" or owner.get("host") != socket.gethostname():
+        return False
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's: it is there
+        pass
+    found = _stat(pid)
+    if found is None:  # no /proc to say more (or it ended just now: told next time)
+        return False
+    state, started = found
+    return state == "Z" or owner.get("started") not in (None, started)
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and start time, from /proc (None where it does not say)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None

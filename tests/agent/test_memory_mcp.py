@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,9 @@ from mcp.client.stdio import stdio_client
 
 from mulligan.cli import main
 from mulligan.memory import HashEmbedding, Memory
+from mulligan.memory.reading import MemoryReader
+from mulligan.report.stats import collect
+from mulligan.sandbox.processes import this_process
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.helpers.terminal import ctrl_c_reaches_it
 from tests.memory.helpers import plant
@@ -230,3 +234,41 @@ def test_a_server_killed_while_its_reflector_answers_a_report_has_counted_nothin
     assert sorted(attempts) == [0, 1]  # the killed server's episode holds no attempt
     assert [x["text"] for x in done["written"] if x["kind"] == "failure"] == [LESSON]
     assert done["attempt"] == 1 and done["reflection"] == "done"
+
+
+def test_a_server_killed_leaves_its_run_read_as_interrupted_not_running(tmp_path: Path) -> None:
+    """kill -9 leaves the run the server started marked running in the log; once its process
+    is gone (a zombie not yet reaped, then reaped), every reader of the log reads the run as
+    interrupted, while another server's, still serving, reads running."""
+    with FakeOpenAIServer(policy=reflector) as server:
+        killed = RawServer(tmp_path / "mem", server.base_url)
+        killed.call("recall", {"task": path_task(1)})
+        serving = RawServer(tmp_path / "mem", server.base_url)
+        serving.call("recall", {"task": path_task(2)})
+        killed.process.send_signal(signal.SIGKILL)
+        stat = Path(f"/proc/{killed.process.pid}/stat")
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # dead, not yet reaped
+            time.sleep(0.01)
+        reader = MemoryReader(tmp_path / "mem")
+        first, second = sorted(reader.runs(), key=lambda run: run.started_at)
+        assert (first.status, second.status) == ("interrupted", "running")
+        killed.close()  # reaped
+        log = Memory(tmp_path / "mem", HashEmbedding()).log
+        assert log.run(first.id)["status"] == "interrupted"  # type: ignore[index]
+        assert collect(log, first.id).status == "interrupted"
+        assert [run["status"] for run in log.runs()] == ["interrupted", "running"]
+        serving.close()
+
+
+def test_a_run_reads_running_only_while_the_process_it_names_is_the_one_that_started_it(
+    tmp_path: Path,
+) -> None:
+    """Its pid taken by a process started at another time (the pid reused) reads interrupted;
+    a process on another host, which cannot be looked at from here, reads running."""
+    log = Memory(tmp_path / "mem", HashEmbedding()).log
+    me = this_process()
+    owners = {"me": me, "reused": {**me, "started": -1}, "elsewhere": {**me, "host": "x.invalid"}}
+    for run_id, owner in owners.items():
+        log.start_run(run_id, {"command": "memory mcp", "owner": owner})
+    statuses = {run_id: log.run(run_id)["status"] for run_id in owners}  # type: ignore[index]
+    assert statuses == {"me": "running", "reused": "interrupted", "elsewhere": "running"}
