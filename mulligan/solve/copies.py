@@ -1,7 +1,8 @@
 """`solve` below the command line: a copy of the project per attempt, and what each changed.
 
 Each attempt works in a fresh copy of the user's directory that mulligan makes (so the box
-may write there); the directory itself is only read (`diffs.apply_diff` alone writes it).
+may write there; in TMPDIR, marked as this process's: scratch.py); the directory itself is
+only read (`diffs.apply_diff` alone writes it).
 A git repository is copied as its working tree shows it, minus what `.gitignore` ignores
 (repositories inside it, submodules or clones, as theirs show them);
 any other directory whole. Caches and virtual environments (JUNK) are never copied.
@@ -28,6 +29,7 @@ from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
 from mulligan.schema import Attempt, Task, Verdict
 from mulligan.solve.diffs import MAX_DIFF_BYTES, Entry, Large, Link, Snapshot, unified_diff
+from mulligan.solve.scratch import copy_directory
 
 JUNK_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -265,8 +267,7 @@ class ProjectCopies:
 
     @contextlib.contextmanager
     def __call__(self, task: Task) -> Iterator[Path]:
-        with sandbox.ScratchWorkspace({}) as workspace:
-            assert workspace is not None
+        with copy_directory() as workspace:
             base: Snapshot = {}
             modes = {}
             for relative in self.project.files():

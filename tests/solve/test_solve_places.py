@@ -33,8 +33,8 @@ def test_a_temporary_directory_inside_the_project_is_not_part_of_it(
     would be copied into the next one made meanwhile, and read as the user's change to the
     project (--apply refused: "changed since attempt 2 began")."""
     project = make_project(tmp_path / "calc")
-    (project / "tmp" / "mulligan-ws-1234").mkdir(parents=True)
-    (project / "tmp" / "mulligan-ws-1234" / "calc.py").write_text(FIXED)
+    (project / "tmp" / "mulligan-copy-1234").mkdir(parents=True)
+    (project / "tmp" / "mulligan-copy-1234" / "calc.py").write_text(FIXED)
     (project / "tmpfiles").mkdir()
     (project / "tmpfiles" / "kept.txt").write_text("the project's\n")
     monkeypatch.setenv("TMPDIR", str(project / "tmp"))
