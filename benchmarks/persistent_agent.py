@@ -12,7 +12,9 @@ and what chance alone would have done: the number of the lessons with pairs so f
 lesson changing nothing would have had validated and refuted by as many pairs
 (`validity.by_chance_while_working`, at the pass rate of the attempts a candidate was
 withheld from). Then each session paired: tasks only the memory arm solved, only the
-baseline, and McNemar's exact p. The table goes to OUT/persistent.md, every number to
+baseline, and McNemar's exact p; and the attempts shown a lesson, how many passed, against
+the baseline's own draws at the same tasks and trials (with --paired the arms differ only
+there), with every pair's direction so far. The table goes to OUT/persistent.md, every number to
 OUT/persistent.json.
 
     python benchmarks/persistent_agent.py mbpp --data mbpp.jsonl --sessions 5 \\
@@ -39,18 +41,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from persistent_smoke import smoke_endpoint
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.memory.validity import GENERAL, ValiditySection, by_chance_while_working
 from mulligan.report.paired import pair_table
 from mulligan.schema import Task
 from mulligan.tasks.suites import load_suite, select
-
-SMOKE_LESSON = "Convert the km to metres by multiplying by 1000."
 
 
 def sessions_of(
@@ -205,21 +205,55 @@ def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[st
     }
 
 
+def shown_numbers(memory: Path, run_id: str, without: list[dict[str, Any]]) -> dict[str, int]:
+    """The memory arm's attempts shown a lesson (a candidate by assignment, or a validated
+    one) and how many passed; the baseline's own draws at the same tasks and trials, where it
+    made one, and how many of those passed: with --paired the arms differ only there. And the
+    direction of every pair so far (the store's evidence, across sessions)."""
+    log = EpisodeLog(memory / "episodes.db", read_only=True)
+    drawn = {
+        (e["task_id"], a["trial"]): a["verdict"]["passed"] for e in without for a in e["attempts"]
+    }
+    shown = [
+        (episode.task_id, attempt.trial, verdict.passed)
+        for row in log.episodes(run_id)
+        if (episode := log.episode(row["id"])) is not None
+        for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False)
+        if attempt.lesson_ids
+    ]
+    there = [drawn[task, trial] for task, trial, _ in shown if (task, trial) in drawn]
+    every = {e["lesson_id"] for e in log.lesson_events()}
+    evidence = [x.validity.evidence for x in log.lessons(sorted(every))]
+    return {
+        "attempts": len(shown),
+        "passed": sum(passed for *_, passed in shown),
+        "baseline_there": len(there),
+        "baseline_passed": sum(there),
+        "pairs_helped": sum(e.helped for e in evidence),
+        "pairs_hurt": sum(e.hurt for e in evidence),
+    }
+
+
 def table(rows: list[dict[str, Any]], strategy: str, baseline: str) -> str:
     head = (
         f"| session | tasks | solved {strategy} | solved {baseline} | only {strategy} | only "
         f"{baseline} | p | first attempt {strategy} / {baseline} | tokens {strategy} / "
-        f"{baseline} | lessons written | validated | refuted | pairs | by chance: validated "
-        "· refuted |"
+        f"{baseline} | shown a lesson: passed / {baseline}'s draws there | lessons written | "
+        "validated | refuted | pairs this session (all so far: helped · hurt) | by chance: "
+        "validated · refuted |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     for n, row in enumerate(rows, start=1):
         m, b, k = row["memory"], row["baseline"], row["lessons"]
+        shown = row.get("shown")  # (not in a row kept from before the figure was added)
+        seen = f"{shown['passed']} of {shown['attempts']} / {shown['baseline_passed']} of " \
+            f"{shown['baseline_there']}" if shown else "not recorded"  # fmt: skip
+        directions = f" ({shown['pairs_helped']} · {shown['pairs_hurt']})" if shown else ""
         lines.append(
             f"| {n} | {m['tasks']} | {m['solved']} | {b['solved']} | {row['only_memory']} | "
             f"{row['only_baseline']} | {row['p']:.3f} | {m['first']} / {b['first']} | "
-            f"{m['tokens']:,} / {b['tokens']:,} | {k['written']} | {k['validated']} | "
-            f"{k['refuted']} | {k['pairs']} | {k['chance_validated']:.1f} · "
+            f"{m['tokens']:,} / {b['tokens']:,} | {seen} | {k['written']} | {k['validated']} | "
+            f"{k['refuted']} | {k['pairs']}{directions} | {k['chance_validated']:.1f} · "
             f"{k['chance_refuted']:.1f} of {k['lessons_with_pairs']} |"
         )
     return "\n".join(lines)
@@ -266,43 +300,12 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
             "session": n, "run_id": run_id, "memory": m, "baseline": b,
             "only_memory": paired.only_a, "only_baseline": paired.only_b, "p": paired.p,
             "lessons": memory_numbers(out / "memory", run_id, rules),
+            "shown": shown_numbers(out / "memory", run_id, without),
         })  # fmt: skip
         (out / "persistent.json").write_text(json.dumps(rows, indent=1))
         print(f"session {n}: {args.strategy} {m['solved']}/{m['tasks']}, "
               f"{args.baseline} {b['solved']}/{b['tasks']}", file=sys.stderr)  # fmt: skip
     return rows
-
-
-SMOKE_TASKS = "".join(
-    f"- id: units-{n}\n  family: units\n  prompt: A path is {n} km long. How long is it in "
-    f"metres?\n  checks: [{{type: exact_match, answer: '{n * 1000}', name: answer}}]\n"
-    for n in range(1, 13)
-)
-
-
-def smoke_policy(body: dict[str, Any]) -> Any:
-    """Right only with the lesson in view; the reviewer writes it after every failure."""
-    from mulligan.testing import FakeReply
-
-    text = json.dumps(body["messages"])
-    if "You review a failed attempt" in body["messages"][0]["content"]:
-        written = {"diagnosis": "Look at the unit asked for.", "lesson": SMOKE_LESSON}
-        return FakeReply(content=json.dumps(written))
-    km = int(text.split("A path is ")[1].split(" km")[0])
-    return FakeReply(content=str(km * 1000) if SMOKE_LESSON in text else str(km))
-
-
-@contextmanager
-def smoke_endpoint(args: argparse.Namespace) -> Iterator[str]:
-    from mulligan.testing import FakeOpenAIServer
-
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    suite = Path(args.out) / "units.yaml"
-    suite.write_text(SMOKE_TASKS)
-    with FakeOpenAIServer(policy=smoke_policy) as server:
-        args.passed = ["--base-url", server.base_url, "--embedding", "hash",
-                       "--min-similarity", "0", *args.passed]  # fmt: skip
-        yield str(suite)
 
 
 def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -68,6 +68,12 @@ def test_the_smoke_study_validates_its_lesson_while_working_and_starts_later_ses
     assert third["memory"]["first"] == third["memory"]["tasks"] == third["memory"]["solved"]
     assert third["baseline"]["solved"] == 0 and third["only_memory"] == third["memory"]["tasks"]
     assert third["memory"]["tokens"] < third["baseline"]["tokens"]
+    for row in rows:  # a shown attempt passes, the baseline's draw at its task and trial fails
+        shown = row["shown"]
+        assert shown["passed"] == shown["attempts"] == shown["baseline_there"] > 0
+        assert shown["baseline_passed"] == 0
+    assert third["shown"]["attempts"] >= third["memory"]["tasks"]  # every first attempt too
+    assert third["shown"]["pairs_helped"] >= 2 and third["shown"]["pairs_hurt"] == 0
     memory = Memory(out / "memory", HashEmbedding())
     (lesson,) = [x for x in memory.store.all() if x.kind == "failure"]
     assert lesson.validity.status == "validated"
