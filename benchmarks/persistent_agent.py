@@ -205,7 +205,9 @@ def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[st
     }
 
 
-def shown_numbers(memory: Path, run_id: str, without: list[dict[str, Any]]) -> dict[str, int]:
+def shown_numbers(
+    memory: Path, run_id: str, without: list[dict[str, Any]]
+) -> dict[str, int | None]:
     """The memory arm's attempts shown a lesson (a candidate by assignment, or a validated
     one) and how many passed; the baseline's own draws at the same tasks and trials, where it
     made one, and how many of those passed: with --paired the arms differ only there. And the
@@ -245,10 +247,11 @@ def table(rows: list[dict[str, Any]], strategy: str, baseline: str) -> str:
     lines = [head, "|" + "---|" * 15]
     for n, row in enumerate(rows, start=1):
         m, b, k = row["memory"], row["baseline"], row["lessons"]
-        shown = row.get("shown")  # (not in a row kept from before the figure was added)
+        shown = row["shown"]
         seen = f"{shown['passed']} of {shown['attempts']} / {shown['baseline_passed']} of " \
-            f"{shown['baseline_there']}" if shown else "not recorded"  # fmt: skip
-        directions = f" ({shown['pairs_helped']} · {shown['pairs_hurt']})" if shown else ""
+            f"{shown['baseline_there']}"  # fmt: skip
+        directions = "" if shown["pairs_helped"] is None else (
+            f" ({shown['pairs_helped']} · {shown['pairs_hurt']})")  # fmt: skip
         lines.append(
             f"| {n} | {m['tasks']} | {m['solved']} | {b['solved']} | {row['only_memory']} | "
             f"{row['only_baseline']} | {row['p']:.3f} | {m['first']} / {b['first']} | "
@@ -291,6 +294,9 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
         run_id, with_memory = session_arm(suite, n, ids, "memory", args)
         kept = [row for row in earlier if row["session"] == n and row["run_id"] == run_id]
         if kept:  # its memory figures as they stood when it ended, not as they stand now
+            if "shown" not in kept[0]:  # kept from before the figure: its attempts' part
+                shown = shown_numbers(out / "memory", run_id, without)
+                kept[0]["shown"] = shown | {"pairs_helped": None, "pairs_hurt": None}
             rows.append(kept[0])
             continue
         m, b = arm_numbers(with_memory), arm_numbers(without)
