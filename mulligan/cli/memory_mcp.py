@@ -17,7 +17,6 @@ from mulligan.memory import Memory
 from mulligan.reflector import Reflector
 from mulligan.runs.build import connect_reflector, loop_settings
 from mulligan.runs.lifecycle import manifest, new_run_id
-from mulligan.sandbox.processes import this_process
 from mulligan.settings.loading import load_config
 
 
@@ -31,7 +30,7 @@ def cmd_memory_mcp(args: argparse.Namespace, open_memory: Callable[[], Memory]) 
     service = MemoryService(memory, reflector, shown_as, run_id, family=args.family or "")
     # never resumed: the process that starts the run is the one that ends it, or whose end,
     # by kill -9 too, makes the log read it as interrupted (memory/log.py, as_now)
-    wanted = manifest(config, command="memory mcp", family=service.family, owner=this_process())
+    wanted = manifest(config, command="memory mcp", family=service.family)
     with running(memory.log, run_id, wanted, resume=False, resumable=False):
         print(
             f"mulligan: serving the memory {memory.where} over MCP on stdio (tools recall, "

@@ -20,7 +20,7 @@ from mulligan.inputs.memory_files import read_only
 from mulligan.memory.assignment import AssignmentLog
 from mulligan.memory.lesson_log import LessonChange, LessonChanges, serialized
 from mulligan.memory.migrations import migrate
-from mulligan.sandbox.processes import gone
+from mulligan.sandbox.processes import gone, this_process
 from mulligan.schema import Attempt, Episode, Lesson, Step, Verdict
 
 __all__ = ["EpisodeLog", "LessonChange", "LessonChanges", "UnreadableLog"]
@@ -160,14 +160,24 @@ class EpisodeLog(AssignmentLog):
 
     @serialized
     def start_run(self, run_id: str, manifest: dict[str, Any]) -> None:
+        """The run started, by this process (its owner, until a resume takes it over)."""
         self.db.table("runs").upsert(
             {
                 "id": run_id,
                 "started_at": time.time(),
                 "status": "running",
                 "manifest": json.dumps(manifest, sort_keys=True),
+                "owner": json.dumps(this_process()),
             },
             pk="id",
+        )
+
+    @serialized
+    def resume_run(self, run_id: str) -> None:
+        """The run running again, this process its owner (its manifest as it started)."""
+        owner = json.dumps(this_process())
+        self.db.table("runs").update(
+            run_id, {"status": "running", "ended_at": None, "owner": owner}
         )
 
     @serialized
@@ -366,10 +376,11 @@ def _reflected(
 
 
 def as_now(run: dict[str, Any]) -> dict[str, Any]:
-    """A run's row as things are: one still marked running whose process (its manifest's
-    `owner`, where one is recorded) has ended was killed, and reads interrupted."""
-    if run["status"] == "running":
-        owner = json.loads(run["manifest"] or "{}").get("owner")
+    """A run's row as things are: one still marked running whose process (its `owner`, the
+    one that started or last resumed it; none in runs logged before it was recorded) has
+    ended was killed, and reads interrupted."""
+    if run["status"] == "running" and run.get("owner"):
+        owner = json.loads(run["owner"])
         if isinstance(owner, dict) and gone(owner):
             return {**run, "status": "interrupted"}
     return run

@@ -168,6 +168,14 @@ def _m007_reflection_replies(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m008_run_owner(db: sqlite_utils.Database) -> None:
+    """The process working on a run (JSON: host, pid, start time; sandbox/processes.py
+    `this_process`): the one that started it, or the last to resume it. A run still marked
+    running whose process has ended was killed (kill -9), and reads interrupted. Runs logged
+    before name none, and read as logged."""
+    db.table("runs").add_column("owner", str)
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("001_initial", _m001_initial),
     ("002_reflection_state_and_stored_lessons", _m002_reflection_state_and_stored_lessons),
@@ -176,5 +184,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite_utils.Database], None]]] = [
     ("005_assignments", _m005_assignments),
     ("006_attempt_provenance", _m006_attempt_provenance),
     ("007_reflection_replies", _m007_reflection_replies),
+    ("008_run_owner", _m008_run_owner),
 ]
 """Append only: never edit or reorder an entry that has shipped."""

@@ -206,10 +206,12 @@ def _how_to_set(name: str) -> str:
 
 @contextmanager
 def lifecycle(log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool) -> Iterator[None]:
-    """Start the run (or check that a resume continues it with the same manifest), then mark
-    how it ended: the log never keeps a run "running" that has stopped."""
+    """Start the run (or check that a resume continues it with the same manifest, and mark it
+    running again, this process's), then mark how it ended: the log never keeps a run
+    "running" that has stopped (one killed reads interrupted once its process is gone)."""
     if resume:
         check_resume(log.run(run_id), run_id, wanted, log.path)
+        log.resume_run(run_id)
     else:
         log.start_run(run_id, wanted)
     try:

@@ -269,6 +269,7 @@ def test_a_run_reads_running_only_while_the_process_it_names_is_the_one_that_sta
     me = this_process()
     owners = {"me": me, "reused": {**me, "started": -1}, "elsewhere": {**me, "host": "x.invalid"}}
     for run_id, owner in owners.items():
-        log.start_run(run_id, {"command": "memory mcp", "owner": owner})
+        log.start_run(run_id, {"command": "memory mcp"})
+        log.db.table("runs").update(run_id, {"owner": json.dumps(owner)})
     statuses = {run_id: log.run(run_id)["status"] for run_id in owners}  # type: ignore[index]
     assert statuses == {"me": "running", "reused": "interrupted", "elsewhere": "running"}

@@ -28,6 +28,11 @@ from tests.helpers.read_only import read_only as unwritable
 ROOT = Path(__file__).resolve().parents[2]
 LATEST = MIGRATIONS[-1][0]
 TABLES = ("runs", "episodes", "attempts")
+UNDO = {
+    "007_reflection_replies": "drop table reflection_replies",
+    "008_run_owner": "alter table runs drop column owner",
+}
+"""What takes a migration back out of a log (the latest's is what makes a log older)."""
 
 
 def a_log(memory: Path, *, older: bool = True) -> Path:
@@ -38,7 +43,7 @@ def a_log(memory: Path, *, older: bool = True) -> Path:
     log.db.conn.close()
     if older:
         with contextlib.closing(sqlite3.connect(memory / "episodes.db")) as connection, connection:
-            connection.execute("drop table reflection_replies")
+            connection.execute(UNDO[LATEST])
             connection.execute(f"delete from migrations where name = '{LATEST}'")
     return memory
 

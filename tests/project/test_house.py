@@ -203,9 +203,9 @@ def test_one_place_connects_and_only_the_pipeline_opens_the_executor_and_memory_
 def test_only_the_run_record_writes_manifests_and_starts_or_ends_runs() -> None:
     """A manifest is built in runs/lifecycle.py alone; a run is started and ended there (through
     `lifecycle`, which the pipeline and a transfer study's learning phase use)."""
-    assert callers_of({"start_run", "end_run", "check_resume"}) - {"mulligan.memory"} == {
-        RUN_RECORD
-    }
+    assert callers_of({"start_run", "resume_run", "end_run", "check_resume"}) - {
+        "mulligan.memory"
+    } == {RUN_RECORD}
     assert callers_of({"prompt_hashes", "versions"}) == {RUN_RECORD}
     assert callers_of({"lifecycle"}) == {PIPELINE, "mulligan.studies.transfer"}
 
