@@ -6,6 +6,7 @@ besides is done here, once, in this order:
     connect    the actor's endpoint (and, where a [reflector] section names one, the
                reflector's: see `connect_models`)
     prices     a cost budget needs a known price
+    leftovers  what killed mulligan processes left in TMPDIR, removed (sandbox/marked.py)
     executor   threads here, or a Ray cluster (its workers build their loops with the
                same `loop_for` the threads use)
     memory     the episode log and lesson store the configuration names
@@ -17,7 +18,7 @@ besides is done here, once, in this order:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from mulligan.runs.build import ESCALATION_MISSING, loop_for, with_default_tempe
 from mulligan.runs.executors import open_executor
 from mulligan.runs.lifecycle import lifecycle, manifest, new_run_id
 from mulligan.sandbox import Policy
+from mulligan.sandbox.marked import remove_abandoned
 from mulligan.schema import Task
 from mulligan.settings.run_config import RunConfig
 
@@ -163,8 +165,12 @@ class Pipeline:
 
 
 @contextmanager
-def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[Pipeline]:
-    """Connect, check prices, open the executor and the memory; close them at the end."""
+def opened(
+    config: RunConfig, request: RunRequest, policy: Policy, keep: Sequence[Path] = ()
+) -> Iterator[Pipeline]:
+    """Connect, check prices, open the executor and the memory; close them at the end.
+    `keep`: the user's directories that the removal of leftovers never touches (solve's
+    project; the memory, and the working directory, always)."""
     config = resolved(config, request)
     if request.uses_store():
         embedding_available(config.run.embedding)
@@ -181,6 +187,7 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
             f"--resume {request.resume}: no episode log at {log}; "
             "pass the --memory (bench: --out) the run used"
         )
+    remove_leftovers([*keep, log.parent])
     executor = open_executor(
         request.executor, request.ray_address, concurrency=config.run.concurrency,
         memory_location=location,
@@ -198,6 +205,18 @@ def opened(config: RunConfig, request: RunRequest, policy: Policy) -> Iterator[P
     finally:
         if executor:
             executor.close()
+
+
+def remove_leftovers(keep: Sequence[Path]) -> None:
+    """The directories that killed mulligan processes left in TMPDIR removed, and said so."""
+    removed = remove_abandoned(keep)
+    if removed:
+        what = "directories" if len(removed) > 1 else "directory"
+        print(
+            f"removed {len(removed)} {what} that killed mulligan processes left in "
+            f"{removed[0].parent}",
+            file=sys.stderr,
+        )
 
 
 @contextmanager

@@ -48,7 +48,6 @@ from mulligan.solve.copies import JUNK_DIRS
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
 from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
-from mulligan.solve.scratch import remove_abandoned
 from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines
 
@@ -159,10 +158,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     memory = config.run.memory or request.memory_default
     outside_memory(directory, Path(log_directory(memory, request.memory_default)))
     finish_interrupted_apply(directory)
-    remove_abandoned_copies(directory)
     extra = [n.strip() for n in args.tools.split(",") if n.strip()]
     family = request.selection["family"]
-    with opened(config, request, box_policy(config)) as run:
+    with opened(config, request, box_policy(config), keep=[directory]) as run:
         protocol = solve_protocol(run.config, run.model.base_url)
         run.config = run.config.updated("actor.protocol", protocol, "solve's choice here")
         project = Project(directory, skip=[run.memory.directory.resolve()])
@@ -245,15 +243,6 @@ def finish_interrupted_apply(directory: Path) -> None:
             + (" (none of it had been written)" if what == "undid" else ""),
             file=sys.stderr,
         )
-
-
-def remove_abandoned_copies(directory: Path) -> None:
-    """The copies that killed solves left in TMPDIR are removed (never `directory`)."""
-    removed = remove_abandoned(keep=directory)
-    if removed:
-        what = "copies of projects that killed solves" if len(removed) > 1 else (
-            "copy of a project that a killed solve")  # fmt: skip
-        print(f"removed {len(removed)} {what} left in {removed[0].parent}", file=sys.stderr)
 
 
 def checks_before(copies: ProjectCopies, task: Task, policy: Policy) -> list[CheckRun] | None:

@@ -20,6 +20,7 @@ from typing import Any
 from mulligan.errors import UserError
 from mulligan.sandbox import processes
 from mulligan.sandbox.levels import containment
+from mulligan.sandbox.marked import marked_directory
 from mulligan.sandbox.plan import ARGV, make_plan
 from mulligan.sandbox.policy import Policy, effective, home, out_of_reach
 from mulligan.sandbox.processes import SANDBOX_UIDS, dropping_privileges, give_to, limiter
@@ -31,6 +32,8 @@ KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 REPORT_BYTES = 1 << 20
 HARNESS = Path(__file__).parents[1] / "evaluator" / "harness.py"
 DEFAULT_LIMITS = Limits()
+SCRATCH = "mulligan-sandbox-"
+"""What a run's scratch directory is named in TMPDIR (marked as this process's: marked.py)."""
 
 
 FROM_THE_WORKING_DIRECTORY = (
@@ -54,11 +57,11 @@ def run_python(
     `writable=True` lets the code write in `cwd` (as root: hands it over to the run's user),
     so pass it only for directories mulligan made, never for a user's own directory.
     """
-    with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
-        script = Path(scratch) / "main.py"
+    with marked_directory(SCRATCH) as scratch:
+        script = scratch / "main.py"
         script.write_text(code, encoding="utf-8")
         argv = [python_for_child(policy), "-I", "-B", "-c", FROM_THE_WORKING_DIRECTORY, str(script)]
-        return _run(argv, scratch, cwd, writable, limits, b"", policy)
+        return _run(argv, str(scratch), cwd, writable, limits, b"", policy)
 
 
 def run_shell(
@@ -70,9 +73,9 @@ def run_shell(
     policy: Policy | None = None,
 ) -> RunResult:
     """Run a shell command in the box, like `run_python`."""
-    with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
+    with marked_directory(SCRATCH) as scratch:
         argv = ["/bin/sh", "-c", command]
-        return _run(argv, scratch, cwd, writable, limits, b"", policy)
+        return _run(argv, str(scratch), cwd, writable, limits, b"", policy)
 
 
 def run_tests(
@@ -89,11 +92,11 @@ def run_tests(
     frames = _frame({"candidate": candidate, "prelude": prelude}) + _frame(
         {"tests": tests, "entry_point": entry_point, "prelude": prelude, "reveal": reveal}
     )
-    with tempfile.TemporaryDirectory(prefix="mulligan-sandbox-") as scratch:
-        script = Path(scratch) / "harness.py"
+    with marked_directory(SCRATCH) as scratch:
+        script = scratch / "harness.py"
         script.write_text(HARNESS.read_text())
         argv = [python_for_child(policy), "-I", "-B", str(script)]
-        return _run(argv, scratch, None, False, limits, frames, policy, report=True)
+        return _run(argv, str(scratch), None, False, limits, frames, policy, report=True)
 
 
 def python_for_child(policy: Policy | None = None) -> str:

@@ -14,12 +14,12 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import Literal
 
 from mulligan.errors import UserError
 from mulligan.sandbox import processes
+from mulligan.sandbox.marked import marked_directory
 from mulligan.sandbox.plan import ARGV, make_plan
 from mulligan.sandbox.policy import Policy
 from mulligan.sandbox.processes import SANDBOX_UIDS, dropping_privileges, give_to, limiter
@@ -100,7 +100,8 @@ def probe(backend: Backend) -> str | None:
         return "unshare is not installed (it is in util-linux)"
     if backend == "bwrap" and dropping_privileges() and shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
-    with tempfile.TemporaryDirectory(prefix="mulligan-probe-") as scratch:
+    with marked_directory("mulligan-probe-") as made:
+        scratch = str(made)
         uid = random.choice(SANDBOX_UIDS)
         give_to(scratch, uid)
         drop = uid if dropping_privileges() else None

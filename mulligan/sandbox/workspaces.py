@@ -1,13 +1,14 @@
-"""Scratch workspaces: a fresh directory laid out from a task's files, removed after."""
+"""Scratch workspaces: a fresh directory laid out from a task's files, removed after (in
+TMPDIR, marked as this process's: marked.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from mulligan.errors import UserError
+from mulligan.sandbox.marked import marked_directory
 
 
 @contextlib.contextmanager
@@ -19,8 +20,7 @@ def ScratchWorkspace(files: dict[str, str] | None, enabled: bool = True) -> Iter
     if not enabled:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="mulligan-ws-") as name:
-        root = Path(name).resolve()
+    with marked_directory("mulligan-ws-") as root:
         for relative, content in (files or {}).items():
             target = (root / relative).resolve()
             if not target.is_relative_to(root):

@@ -1,7 +1,7 @@
 """`solve` below the command line: a copy of the project per attempt, and what each changed.
 
 Each attempt works in a fresh copy of the user's directory that mulligan makes (so the box
-may write there; in TMPDIR, marked as this process's: scratch.py); the directory itself is
+may write there; in TMPDIR, marked as this process's: sandbox/marked.py); the directory itself is
 only read (`diffs.apply_diff` alone writes it).
 A git repository is copied as its working tree shows it, minus what `.gitignore` ignores
 (repositories inside it, submodules or clones, as theirs show them);
@@ -27,10 +27,12 @@ from mulligan import sandbox
 from mulligan.errors import UserError
 from mulligan.evaluator import Evaluator
 from mulligan.llm.base import ChatModel
+from mulligan.sandbox.marked import marked_directory
 from mulligan.schema import Attempt, Task, Verdict
 from mulligan.solve.diffs import MAX_DIFF_BYTES, Entry, Large, Link, Snapshot, unified_diff
-from mulligan.solve.scratch import copy_directory
 
+COPY = "mulligan-copy-"
+"""What a copy of the project is named in TMPDIR (then a random part)."""
 JUNK_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
     | {".tox", ".nox", ".venv", "venv", "node_modules"}
@@ -267,7 +269,7 @@ class ProjectCopies:
 
     @contextlib.contextmanager
     def __call__(self, task: Task) -> Iterator[Path]:
-        with copy_directory() as workspace:
+        with marked_directory(COPY) as workspace:
             base: Snapshot = {}
             modes = {}
             for relative in self.project.files():

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from mulligan.sandbox.marked import OWNER, remove_abandoned
 from mulligan.schema import Task
 from mulligan.solve import Project, ProjectCopies
-from mulligan.solve.scratch import COPY, OWNER, remove_abandoned
+from mulligan.solve.copies import COPY
 from mulligan.testing import FakeOpenAIServer
 from tests.helpers.killing import cli_code, environment, killed, stopped_at
 from tests.helpers.solving import scripted
@@ -65,7 +66,8 @@ def test_the_next_solve_removes_the_copies_a_killed_solve_left_and_nothing_else(
                 capture_output=True, text=True, env=env, timeout=300,
             )  # fmt: skip
         assert done.returncode == 1, done.stderr  # the model changed nothing
-        assert f"removed 1 copy of a project that a killed solve left in {scratch}" in done.stderr
+        said = f"removed 1 directory that killed mulligan processes left in {scratch}"
+        assert said in done.stderr
         assert not os.path.lexists(copy) and not os.path.lexists(marker)
         assert (alive / "calc.py").exists() and Path(f"{alive}{OWNER}").exists()
         now = sorted(scratch.iterdir())  # the later solve's own copies removed as it ended
@@ -77,6 +79,6 @@ def test_the_next_solve_removes_the_copies_a_killed_solve_left_and_nothing_else(
     # a project of the user's that is, or lies in, a directory named and marked as a copy
     inside = make_project(scratch / f"{COPY}project")
     (scratch / f"{COPY}project{OWNER}").write_bytes(dead)
-    assert remove_abandoned(keep=inside) == []
-    assert remove_abandoned(keep=inside / "sub") == [] and (inside / "calc.py").exists()
-    assert remove_abandoned(keep=project) == [inside]  # what kept it: it was the project
+    assert remove_abandoned([inside]) == []
+    assert remove_abandoned([inside / "sub"]) == [] and (inside / "calc.py").exists()
+    assert remove_abandoned([project]) == [inside]  # what kept it: it was the project
