@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -50,6 +51,23 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     # a machine with the `local` extra would otherwise answer "no endpoint" with its own model
     monkeypatch.setenv("MULLIGAN_LOCAL", "off")
+
+
+HOST_TEMP = tempfile.gettempdir()
+
+
+@pytest.fixture(autouse=True)
+def own_temp_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test its own TMPDIR, for itself and the processes it starts: what a process a test
+    kills leaves there (marked as that process's) is never swept up, and reported, by another
+    test's run. Beside the host's, not in pytest's private directory: the box's own user must
+    pass through it to the scratch directory it is given."""
+    root = tempfile.mkdtemp(prefix="mulligan-test-temp-", dir=HOST_TEMP)
+    os.chmod(root, 0o711)
+    monkeypatch.setenv("TMPDIR", root)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    yield
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
