@@ -144,7 +144,9 @@ def test_ctrl_c_stops_the_server_with_its_run_marked_interrupted_and_no_resume_t
         assert "serving the memory" in process.stderr.readline()
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err
+    # 130, or ended by the SIGINT itself where the interpreter re-raises it at exit (a
+    # loaded machine, the event loop's own handler): a shell reads both as 130
+    assert process.returncode in (130, -signal.SIGINT), err
     assert "--resume" not in err and "interrupted" in err
     runs = Memory(tmp_path / "mem", HashEmbedding()).log.runs()
     assert [row["status"] for row in runs] == ["interrupted"]
