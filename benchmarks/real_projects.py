@@ -14,7 +14,8 @@ from pathlib import Path
 
 from mulligan.sandbox import Policy
 from mulligan.schema import CommandCheck, Task
-from mulligan.solve import Project, ProjectCopies, cannot_run, preflight
+from mulligan.solve.copies import Project, ProjectCopies
+from mulligan.solve.preflight import cannot_run, preflight
 
 PYTEST = "{python} -m pytest -q -x -p no:cacheprovider"
 

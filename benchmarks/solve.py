@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mulligan.actor.mcp_tools import MCPServers
 from mulligan.schema import Task
-from mulligan.solve import Project, ProjectCopies, digests
+from mulligan.solve.copies import Project, ProjectCopies, digests
 
 ROOT = Path(__file__).resolve().parents[1]
 

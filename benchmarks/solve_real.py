@@ -49,7 +49,7 @@ from solve_stages import (
 
 from mulligan.memory.log import EpisodeLog
 from mulligan.schema import Episode
-from mulligan.solve import Project
+from mulligan.solve.copies import Project
 
 TASK = "The test suite fails: find the bug in the project's code and fix it. Do not edit the tests."
 STRATEGIES = ("react", "retry", "reflexion-memory")

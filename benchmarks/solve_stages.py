@@ -11,10 +11,11 @@ from real_projects import Bug, checks_as_run
 
 from mulligan.sandbox import Policy
 from mulligan.schema import CommandCheck, Episode, Task
-from mulligan.solve import Project, ProjectCopies, preflight, unified_diff
 from mulligan.solve.context import diagnose
-from mulligan.solve.diffs import Snapshot
+from mulligan.solve.copies import Project, ProjectCopies
+from mulligan.solve.diffs import Snapshot, unified_diff
 from mulligan.solve.localise import functions_of, innermost
+from mulligan.solve.preflight import preflight
 
 SHOWN = re.compile(r"^strategy: .*?; localised [^:]*: (?P<shown>.*)$", re.MULTILINE)
 

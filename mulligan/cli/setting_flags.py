@@ -18,13 +18,7 @@ if TYPE_CHECKING:
     from mulligan.settings.fields import Setting
 
 TABLE = Path(__file__).with_name("flag_table.json")
-
-
-def read_table(text: str) -> dict[str, Any]:
-    return dict(json.loads(text))
-
-
-FLAGS = read_table(TABLE.read_text(encoding="utf-8"))
+FLAGS: dict[str, Any] = json.loads(TABLE.read_text(encoding="utf-8"))
 
 COMMAND_SETTINGS: dict[str, tuple[str, ...]] = {
     "attempt": ("endpoint", "actor", "budget", "compression", "run.mcp"),

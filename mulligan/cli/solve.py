@@ -35,18 +35,11 @@ from mulligan.sandbox import Policy
 from mulligan.schema import Attempt, CommandCheck, Episode, Task, Usage, Verdict
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
-from mulligan.solve import (
-    ChangeRecordingEvaluator,
-    CheckRun,
-    Project,
-    ProjectCopies,
-    cannot_run,
-    preflight,
-)
 from mulligan.solve.choose import choose, run_choice
-from mulligan.solve.copies import JUNK_DIRS
+from mulligan.solve.copies import JUNK_DIRS, ChangeRecordingEvaluator, Project, ProjectCopies
 from mulligan.solve.diffs import apply_diff
 from mulligan.solve.journal import finish_interrupted
+from mulligan.solve.preflight import CheckRun, cannot_run, preflight
 from mulligan.solve.repair import Outcome, RepairPipeline, RepairSettings
 from mulligan.solve.trace import traced
 from mulligan.text_cut import head_and_tail, last_lines

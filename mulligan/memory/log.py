@@ -279,10 +279,6 @@ class EpisodeLog(AssignmentLog):
         return bool(rows and rows[0]["ended_at"])
 
     @serialized
-    def set_lessons_written(self, episode_id: str, lesson_ids: list[str]) -> None:
-        self.db.table("episodes").update(episode_id, {"lessons_written": json.dumps(lesson_ids)})
-
-    @serialized
     def episode(self, episode_id: str) -> Episode | None:
         row = next(self.db.table("episodes").rows_where("id = ?", [episode_id]), None)
         if row is None:

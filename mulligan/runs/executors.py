@@ -16,7 +16,6 @@ from mulligan.inputs.memory_files import is_server
 if TYPE_CHECKING:  # the one executor besides threads (ray loads only when it is chosen)
     from mulligan.runs.ray_executor import RayExecutor as Executor
 
-EXECUTORS = ("threads", "ray")
 QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0"}
 """Ray sends no usage report anywhere (set unless the user set it)."""
 
@@ -33,8 +32,6 @@ def open_executor(
 
     `memory_location` is what --memory names; `uses_store` says whether a strategy reads or
     writes the lesson store (reflexion-memory)."""
-    if name not in EXECUTORS:
-        raise UserError(f"--executor {name}: choose threads or ray")
     if name == "threads":
         if address:
             raise UserError("--ray-address needs --executor ray")

@@ -15,8 +15,7 @@ import pytest
 
 from mulligan.sandbox.marked import OWNER, remove_abandoned
 from mulligan.schema import Task
-from mulligan.solve import Project, ProjectCopies
-from mulligan.solve.copies import COPY
+from mulligan.solve.copies import COPY, Project, ProjectCopies
 from mulligan.testing import FakeOpenAIServer
 from tests.helpers.killing import cli_code, environment, killed, stopped_at
 from tests.helpers.solving import scripted

@@ -364,7 +364,7 @@ def test_an_unknown_tool_is_refused_before_any_attempt(
 
 
 def test_a_directory_a_parent_repository_ignores_is_copied_whole(tmp_path: Path) -> None:
-    from mulligan.solve import Project
+    from mulligan.solve.copies import Project
 
     (tmp_path / ".gitignore").write_text("*\n")  # e.g. a home directory kept in git
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)

@@ -176,7 +176,7 @@ def test_a_large_file_is_never_held_whole(tmp_path: Path) -> None:
     import tracemalloc
 
     from mulligan.schema import Task
-    from mulligan.solve import Project, ProjectCopies
+    from mulligan.solve.copies import Project, ProjectCopies
 
     project = make_project(tmp_path / "calc")
     size = 16 * MAX_DIFF_BYTES

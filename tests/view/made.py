@@ -87,7 +87,7 @@ def make_logged_run(memory: Path) -> EpisodeLog:
         stored=True)  # fmt: skip
     log.lesson_event(LESSON.id, "retrieved", episode, 2)
     log.lesson_event(LESSON.id, "helped", episode, 2)
-    log.set_lessons_written(f"{RUN}:reflexion:t1", [LESSON.id])
+    log.reflection_done(f"{RUN}:reflexion:t1", 1, [LESSON.id])
     return log
 
 
