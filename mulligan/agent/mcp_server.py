@@ -90,8 +90,3 @@ def build_server(service: MemoryService) -> Any:
 
     taken.update({tool.__name__: list(signature(tool).parameters) for tool in (recall, report)})
     return server
-
-
-def serve(service: MemoryService) -> None:
-    """Serve over stdio until the client closes the connection."""
-    build_server(service).run("stdio")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from mulligan import strategies
-from mulligan.agent.mcp_server import serve
+from mulligan.agent.mcp_server import build_server
 from mulligan.agent.memory_service import MemoryService
 from mulligan.cli.output import REPORTER
 from mulligan.cli.pipeline import running
@@ -37,5 +37,5 @@ def cmd_memory_mcp(args: argparse.Namespace, open_memory: Callable[[], Memory]) 
             f"report; reflector {reflector.model.name}) · run id {run_id}",
             file=sys.stderr,
         )
-        serve(service)
+        build_server(service).run("stdio")  # until the client closes the connection
     return 0

@@ -271,12 +271,9 @@ class Memory(KeepsWritten):
         and nothing is imported: the lesson here keeps its text, scope and history. An import
         killed once the store had its lessons, the log not yet, left them in the store only:
         the same import again takes them for its own (the same text) and finishes."""
-        numbered = {
-            str(json.loads(line)["id"]): number
-            for number, line in enumerate(lines, start=1)
-            if line.strip()
-        }
-        lessons = [Lesson.model_validate(json.loads(line)) for line in lines if line.strip()]
+        records = [(n, json.loads(line)) for n, line in enumerate(lines, start=1) if line.strip()]
+        numbered = {str(record["id"]): number for number, record in records}
+        lessons = [Lesson.model_validate(record) for _, record in records]
         if not trust:  # each afresh: its counters reset
             for lesson in lessons:
                 lesson.validity = LessonValidity(expires_at=lesson.validity.expires_at)

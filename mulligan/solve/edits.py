@@ -46,11 +46,7 @@ PATH = re.compile(r"([\w./-]+\.\w+)")
 
 
 class Refused(Exception):
-    """An edit that cannot be applied, and why (shown to the model)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """An edit that cannot be applied, and why (`str(exc)`, shown to the model)."""
 
 
 @dataclass(frozen=True)
@@ -268,7 +264,7 @@ def planned(
                 raise Refused(f"{path} is a test: fix the project's code, do not edit the tests")
             texts[path] = replace_once(path, texts[path], block, shown.get(path, ()))
         except Refused as exc:
-            skipped.append(exc.reason)
+            skipped.append(str(exc))
     if len(skipped) == len(blocks):
         raise Refused("\n".join(skipped))
     for path, text in texts.items():

@@ -187,10 +187,10 @@ class RepairPipeline:
                         raise Refused(cold)
                     self._claim(plan.texts, trial)
                 except Refused as exc:
-                    refused = attempt.steps[-1].feedback = exc.reason
+                    refused = attempt.steps[-1].feedback = str(exc)
                     # a fresh prompt with the reason: shown its refused reply as its own
                     # turn, a small model writes it again word for word
-                    again = prompts.render("repair_refused", reason=exc.reason)
+                    again = prompts.render("repair_refused", reason=refused)
                     messages = [{"role": "user", "content": f"{prompt}\n\n{again}"}]
                     continue
                 attempt.steps[-1].feedback = "\n".join(f"not applied: {s}" for s in plan.skipped)

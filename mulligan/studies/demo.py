@@ -27,13 +27,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from mulligan import strategies as registry
 from mulligan.llm.base import ChatModel
 from mulligan.llm.fake_server import FakeOpenAIServer, FakeReply
 from mulligan.llm.pricing import Price
 from mulligan.memory import Memory
 from mulligan.schema import ExactMatchCheck, Task
 from mulligan.settings.run_config import REPEATED_TEMPERATURE, RunConfig
-from mulligan.studies.study import Study, first_attempt_source, shares_first_attempt
+from mulligan.studies.study import Study, first_attempt_source
 
 DEMO_MODEL = "scripted-demo (not a language model)"
 DEMO_LABEL = "scripted demo model, not a language model"
@@ -174,7 +175,7 @@ def demo_study(endpoints: DemoEndpoints, memory: Memory, seed: int) -> Study:
 
     def model_for(strategy: str) -> ChatModel:
         if strategy not in models:
-            branched = strategy != source and shares_first_attempt(strategy)
+            branched = strategy != source and registry.get(strategy).shares_first_attempt
             models[strategy] = OpenAIChatModel(
                 DEMO_MODEL,
                 base_url=endpoints.url_for(strategy, tried_once=branched),

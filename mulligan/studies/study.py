@@ -87,16 +87,11 @@ def check_episode_ids(tasks: list[Task], passes: int, repeats: int) -> None:
                 )
 
 
-def shares_first_attempt(strategy: str) -> bool:
-    """A strategy that starts without lessons can start from the shared trial 1."""
-    return registry.get(strategy).shares_first_attempt
-
-
 def first_attempt_source(strategies: list[str], design: str) -> str | None:
     """In a paired study, the strategy whose trial 1 the others that share it continue from."""
     if design != "paired":
         return None
-    return next((s for s in strategies if shares_first_attempt(s)), None)
+    return next((s for s in strategies if registry.get(s).shares_first_attempt), None)
 
 
 def ordered(tasks: list[Task], seed: int) -> list[Task]:

@@ -21,7 +21,7 @@ def apply(reply: str) -> dict[str, str]:
 def refusal(reply: str) -> str:
     with pytest.raises(Refused) as refused:
         apply(reply)
-    return refused.value.reason
+    return str(refused.value)
 
 
 def test_a_matching_block_changes_exactly_its_lines() -> None:
