@@ -24,19 +24,8 @@ from mulligan.schema import Episode, Task
 from mulligan.settings.loading import load_config
 from mulligan.settings.run_config import RunConfig
 from mulligan.studies import demo
-from mulligan.studies.study import (
-    OnEpisode,
-    Study,
-    check_episode_ids,
-    check_repeats,
-    study_fields,
-)
-from mulligan.studies.transfer import (
-    Transfer,
-    TransferStudy,
-    check_test_strategies,
-    training_split,
-)
+from mulligan.studies.study import OnEpisode, Study, check_episode_ids, check_repeats, study_fields
+from mulligan.studies.transfer import Transfer, TransferStudy, check_test_strategies, training_split
 from mulligan.tasks.suites import Suite, load_suite
 
 

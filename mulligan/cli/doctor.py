@@ -73,11 +73,7 @@ def timed(model: ChatModel, prompt: str, max_tokens: int) -> tuple[ChatResponse,
 
 
 def check_local_model(
-    settings: EndpointSection,
-    report: Report,
-    *,
-    needed: bool,
-    local: ServerSettings | None = None,
+    settings: EndpointSection, report: Report, *, needed: bool, local: ServerSettings | None = None
 ) -> None:
     """The local model: its file, size and checksum, the server's slots and threads, and
     tokens per second on a short prompt. Not installed is a failure only when nothing else

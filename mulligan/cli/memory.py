@@ -24,12 +24,7 @@ from mulligan.cli.output import marked, table
 from mulligan.cli.pipeline import open_memory
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import (
-    is_server,
-    log_directory,
-    memory_directory,
-    memory_to_read,
-)
+from mulligan.inputs.memory_files import is_server, log_directory, memory_directory, memory_to_read
 from mulligan.inputs.paths import output_file, write_whole
 from mulligan.memory import Memory, assignment, make_embedder
 from mulligan.memory.embeddings import spec_for

@@ -28,12 +28,7 @@ from mulligan import strategies as registry
 from mulligan.cli.output import REPORTER
 from mulligan.defaults import DEFAULT_MEMORY
 from mulligan.errors import UserError
-from mulligan.inputs.memory_files import (
-    is_server,
-    log_directory,
-    memory_directory,
-    memory_to_read,
-)
+from mulligan.inputs.memory_files import is_server, log_directory, memory_directory, memory_to_read
 from mulligan.llm.base import ChatModel
 from mulligan.llm.connect import local_fields
 from mulligan.llm.pricing import require_price_for_cost_budget

@@ -21,12 +21,7 @@ QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def open_executor(
-    name: str,
-    address: str | None,
-    *,
-    concurrency: int,
-    memory_location: str,
-    uses_store: bool,
+    name: str, address: str | None, *, concurrency: int, memory_location: str, uses_store: bool
 ) -> Executor | None:
     """None for `threads`; for `ray`, a connection to the cluster, checked before any work.
 

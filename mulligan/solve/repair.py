@@ -159,12 +159,7 @@ class RepairPipeline:
             return list(pool.map(lambda ask: self._candidate(*ask), asks))
 
     def _candidate(
-        self,
-        task: Task,
-        prompt: str,
-        shown: dict[str, set[int]],
-        lesson_ids: list[str],
-        trial: int,
+        self, task: Task, prompt: str, shown: dict[str, set[int]], lesson_ids: list[str], trial: int
     ) -> Candidate:
         started = time.monotonic()
         attempt = Attempt(

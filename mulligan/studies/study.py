@@ -177,12 +177,7 @@ class Study:
                     self._run_strategy(run_id, strategy, run_pass, repeat, on_episode)
 
     def _run_strategy(
-        self,
-        run_id: str,
-        strategy: str,
-        run_pass: int,
-        repeat: int,
-        on_episode: OnEpisode | None,
+        self, run_id: str, strategy: str, run_pass: int, repeat: int, on_episode: OnEpisode | None
     ) -> None:
         source = first_attempt_source(self.strategies, self.design)
         first_run, first_source = run_id, source
