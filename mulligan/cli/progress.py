@@ -86,28 +86,21 @@ class Progress:
         if not live:
             yield self
             return
+        from rich import progress as bars
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        from rich.progress import Progress as Bars
 
         console = Console(file=self.stream, force_terminal=self.live or None, width=self.width)
-        self._bars = Bars(
-            TextColumn(self.prefix + "{task.description:<22}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(
+        self._bars = bars.Progress(
+            bars.TextColumn(self.prefix + "{task.description:<22}"),
+            bars.BarColumn(),
+            bars.MofNCompleteColumn(),
+            bars.TextColumn(
                 "tasks · {task.fields[passed]} passed · {task.fields[tokens]} tokens"
                 "{task.fields[cost]} ·"
             ),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            bars.TimeElapsedColumn(),
+            bars.TextColumn("ETA"),
+            bars.TimeRemainingColumn(),
             console=console,
             redirect_stdout=True,  # prints (verdict lines) appear above the bars
             redirect_stderr=True,
