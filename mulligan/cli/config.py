@@ -17,9 +17,7 @@ from mulligan.settings.run_config import SECRETS, every_path
 
 def shown(key: str, value: Any) -> Any:
     """A value as shown to people: keys masked but for their last four characters."""
-    if key in SECRETS and isinstance(value, str) and value:
-        return "…" + value[-4:]
-    return value
+    return "…" + value[-4:] if key in SECRETS and isinstance(value, str) and value else value
 
 
 def cmd_config(args: argparse.Namespace) -> int:

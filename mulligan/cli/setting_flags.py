@@ -88,10 +88,7 @@ def argument(one: Setting, help_text: str, **kwargs: Any) -> dict[str, Any]:
 
 
 def shown_default(one: Setting) -> str:
-    value = one.default
-    if value in (None, [], {}) or one.kind is bool:
-        return ""
-    return f" (default {value})"
+    return "" if one.default in (None, [], {}) or one.kind is bool else f" (default {one.default})"
 
 
 def flag_table() -> dict[str, Any]:

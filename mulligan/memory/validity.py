@@ -129,9 +129,7 @@ def is_usable(
     lesson: Lesson, now: float | None = None, statuses: tuple[LessonStatus, ...] = ACTIVE
 ) -> bool:
     v = lesson.validity
-    if v.status not in statuses:
-        return False
-    return v.expires_at is None or v.expires_at > (now or time.time())
+    return v.status in statuses and (v.expires_at is None or v.expires_at > (now or time.time()))
 
 
 def online_phrase(v: LessonValidity) -> str:
