@@ -31,8 +31,7 @@ def trajectory(attempt: Attempt, max_result_chars: int = 600) -> str:
             lines.append(
                 f"    [... {len(step.discarded.strip())} characters after the action, not run]"
             )
-        for call in step.tool_calls:
-            lines.append(f"  -> {call.name}({call.arguments})  [{call.id}]")
+        lines += [f"  -> {call.name}({call.arguments})  [{call.id}]" for call in step.tool_calls]
         for result in step.results:
             output = result.output
             if len(output) > max_result_chars:

@@ -255,9 +255,7 @@ class Code:
 
     def named(self, path: str, name: str) -> Function | None:
         bare = name.split("[", 1)[0].replace("::", ".")
-        return next(
-            (f for f in self.functions.get(path, []) if f.name == bare or f.short == bare), None
-        )
+        return next((f for f in self.functions.get(path, []) if bare in (f.name, f.short)), None)
 
 
 # ---------------------------------------------------------------- localising
