@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -35,6 +34,8 @@ __all__ = ["build_parser", "entry", "main"]
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import logging  # here, not at the top: `--help` ends in parse_args and needs none of it
+
     logging.basicConfig(
         level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

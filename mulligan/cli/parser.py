@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from mulligan.cli import help_format
-from mulligan.cli.setting_flags import add_command_flag, add_setting_flags
+from mulligan.cli.setting_flags import FLAGS, add_command_flag, add_setting_flags
 from mulligan.defaults import DATA_ENV, DATASET_NAMES, DEFAULT_MEMORY, DESIGNS, user_config_path
-from mulligan.strategies import DEFAULT_STUDY, TRANSFER_STUDY
-from mulligan.strategies import NAMES as STRATEGIES
+
+STRATEGIES, DEFAULT_STUDY, TRANSFER_STUDY = (
+    FLAGS["strategies"][key] for key in ("names", "default_study", "transfer_study")
+)  # from the generated table: the registry's strategy objects load only when a command runs
 
 Handler = Callable[[argparse.Namespace], int]
 Commands = argparse._SubParsersAction  # type: ignore[type-arg]

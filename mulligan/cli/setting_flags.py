@@ -93,7 +93,9 @@ def shown_default(one: Setting) -> str:
 
 def flag_table() -> dict[str, Any]:
     """What cli/flag_table.json holds, made from the fields: the sections' titles, each
-    setting's flag (option and argparse's keywords), and each command number's keywords."""
+    setting's flag (option and argparse's keywords), and each command number's keywords; and
+    the strategies' names, which the help lists (the registry's dataclasses stay unloaded)."""
+    from mulligan import strategies
     from mulligan.settings.fields import command_flag, settings
     from mulligan.settings.run_config import SECTIONS, CommandFlags, section_model
 
@@ -111,7 +113,12 @@ def flag_table() -> dict[str, Any]:
         for name in CommandFlags.model_fields
         for one in [command_flag(name)]
     }
-    return {"sections": titles, "settings": rows, "commands": numbers}
+    named = {
+        "names": list(strategies.NAMES),
+        "default_study": list(strategies.DEFAULT_STUDY),
+        "transfer_study": list(strategies.TRANSFER_STUDY),
+    }
+    return {"sections": titles, "settings": rows, "commands": numbers, "strategies": named}
 
 
 def flag_table_text() -> str:

@@ -37,6 +37,19 @@ def test_help_of_every_command_imports_no_heavy_library() -> None:
     assert result["loaded"] == []
 
 
+def test_help_lists_the_strategies_without_loading_them_or_logging() -> None:
+    """The strategies' names come from the generated flag table: `--help` loads neither the
+    registry's strategy objects (dataclasses, and inspect behind them) nor logging."""
+    code = "import contextlib, io, sys\nfrom mulligan import cli\n"
+    code += (
+        "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+    )
+    code += "    cli.main(['bench', '--help'])\n"
+    code += "print(sorted({'mulligan.strategies', 'logging'} & set(sys.modules)), 'reflexion-memory' in out.getvalue())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["[]", "True"], done.stderr
+
+
 def test_the_probe_would_see_a_heavy_import() -> None:
     """The check above is not vacuous: a command that does work loads chromadb."""
     code = "import sys; from mulligan.memory import Memory, HashEmbedding; import tempfile\n"
