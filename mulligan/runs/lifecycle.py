@@ -18,6 +18,7 @@ from typing import Any
 from mulligan import prompts
 from mulligan.errors import EndpointUnreachable, UserError
 from mulligan.memory.log import EpisodeLog
+from mulligan.sandbox.processes import working
 from mulligan.schema import Task
 from mulligan.settings.fields import flag_of
 from mulligan.settings.run_config import RunConfig
@@ -210,7 +211,14 @@ def lifecycle(log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool
     running again, this process's), then mark how it ended: the log never keeps a run
     "running" that has stopped (one killed reads interrupted once its process is gone)."""
     if resume:
-        check_resume(log.run(run_id), run_id, wanted, log.path)
+        run = log.run(run_id)
+        check_resume(run, run_id, wanted, log.path)
+        owner = json.loads((run or {}).get("owner") or "null")
+        if isinstance(owner, dict) and working(owner):  # two processes on one run: refused
+            raise UserError(
+                f"--resume {run_id}: the run is still running, in process {owner['pid']}; let "
+                "it finish, or stop it, then resume"
+            )
         log.resume_run(run_id)
     else:
         log.start_run(run_id, wanted)

@@ -216,6 +216,16 @@ def gone(owner: Mapping[str, Any]) -> bool:
     return state == "Z" or owner.get("started") not in (None, started)
 
 
+def working(owner: Mapping[str, Any]) -> bool:
+    """The process `this_process` described is known to run still, and is not this one: on
+    this host, its pid held by a live process that started when it did."""
+    pid = owner.get("pid")
+    if os.name != "posix" or owner.get("host") != socket.gethostname() or pid == os.getpid():
+        return False
+    found = _stat(pid) if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    return found is not None and found[0] != "Z" and owner.get("started") == found[1]
+
+
 def _stat(pid: int) -> tuple[str, int] | None:
     """A process's state letter and start time, from /proc (None where it does not say)."""
     try:

@@ -1,7 +1,8 @@
 """A run killed with SIGKILL (a real `mulligan run`) leaves its run marked running in the log;
 once its process is gone every reader reads it as interrupted. A resume takes the run over:
 it reads running while the resuming process works on it (whatever its manifest says), then
-interrupted if that one is killed too, and finished once a resume completes it."""
+interrupted if that one is killed too, and finished once a resume completes it; a second
+resume while one works on the run is refused, naming that process."""
 
 from __future__ import annotations
 
@@ -81,6 +82,11 @@ def test_a_killed_run_reads_interrupted_and_a_resume_owns_it_until_it_finishes(
             assert statuses(mem, run_id) == {"running"}  # the resuming process's now
             owner = EpisodeLog(mem / "episodes.db", read_only=True).run(run_id)["owner"]  # type: ignore[index]
             assert json.loads(owner)["pid"] == process.pid
+            second = resumed(again)  # a second process on the same run, while the first works
+            assert second.returncode == 2, second.stderr
+            assert f"still running, in process {process.pid}" in second.stderr
+            owner = EpisodeLog(mem / "episodes.db", read_only=True).run(run_id)["owner"]  # type: ignore[index]
+            assert json.loads(owner)["pid"] == process.pid  # the first one's still
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=30)
