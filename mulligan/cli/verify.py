@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mulligan.cli.pipeline import connect_models, running
+from mulligan.cli.pipeline import connect_models, remove_leftovers, running
 from mulligan.errors import UserError
 from mulligan.loop import Loop
 from mulligan.memory import Memory
@@ -44,6 +44,7 @@ def cmd_verify(args: argparse.Namespace, memory: Memory) -> int:
             policy=policy, reflector=reflector, extra_tools=suite.tools, trials=1,
         )  # fmt: skip
 
+    remove_leftovers([memory.log.path.parent])  # its attempts work in marked directories too
     with running(memory.log, run_id, wanted, resume=bool(args.resume)):
         print(f"run id: {run_id}", file=sys.stderr)
         found = verify(

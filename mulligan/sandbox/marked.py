@@ -4,10 +4,10 @@ Each (a task's workspace `mulligan-ws-`, the box's scratch `mulligan-sandbox-`, 
 solve's project `mulligan-copy-`, a containment probe's `mulligan-probe-`) is made after a
 marker beside it (its name and `.owner`) that names the process making it, and removed, then
 its marker, when it is done with. A process killed with kill -9 removes nothing: the next
-run, bench or solve removes what such a process left (`remove_abandoned`), and only that: a
-directory whose marker this user wrote and whose process has ended, never one whose process
-runs, nor anything without a marker of its own, nor what a link there points to, nor a
-directory of the user's that is, or holds, one named to keep."""
+run, bench, solve or memory verify removes what such a process left (`remove_abandoned`),
+and only that: a directory whose marker this user wrote and whose process has ended, never
+one whose process runs, nor anything without a marker of its own, nor what a link there
+points to, nor a directory of the user's that is, or holds, one named to keep."""
 
 from __future__ import annotations
 

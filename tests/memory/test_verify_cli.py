@@ -5,6 +5,9 @@ package's fake one); the evidence is printed and kept, and `memory show` says it
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ from mulligan.cli import main
 from mulligan.loop import LoopSettings
 from mulligan.memory import HashEmbedding, Memory
 from mulligan.runs.build import build_loop
+from mulligan.sandbox.processes import this_process
 from mulligan.studies.verify import verify as verify_batch
 from mulligan.testing import FakeOpenAIServer, FakeReply
 from tests.helpers.pause_points import killed_at
@@ -111,3 +115,22 @@ def test_the_chance_line_of_memory_show_counts_only_the_pairs_made_while_working
     out = capsys.readouterr().out
     assert "verified on 5 pairs" in out
     assert "validated by its pair 2 " in out
+
+
+def test_memory_verify_removes_what_a_killed_mulligan_left_in_tmpdir_as_a_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its attempts work in marked directories too: at its start it removes those whose
+    process has ended, as run, bench and solve do, and keeps one whose process runs."""
+    code = "import json; from mulligan.sandbox.processes import this_process as p; print(json.dumps(p()))"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    temp = Path(tempfile.gettempdir())
+    for name, owner in (
+        ("mulligan-ws-left", dead),
+        ("mulligan-ws-live", json.dumps(this_process())),
+    ):
+        (temp / name).mkdir()
+        (temp / f"{name}.owner").write_text(owner)
+    verify(tmp_path, "--min-similarity", "0")
+    assert not (temp / "mulligan-ws-left").exists() and (temp / "mulligan-ws-live").is_dir()
+    assert "removed 1 directory that killed mulligan processes left in" in capsys.readouterr().err
