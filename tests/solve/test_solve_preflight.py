@@ -32,6 +32,18 @@ def solve_with(
     return code, server
 
 
+def refused_in_one_line(
+    code: int, server: FakeOpenAIServer, capsys: pytest.CaptureFixture[str], check: str
+) -> str:
+    """solve stopped before any model call, exit 2, with one line naming `check`: that line."""
+    captured = capsys.readouterr()
+    assert code == 2 and server.requests == []
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert f'--check "{check}"' in lines[0]
+    return lines[0]
+
+
 @pytest.mark.parametrize(
     ("check", "said", "fix"),
     [
@@ -130,11 +142,7 @@ def test_a_check_naming_dir_by_its_path_stops_before_any_model_call(
     given.symlink_to(project)
     named = check.format(dir=project, given=given)
     code, server = solve_with(given, tmp_path, check=named)
-    captured = capsys.readouterr()
-    assert code == 2 and server.requests == []
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    assert f'--check "{named}"' in lines[0] and "relative to" in lines[0]
+    assert "relative to" in refused_in_one_line(code, server, capsys, named)
     assert (project / "calc.py").read_text() == BUGGY
 
 
@@ -175,12 +183,8 @@ def test_a_check_that_cannot_cd_into_a_directory_git_ignores_stops_before_any_mo
     (project / "build" / "run.sh").write_text("cd .. && python3 test_calc.py\n")
     check = "cd build && sh run.sh"
     code, server = solve_with(project, tmp_path, check=check)
-    captured = capsys.readouterr()
-    assert code == 2 and server.requests == []
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    assert f'--check "{check}"' in lines[0] and "build" in lines[0]
-    assert "leaves it out of the copies" in lines[0]
+    line = refused_in_one_line(code, server, capsys, check)
+    assert "build" in line and "leaves it out of the copies" in line
 
 
 def test_a_directory_the_project_lacks_may_be_one_its_build_was_to_make() -> None:
