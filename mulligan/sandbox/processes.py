@@ -198,10 +198,8 @@ def gone(owner: Mapping[str, Any]) -> bool:
     """The process `this_process` described has ended: on this host, no process has its pid,
     or the one that has is a zombie or started at another time (the pid was reused). One on
     another host, or described otherwise, is taken to be running."""
-    pid = owner.get("pid")
-    if os.name != "posix" or owner.get("host") != socket.gethostname():
-        return False
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    pid = _pid_here(owner)
+    if pid is None:
         return False
     try:
         os.kill(pid, 0)
@@ -219,11 +217,18 @@ def gone(owner: Mapping[str, Any]) -> bool:
 def working(owner: Mapping[str, Any]) -> bool:
     """The process `this_process` described is known to run still, and is not this one: on
     this host, its pid held by a live process that started when it did."""
-    pid = owner.get("pid")
-    if os.name != "posix" or owner.get("host") != socket.gethostname() or pid == os.getpid():
-        return False
-    found = _stat(pid) if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    pid = _pid_here(owner)
+    found = _stat(pid) if pid is not None and pid != os.getpid() else None
     return found is not None and found[0] != "Z" and owner.get("started") == found[1]
+
+
+def _pid_here(owner: Mapping[str, Any]) -> int | None:
+    """The pid of a process `this_process` described on this host (None: on another host,
+    or no pid a process could have)."""
+    pid = owner.get("pid")
+    if os.name != "posix" or owner.get("host") != socket.gethostname():
+        return None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
