@@ -375,8 +375,16 @@ def as_now(run: dict[str, Any]) -> dict[str, Any]:
     """A run's row as things are: one still marked running whose process (its `owner`, the
     one that started or last resumed it; none in runs logged before it was recorded) has
     ended was killed, and reads interrupted."""
-    if run["status"] == "running" and run.get("owner"):
-        owner = json.loads(run["owner"])
-        if isinstance(owner, dict) and gone(owner):
-            return {**run, "status": "interrupted"}
-    return run
+    owner = run_owner(run) if run["status"] == "running" else None
+    return {**run, "status": "interrupted"} if owner and gone(owner) else run
+
+
+def run_owner(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The process a run's row names as working on it (`this_process`'s description), or
+    None: none recorded, or one the log holds garbled (a hint about liveness, not a record
+    the run needs, so it is read as naming none)."""
+    try:
+        owner = json.loads(run.get("owner") or "null")
+    except ValueError:
+        return None
+    return owner if isinstance(owner, dict) else None

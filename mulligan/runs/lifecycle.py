@@ -17,7 +17,7 @@ from typing import Any
 
 from mulligan import prompts
 from mulligan.errors import EndpointUnreachable, UserError
-from mulligan.memory.log import EpisodeLog
+from mulligan.memory.log import EpisodeLog, run_owner
 from mulligan.sandbox.processes import working
 from mulligan.schema import Task
 from mulligan.settings.fields import flag_of
@@ -213,8 +213,8 @@ def lifecycle(log: EpisodeLog, run_id: str, wanted: dict[str, Any], resume: bool
     if resume:
         run = log.run(run_id)
         check_resume(run, run_id, wanted, log.path)
-        owner = json.loads((run or {}).get("owner") or "null")
-        if isinstance(owner, dict) and working(owner):  # two processes on one run: refused
+        owner = run_owner(run) if run else None
+        if owner and working(owner):  # two processes on one run: refused
             raise UserError(
                 f"--resume {run_id}: the run is still running, in process {owner['pid']}; let "
                 "it finish, or stop it, then resume"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.memory import HashEmbedding, Memory
-from mulligan.memory.log import EpisodeLog
+from mulligan.memory.log import EpisodeLog, run_owner
 from mulligan.memory.reading import MemoryReader
 from mulligan.report.stats import collect
 from mulligan.testing import FakeOpenAIServer, FakeReply
@@ -119,3 +119,19 @@ def test_a_log_written_before_runs_named_their_process_opens_and_reads_its_runs_
     owners = {run["id"]: run["owner"] for run in writing.runs()}
     assert owners["old"] is None and json.loads(owners["new"])["pid"] == os.getpid()
     assert [run["status"] for run in writing.runs()] == ["running", "running"]
+
+
+def test_a_run_whose_recorded_process_is_unreadable_reads_as_logged_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """The process named is a hint about liveness, not a record the run needs: one the log
+    holds garbled (a hand-edited or damaged log) is read as naming none, never a traceback
+    for every reader of the log."""
+    path = tmp_path / "episodes.db"
+    log = EpisodeLog(path)
+    log.start_run("r", {"command": "run"})
+    log.close()
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute("update runs set owner = '{not json'")
+    assert [run["status"] for run in EpisodeLog(path, read_only=True).runs()] == ["running"]
+    assert run_owner(EpisodeLog(path, read_only=True).run("r")) is None  # type: ignore[arg-type]
