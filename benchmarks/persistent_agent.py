@@ -29,6 +29,10 @@ it (the stream is recorded in OUT/stream.json; new sessions come from the tasks 
 in the suite's seeded order). `--kind WORD` draws the stream from the tasks whose prompt names
 WORD alone: tasks that recur in kind, as one project's would, so that a lesson one task wrote
 is retrieved by others of its kind and can be verified while working.
+`--lessons FILE` imports a lesson file (`mulligan memory export`'s lines; `id` and `text` are
+enough, with `scope.family` the suite's) into the memory arm's memory before its first session:
+lessons someone else wrote, each a candidate that earns its place by the same assignment, so a
+study can tell whether better lessons than the reflector's would help this actor at all.
 `--smoke` runs three short sessions on a synthetic suite against the package's fake
 endpoint (a model that answers right only with the lesson it writes in view): a check that
 the study runs, not a measurement.
@@ -44,10 +48,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from persistent_figures import arm_numbers, memory_numbers, shown_numbers, table
 from persistent_smoke import smoke_endpoint
 
 from mulligan.memory.log import EpisodeLog
-from mulligan.memory.validity import GENERAL, ValiditySection, by_chance_while_working
+from mulligan.memory.validity import ValiditySection
 from mulligan.report.paired import pair_table
 from mulligan.schema import Task
 from mulligan.tasks.suites import load_suite, select
@@ -136,6 +141,27 @@ def unfinished_run(memory: Path) -> str | None:
     return newest["id"] if newest and newest["status"] != "finished" else None
 
 
+def import_lessons(path: str, memory: Path, passed: list[str]) -> None:
+    """The file's lessons into the memory arm's memory, once: a resume, or a call after a kill
+    that had imported them, finds them there and imports nothing."""
+    try:
+        lines = Path(path).read_text().splitlines()
+        ids = [str(json.loads(line)["id"]) for line in lines if line.strip()]
+    except (OSError, ValueError, KeyError, TypeError):
+        ids = []  # the import below says what is wrong with the file, and where
+    log = memory / "episodes.db"
+    if ids and log.exists() and EpisodeLog(log, read_only=True).known_ids(ids) == set(ids):
+        return
+    embedding = passed[passed.index("--embedding") : passed.index("--embedding") + 2] if (
+        "--embedding" in passed
+    ) else []  # fmt: skip
+    argv = [sys.executable, "-m", "mulligan.cli", "memory", "import", path, "--memory",
+            str(memory), *embedding]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"persistent_agent.py: --lessons {path}: {done.stderr.strip()}")
+
+
 def run_session(
     suite: str,
     ids: list[str],
@@ -165,103 +191,6 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MULLIGAN_"))}
 
 
-def arm_numbers(episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "tasks": len(episodes),
-        "solved": sum(bool(e["passed"]) for e in episodes),
-        "first": sum(
-            bool(e["attempts"] and e["attempts"][0]["verdict"]["passed"]) for e in episodes
-        ),
-        "tokens": sum(e["usage"]["total_tokens"] for e in episodes),
-        "passed": {e["task_id"]: bool(e["passed"]) for e in episodes},
-    }
-
-
-def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[str, Any]:
-    """What the session did to the memory, and what chance alone would have done."""
-    log = EpisodeLog(memory / "episodes.db", read_only=True)
-    mine = {row["id"] for row in log.episodes(run_id)}
-    events = [e for e in log.lesson_events() if e["episode_id"] in mine]
-    created = [e["lesson_id"] for e in events if e["event"] == "created"]
-    general = [x.id for x in log.lessons(created) if x.kind in GENERAL]
-    passed, told = log.withheld_halves()
-    every = {e["lesson_id"] for e in log.lesson_events()}
-    tried = [x for x in log.lessons(sorted(every)) if x.validity.evidence.pairs]
-    rate = passed / told if told else None
-    luck = [by_chance_while_working(x.validity.evidence.pairs, rate, rules) for x in tried] if (
-        rate is not None
-    ) else []  # fmt: skip
-    statuses = [x.validity.status for x in log.lessons(sorted(every)) if x.kind in GENERAL]
-    return {
-        "written": len(general),
-        "validated": sum(e["event"] == "status:validated" for e in events),
-        "refuted": sum(e["event"] == "status:refuted" for e in events),
-        "pairs": sum(e["event"] == "verified" for e in events),
-        "withheld_pass_rate": rate,
-        "lessons_with_pairs": len(tried),
-        "chance_validated": sum(x.validated for x in luck),
-        "chance_refuted": sum(x.refuted for x in luck),
-        "store": {s: statuses.count(s) for s in sorted(set(statuses))},
-    }
-
-
-def shown_numbers(
-    memory: Path, run_id: str, without: list[dict[str, Any]]
-) -> dict[str, int | None]:
-    """The memory arm's attempts shown a lesson (a candidate by assignment, or a validated
-    one) and how many passed; the baseline's own draws at the same tasks and trials, where it
-    made one, and how many of those passed: with --paired the arms differ only there. And the
-    direction of every pair so far (the store's evidence, across sessions)."""
-    log = EpisodeLog(memory / "episodes.db", read_only=True)
-    drawn = {
-        (e["task_id"], a["trial"]): a["verdict"]["passed"] for e in without for a in e["attempts"]
-    }
-    shown = [
-        (episode.task_id, attempt.trial, verdict.passed)
-        for row in log.episodes(run_id)
-        if (episode := log.episode(row["id"])) is not None
-        for attempt, verdict in zip(episode.attempts, episode.verdicts, strict=False)
-        if attempt.lesson_ids
-    ]
-    there = [drawn[task, trial] for task, trial, _ in shown if (task, trial) in drawn]
-    every = {e["lesson_id"] for e in log.lesson_events()}
-    evidence = [x.validity.evidence for x in log.lessons(sorted(every))]
-    return {
-        "attempts": len(shown),
-        "passed": sum(passed for *_, passed in shown),
-        "baseline_there": len(there),
-        "baseline_passed": sum(there),
-        "pairs_helped": sum(e.helped for e in evidence),
-        "pairs_hurt": sum(e.hurt for e in evidence),
-    }
-
-
-def table(rows: list[dict[str, Any]], strategy: str, baseline: str) -> str:
-    head = (
-        f"| session | tasks | solved {strategy} | solved {baseline} | only {strategy} | only "
-        f"{baseline} | p | first attempt {strategy} / {baseline} | tokens {strategy} / "
-        f"{baseline} | shown a lesson: passed / {baseline}'s draws there | lessons written | "
-        "validated | refuted | pairs this session (all so far: helped · hurt) | by chance: "
-        "validated · refuted |"
-    )
-    lines = [head, "|" + "---|" * 15]
-    for n, row in enumerate(rows, start=1):
-        m, b, k = row["memory"], row["baseline"], row["lessons"]
-        shown = row["shown"]
-        seen = f"{shown['passed']} of {shown['attempts']} / {shown['baseline_passed']} of " \
-            f"{shown['baseline_there']}"  # fmt: skip
-        directions = "" if shown["pairs_helped"] is None else (
-            f" ({shown['pairs_helped']} · {shown['pairs_hurt']})")  # fmt: skip
-        lines.append(
-            f"| {n} | {m['tasks']} | {m['solved']} | {b['solved']} | {row['only_memory']} | "
-            f"{row['only_baseline']} | {row['p']:.3f} | {m['first']} / {b['first']} | "
-            f"{m['tokens']:,} / {b['tokens']:,} | {seen} | {k['written']} | {k['validated']} | "
-            f"{k['refuted']} | {k['pairs']}{directions} | {k['chance_validated']:.1f} · "
-            f"{k['chance_refuted']:.1f} of {k['lessons_with_pairs']} |"
-        )
-    return "\n".join(lines)
-
-
 def session_arm(
     suite: str, n: int, ids: list[str], arm: str, args: argparse.Namespace
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -289,6 +218,8 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
     earlier = json.loads((out / "persistent.json").read_text()) if (
         args.resume and (out / "persistent.json").exists()
     ) else []  # fmt: skip
+    if args.lessons:
+        import_lessons(args.lessons, out / "memory", args.passed)
     for n, ids in enumerate(stream, start=1):
         _, without = session_arm(suite, n, ids, "baseline", args)  # (first: --paired reuses it)
         run_id, with_memory = session_arm(suite, n, ids, "memory", args)
@@ -338,6 +269,12 @@ def main() -> None:
     parser.add_argument("--baseline", default="retry", help="the same strategy without memory")
     parser.add_argument("--validate-after", type=int, default=ValiditySection().validate_after)
     parser.add_argument("--refute-after", type=int, default=ValiditySection().refute_after)
+    parser.add_argument(
+        "--lessons",
+        metavar="FILE",
+        help="lessons (JSON lines, as `mulligan memory export` writes) imported into the memory "
+        "arm's memory before its first session, each a candidate",
+    )
     parser.add_argument("--out", required=True, help="a new directory for the memories")
     parser.add_argument(
         "--resume",

@@ -15,6 +15,9 @@ READS = Option(
 )
 """Reads and verifies; the lessons come from other writers (a reflexion-memory session, an
 import, a report over MCP)."""
+READS_ONLY = Option("read-memory", "memory", READS.summary + ", writing nothing", READS.sets)
+"""`retry[read-memory]`: retry given a store someone else writes (lessons imported, or reported
+over MCP), so what its attempts are shown is those lessons alone."""
 WRITES = Option(
     "memory",
     "memory",

@@ -171,3 +171,58 @@ def test_a_stream_of_one_kind_draws_only_tasks_whose_prompt_names_it(tmp_path: P
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert blank.returncode != 0 and "--kind: blank" in blank.stderr
+
+
+def test_lessons_given_to_the_study_are_imported_once_as_candidates_and_tried_by_assignment(
+    tmp_path: Path,
+) -> None:
+    """--lessons FILE puts lessons someone else wrote into the memory arm's memory before its
+    first session, each a candidate: tried by the assignment like the reflector's own, and
+    imported once however often the study is resumed. retry[read-memory] writes nothing of its
+    own, so those lessons are all it is shown. A file the import refuses stops the study
+    before any session, naming the file."""
+    import runpy
+    import sqlite3
+
+    smoke = runpy.run_path(str(SCRIPT.with_name("persistent_smoke.py")))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    given = tmp_path / "lessons.jsonl"
+    lesson = {"id": "given-1", "text": smoke["SMOKE_LESSON"], "scope": {"family": "units"}}
+    given.write_text(json.dumps(lesson | {"validity": {"status": "validated"}}) + "\n")
+    out = tmp_path / "study"
+    command = [sys.executable, str(SCRIPT), "--smoke", "--paired", "--strategy",
+               "retry[read-memory]", "--out", str(out)]  # fmt: skip
+    for sessions in ("1", "2"):  # the second call resumes: one session kept, one more run
+        done = subprocess.run(
+            [*command, "--resume", "--sessions", sessions, "--lessons", str(given)],
+            capture_output=True, text=True, timeout=600, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    with sqlite3.connect(out / "memory" / "episodes.db") as db:
+        events = [e for (e,) in db.execute(
+            "select event from lesson_events where lesson_id = 'given-1' order by rowid")]  # fmt: skip
+        first = db.execute(
+            "select count(*) from attempts where trial = 1 and lesson_ids like '%given-1%' "
+            "and finished_at < (select min(at) from lesson_events where lesson_id = 'given-1' "
+            "and event = 'status:validated')"
+        ).fetchone()[0]
+        stored = db.execute("select count(*) from lessons").fetchone()[0]
+    assert stored == 1  # read-memory wrote none of its own
+    assert events.count("imported") == 1 and events[0] == "imported"
+    assert "assigned" in events and "shown" in events  # tried as a candidate, not trusted
+    assert first == 0  # no first attempt saw it before it was validated
+    rows = json.loads((out / "persistent.json").read_text())
+    assert len(rows) == 2 and rows[0]["shown"]["attempts"] >= 1
+    assert [row["lessons"]["written"] for row in rows] == [0, 0]
+    assert (
+        "status:validated" in events and rows[1]["memory"]["first"] == 4
+    )  # then shown from trial 1
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(lesson) + "\n" + '{"text": "no id"}\n')
+    refused = subprocess.run(
+        [*command[:-1], str(tmp_path / "other"), "--lessons", str(broken)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "broken.jsonl" in refused.stderr
+    assert not (tmp_path / "other" / "session-1-memory.json").exists()
