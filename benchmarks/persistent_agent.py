@@ -142,16 +142,24 @@ def unfinished_run(memory: Path) -> str | None:
 
 
 def import_lessons(path: str, memory: Path, passed: list[str]) -> None:
-    """The file's lessons into the memory arm's memory, once: a resume, or a call after a kill
-    that had imported them, finds them there and imports nothing."""
+    """The file's lessons into the memory arm's memory, once, before its first session: a
+    resume, or a call after a kill that had imported them, finds them there and imports
+    nothing; lessons not there once a session has run are refused (the sessions before would
+    have worked without them)."""
     try:
         lines = Path(path).read_text().splitlines()
         ids = [str(json.loads(line)["id"]) for line in lines if line.strip()]
     except (OSError, ValueError, KeyError, TypeError):
         ids = []  # the import below says what is wrong with the file, and where
-    log = memory / "episodes.db"
-    if ids and log.exists() and EpisodeLog(log, read_only=True).known_ids(ids) == set(ids):
+    log = EpisodeLog(memory / "episodes.db", read_only=True) if (
+        memory / "episodes.db"
+    ).exists() else None  # fmt: skip
+    if ids and log and log.known_ids(ids) == set(ids):
         return
+    if log and log.runs():
+        sys.exit(f"persistent_agent.py: --lessons {path}: the memory arm has worked sessions "
+                 "without these lessons; a study's lessons go in before its first session: "
+                 "resume with the file it started with, or start a new --out")  # fmt: skip
     embedding = passed[passed.index("--embedding") : passed.index("--embedding") + 2] if (
         "--embedding" in passed
     ) else []  # fmt: skip

@@ -218,6 +218,15 @@ def test_lessons_given_to_the_study_are_imported_once_as_candidates_and_tried_by
         "status:validated" in events and rows[1]["memory"]["first"] == 4
     )  # then shown from trial 1
 
+    other = tmp_path / "other.jsonl"  # lessons new to a study that has run sessions
+    other.write_text(json.dumps(lesson | {"id": "given-2"}) + "\n")
+    late = subprocess.run(
+        [*command, "--resume", "--sessions", "3", "--lessons", str(other)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert late.returncode != 0 and "before its first session" in late.stderr
+    assert len(json.loads((out / "persistent.json").read_text())) == 2
+
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(lesson) + "\n" + '{"text": "no id"}\n')
     refused = subprocess.run(
