@@ -160,9 +160,8 @@ def import_lessons(path: str, memory: Path, passed: list[str]) -> None:
         sys.exit(f"persistent_agent.py: --lessons {path}: the memory arm has worked sessions "
                  "without these lessons; a study's lessons go in before its first session: "
                  "resume with the file it started with, or start a new --out")  # fmt: skip
-    embedding = passed[passed.index("--embedding") : passed.index("--embedding") + 2] if (
-        "--embedding" in passed
-    ) else []  # fmt: skip
+    at = next((n for n, flag in enumerate(passed) if flag.split("=")[0] == "--embedding"), None)
+    embedding = [] if at is None else passed[at : at + (1 if "=" in passed[at] else 2)]
     argv = [sys.executable, "-m", "mulligan.cli", "memory", "import", path, "--memory",
             str(memory), *embedding]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True)
