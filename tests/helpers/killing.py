@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.helpers.terminal import ctrl_c_reaches_it
+
 ROOT = Path(__file__).parents[2]
 
 WRAPPER = """
@@ -69,6 +71,7 @@ def stopped_at(
         text=True,
         env=env or environment(),
         cwd=ready.parent,
+        preexec_fn=ctrl_c_reaches_it,  # a test may stop it with Ctrl-C rather than a kill
     )
     deadline = time.monotonic() + 180
     while not ready.exists():
