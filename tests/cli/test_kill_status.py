@@ -21,15 +21,13 @@ from mulligan.memory import HashEmbedding, Memory
 from mulligan.memory.log import EpisodeLog, run_owner
 from mulligan.memory.reading import MemoryReader
 from mulligan.report.stats import collect
-from mulligan.testing import FakeOpenAIServer, FakeReply
+from mulligan.testing import FakeReply
 from tests.cli.test_resume import (
-    TASKS,
     HoldFirst,
-    command,
     environment,
     is_reflection,
-    killed_when,
     resumed,
+    run_killed_holding,
 )
 
 
@@ -62,12 +60,8 @@ def statuses(memory: Path, run_id: str) -> set[str]:
 def test_a_killed_run_reads_interrupted_and_a_resume_owns_it_until_it_finishes(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "tasks.yaml").write_text(TASKS)
     mem = tmp_path / "mem"
-    policy = HoldFirst("reflection")
-    with FakeOpenAIServer(policy=policy) as server:
-        argv = command(server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion")
-        run_id = killed_when(policy, argv)
+    with run_killed_holding(tmp_path, "reflection", "reflexion") as (server, _, argv, run_id):
         assert statuses(mem, run_id) == {"interrupted"}
 
         holding = HoldUntilTold()

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,21 @@ def killed_when(policy: HoldFirst, argv: list[str]) -> str:
     return process.stderr.readline().split("run id:")[1].strip()
 
 
+@contextmanager
+def run_killed_holding(
+    tmp_path: Path, held: str, strategy: str, *more: str
+) -> Iterator[tuple[FakeOpenAIServer, HoldFirst, list[str], str]]:
+    """A real `mulligan run` over TASKS on the memory `tmp_path/mem`, killed with SIGKILL while
+    the first request of kind `held` waits: the fake server (still up), its policy, the run's
+    command and its run id."""
+    (tmp_path / "tasks.yaml").write_text(TASKS)
+    policy = HoldFirst(held)
+    with FakeOpenAIServer(policy=policy) as server:
+        tasks = str(tmp_path / "tasks.yaml")
+        argv = [*command(server, tmp_path / "mem", "run", tasks, "--strategy", strategy), *more]
+        yield server, policy, argv, killed_when(policy, argv)
+
+
 def resumed(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mulligan.cli", *argv],
@@ -113,12 +130,8 @@ def resumed(argv: list[str]) -> subprocess.CompletedProcess[str]:
 def test_a_kill_during_reflection_is_redone_on_resume_without_an_extra_trial(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "tasks.yaml").write_text(TASKS)
     mem = tmp_path / "mem"
-    policy = HoldFirst("reflection")
-    with FakeOpenAIServer(policy=policy) as server:
-        argv = command(server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion")
-        run_id = killed_when(policy, argv)
+    with run_killed_holding(tmp_path, "reflection", "reflexion") as (server, policy, argv, run_id):
         done = resumed([*argv, "--resume", run_id, "--json"])
         assert done.returncode == 0, done.stderr
         assert server.violations == []
@@ -134,14 +147,8 @@ def test_a_kill_during_reflection_is_redone_on_resume_without_an_extra_trial(
 
 
 def test_a_kill_during_the_insight_is_redone_on_resume(tmp_path: Path) -> None:
-    (tmp_path / "tasks.yaml").write_text(TASKS)
     mem = tmp_path / "mem"
-    policy = HoldFirst("insight")
-    with FakeOpenAIServer(policy=policy) as server:
-        argv = command(
-            server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion-memory"
-        )
-        run_id = killed_when(policy, argv)
+    with run_killed_holding(tmp_path, "insight", "reflexion-memory") as (_, policy, argv, run_id):
         done = resumed([*argv, "--resume", run_id, "--json"])
         assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout)
@@ -160,7 +167,6 @@ def test_a_kill_during_the_insight_is_redone_on_resume(tmp_path: Path) -> None:
 
 
 def test_a_kill_during_an_attempt_counts_its_retrieval_once(tmp_path: Path) -> None:
-    (tmp_path / "tasks.yaml").write_text(TASKS)
     mem = tmp_path / "mem"
     planted = Lesson(
         id="planted",
@@ -169,14 +175,9 @@ def test_a_kill_during_an_attempt_counts_its_retrieval_once(tmp_path: Path) -> N
         source=LessonSource(task_id="elsewhere", model="human"),
     )
     Memory(mem, HashEmbedding()).keep(planted, persistent=True)
-    policy = HoldFirst("actor")
-    with FakeOpenAIServer(policy=policy) as server:
-        argv = command(
-            server, mem, "run", str(tmp_path / "tasks.yaml"), "--strategy", "reflexion-memory"
-        )
-        argv += ["--min-similarity", "0"]  # the hash embedding cannot measure relatedness
-        argv += ["--show-candidates"]  # the planted lesson is unverified
-        run_id = killed_when(policy, argv)
+    more = ["--min-similarity", "0"]  # the hash embedding cannot measure relatedness
+    more += ["--show-candidates"]  # the planted lesson is unverified
+    with run_killed_holding(tmp_path, "actor", "reflexion-memory", *more) as (_, _, argv, run_id):
         done = resumed([*argv, "--resume", run_id, "--json"])
         assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout)
