@@ -93,18 +93,24 @@ def test_a_killed_run_reads_interrupted_and_a_resume_owns_it_until_it_finishes(
     assert statuses(mem, run_id) == {"finished"}
 
 
+def a_run_then_edited(path: Path, run_id: str, *statements: str) -> None:
+    """A log at `path` holding one run started by this process, then changed by hand."""
+    log = EpisodeLog(path)
+    log.start_run(run_id, {"command": "run"})
+    log.close()
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
 def test_a_log_written_before_runs_named_their_process_opens_and_reads_its_runs_as_logged(
     tmp_path: Path,
 ) -> None:
     """An older log, only read, shows its runs as they were logged; opened to write, it gains
     the column, its runs with no process named (read as logged), and new runs name theirs."""
     path = tmp_path / "episodes.db"
-    log = EpisodeLog(path)
-    log.start_run("old", {"command": "run"})
-    log.close()
-    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("alter table runs drop column owner")
-        connection.execute("delete from migrations where name = '008_run_owner'")
+    a_run_then_edited(path, "old", "alter table runs drop column owner",
+                      "delete from migrations where name = '008_run_owner'")  # fmt: skip
     reading = EpisodeLog(path, read_only=True)
     assert [(run["id"], run["status"]) for run in reading.runs()] == [("old", "running")]
     writing = EpisodeLog(path)
@@ -122,10 +128,6 @@ def test_a_run_whose_recorded_process_is_unreadable_reads_as_logged_and_resumes(
     holds garbled (a hand-edited or damaged log) is read as naming none, never a traceback
     for every reader of the log."""
     path = tmp_path / "episodes.db"
-    log = EpisodeLog(path)
-    log.start_run("r", {"command": "run"})
-    log.close()
-    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("update runs set owner = '{not json'")
+    a_run_then_edited(path, "r", "update runs set owner = '{not json'")
     assert [run["status"] for run in EpisodeLog(path, read_only=True).runs()] == ["running"]
     assert run_owner(EpisodeLog(path, read_only=True).run("r")) is None  # type: ignore[arg-type]
