@@ -231,9 +231,10 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
         _, without = session_arm(suite, n, ids, "baseline", args)  # (first: --paired reuses it)
         run_id, with_memory = session_arm(suite, n, ids, "memory", args)
         kept = [row for row in earlier if row["session"] == n and row["run_id"] == run_id]
+        log = EpisodeLog(out / "memory" / "episodes.db", read_only=True)
         if kept:  # its memory figures as they stood when it ended, not as they stand now
             if "shown" not in kept[0]:  # kept from before the figure: its attempts' part
-                shown = shown_numbers(out / "memory", run_id, without)
+                shown = shown_numbers(log, run_id, without)
                 kept[0]["shown"] = shown | {"pairs_helped": None, "pairs_hurt": None}
             rows.append(kept[0])
             continue
@@ -243,8 +244,8 @@ def study(suite: str, stream: list[list[str]], args: argparse.Namespace) -> list
         rows.append({
             "session": n, "run_id": run_id, "memory": m, "baseline": b,
             "only_memory": paired.only_a, "only_baseline": paired.only_b, "p": paired.p,
-            "lessons": memory_numbers(out / "memory", run_id, rules),
-            "shown": shown_numbers(out / "memory", run_id, without),
+            "lessons": memory_numbers(log, run_id, rules),
+            "shown": shown_numbers(log, run_id, without),
         })  # fmt: skip
         (out / "persistent.json").write_text(json.dumps(rows, indent=1))
         print(f"session {n}: {args.strategy} {m['solved']}/{m['tasks']}, "

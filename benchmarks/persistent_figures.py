@@ -5,7 +5,6 @@ sessions' episodes and the memory's log."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from mulligan.memory.log import EpisodeLog
@@ -24,9 +23,8 @@ def arm_numbers(episodes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[str, Any]:
+def memory_numbers(log: EpisodeLog, run_id: str, rules: ValiditySection) -> dict[str, Any]:
     """What the session did to the memory, and what chance alone would have done."""
-    log = EpisodeLog(memory / "episodes.db", read_only=True)
     mine = {row["id"] for row in log.episodes(run_id)}
     events = [e for e in log.lesson_events() if e["episode_id"] in mine]
     created = [e["lesson_id"] for e in events if e["event"] == "created"]
@@ -53,13 +51,12 @@ def memory_numbers(memory: Path, run_id: str, rules: ValiditySection) -> dict[st
 
 
 def shown_numbers(
-    memory: Path, run_id: str, without: list[dict[str, Any]]
+    log: EpisodeLog, run_id: str, without: list[dict[str, Any]]
 ) -> dict[str, int | None]:
     """The memory arm's attempts shown a lesson (a candidate by assignment, or a validated
     one) and how many passed; the baseline's own draws at the same tasks and trials, where it
     made one, and how many of those passed: with --paired the arms differ only there. And the
     direction of every pair so far (the store's evidence, across sessions)."""
-    log = EpisodeLog(memory / "episodes.db", read_only=True)
     drawn = {
         (e["task_id"], a["trial"]): a["verdict"]["passed"] for e in without for a in e["attempts"]
     }
